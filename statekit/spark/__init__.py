@@ -1,0 +1,1 @@
+"""Spark side of statekit: the session helper and the Python Kafka source."""
