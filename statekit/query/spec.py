@@ -1,0 +1,158 @@
+"""What a statekit query computes: the window, the group keys, the aggregates.
+
+Pure descriptions, validated when built, so a bad argument fails before Spark starts.
+
+Example:
+    >>> spec = QuerySpec(keys=["player"], window=tumbling("10 minutes"),
+    ...                  aggregates=["count", "sum(score)", "max(score)"])
+    >>> [a.name for a in spec.aggregates]
+    ['count', 'sum_score', 'max_score']
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from statekit.durations import spark_interval, to_millis
+from statekit.errors import BadArgument
+
+WINDOW_KINDS = ("tumbling", "hopping", "session")
+AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
+#: How many aggregation-buffer fields Spark keeps in state per aggregate (numeric inputs).
+BUFFER_WIDTH = {"count": 1, "sum": 1, "min": 1, "max": 1, "avg": 2}
+_AGG_PATTERN = re.compile(r"^\s*(\w+)\s*(?:\(\s*([\w*]*)\s*\))?\s*$")
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """An event-time window: ``tumbling(size)``, ``hopping(size, slide)`` or ``session(gap)``."""
+
+    kind: str
+    size: str
+    slide: str | None = None
+
+    def __post_init__(self):
+        if self.kind not in WINDOW_KINDS:
+            raise BadArgument("window kind", self.kind, WINDOW_KINDS)
+        to_millis(self.size, "session gap" if self.kind == "session" else "window size")
+        if self.kind == "hopping":
+            if self.slide is None:
+                raise BadArgument("hopping window slide", None, "a duration such as '1 minute'")
+            if to_millis(self.slide, "window slide") > to_millis(self.size):
+                raise BadArgument("window slide", self.slide,
+                                  f"a duration no longer than the window size {self.size!r}")
+        elif self.slide is not None:
+            raise BadArgument(f"slide for a {self.kind} window", self.slide,
+                              "no slide (only hopping windows have one)")
+
+    @property
+    def size_ms(self) -> int:
+        return to_millis(self.size)
+
+    def column(self, event_time: str):
+        """The Spark column grouping events into this window, aliased ``window``."""
+        from pyspark.sql import functions as F
+
+        if self.kind == "session":
+            return F.session_window(event_time, spark_interval(self.size)).alias("window")
+        slide = spark_interval(self.slide) if self.slide else None
+        return F.window(event_time, spark_interval(self.size), slide).alias("window")
+
+
+def tumbling(size: str) -> WindowSpec:
+    """Fixed, non-overlapping windows of ``size`` ("10 minutes")."""
+    return WindowSpec("tumbling", size)
+
+
+def hopping(size: str, slide: str) -> WindowSpec:
+    """Overlapping windows of ``size`` starting every ``slide``."""
+    return WindowSpec("hopping", size, slide)
+
+
+def session(gap: str) -> WindowSpec:
+    """Per-key sessions that close after ``gap`` without events."""
+    return WindowSpec("session", gap)
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One aggregate: ``function`` over ``column`` (None for count), output ``name``."""
+
+    function: str
+    column: str | None
+
+    @property
+    def name(self) -> str:
+        return self.function if self.column is None else f"{self.function}_{self.column}"
+
+    @classmethod
+    def parse(cls, text: str) -> Aggregate:
+        """``"count"``, ``"count(*)"``, ``"sum(score)"`` … → Aggregate."""
+        match = _AGG_PATTERN.match(text) if isinstance(text, str) else None
+        accepted = "count, count(*), or one of sum/min/max/avg(<column>)"
+        if not match:
+            raise BadArgument("aggregate", text, accepted)
+        function, column = match.group(1).lower(), match.group(2)
+        if function not in AGGREGATE_FUNCTIONS:
+            raise BadArgument("aggregate function", match.group(1), AGGREGATE_FUNCTIONS)
+        if function == "count":
+            return cls("count", None if column in (None, "", "*") else column)
+        if not column or column == "*":
+            raise BadArgument("aggregate", text, f"{function}(<column name>)")
+        return cls(function, column)
+
+    def column_expr(self):
+        from pyspark.sql import functions as F
+
+        if self.function == "count":
+            target = F.lit(1) if self.column is None else F.col(self.column)
+            return F.count(target).alias(self.name)
+        return getattr(F, self.function)(F.col(self.column)).alias(self.name)
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """The stateful aggregation: group ``keys`` per ``window`` of ``event_time``."""
+
+    keys: Sequence[str] = ("player",)
+    window: WindowSpec = field(default_factory=lambda: tumbling("10 minutes"))
+    aggregates: Sequence[Aggregate | str] = ("count", "sum(score)", "max(score)")
+    event_time: str = "ts"
+    watermark: str = "10 minutes"
+
+    def __post_init__(self):
+        keys = [self.keys] if isinstance(self.keys, str) else list(self.keys)
+        if not keys or not all(isinstance(k, str) and k for k in keys):
+            raise BadArgument("group keys", self.keys, "one or more column names")
+        aggs = [a if isinstance(a, Aggregate) else Aggregate.parse(a) for a in self.aggregates]
+        if not aggs:
+            raise BadArgument("aggregates", self.aggregates, "at least one aggregate")
+        names = [a.name for a in aggs]
+        if len(set(names)) != len(names):
+            raise BadArgument("aggregates", self.aggregates, "each aggregate at most once")
+        if not isinstance(self.window, WindowSpec):
+            raise BadArgument("window", self.window, "tumbling(..), hopping(..) or session(..)")
+        to_millis(self.watermark, "watermark delay")
+        object.__setattr__(self, "keys", tuple(keys))
+        object.__setattr__(self, "aggregates", tuple(aggs))
+
+    @property
+    def input_columns(self) -> list[str]:
+        """Columns the query reads: keys, event time, aggregated columns."""
+        cols = [*self.keys, self.event_time]
+        cols += [a.column for a in self.aggregates if a.column and a.column not in cols]
+        return cols
+
+    @property
+    def key_columns(self) -> list[str]:
+        """Columns that identify one state row once flattened."""
+        if self.window.kind == "session":
+            return ["window_start", *self.keys]
+        return ["window_start", "window_end", *self.keys]
+
+    @property
+    def value_columns(self) -> list[str]:
+        cols = [a.name for a in self.aggregates]
+        return ["window_end", *cols] if self.window.kind == "session" else cols

@@ -1,0 +1,388 @@
+"""Start a stateful windowed aggregation over a Kafka topic and look inside its state.
+
+``start_query`` reads JSON events from a topic (or takes any streaming
+DataFrame), keeps malformed events aside, applies an event-time watermark,
+groups by window and keys, and runs the aggregation with Spark's RocksDB state
+store. The returned ``StatefulQuery`` waits, reports progress, and reads the
+state: ``snapshot()``, ``changes()``, ``metadata()``.
+
+Example:
+    >>> q = start_query("games", bootstrap_servers=broker.bootstrap_servers,   # doctest: +SKIP
+    ...                 window=tumbling("10 minutes"), aggregates=["count", "sum(score)"])
+    >>> q.wait_until_drained()                                                # doctest: +SKIP
+    >>> q.snapshot().nlargest(5, "sum_score")                                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.types import StringType, StructField, StructType
+
+from statekit.durations import spark_interval
+from statekit.errors import BadArgument, StatekitError
+from statekit.query.progress import progress_frame
+from statekit.query.spec import Aggregate, QuerySpec, WindowSpec
+from statekit.state.reader import StateReader
+
+#: The game events of the leaderboard story (see data/README.md).
+GAME_EVENT_SCHEMA = "player string, game string, score long, ts timestamp"
+CORRUPT = "_corrupt_record"
+SINKS = ("noop", "memory", "console")
+_STATEKIT_DIR = "_statekit"
+
+
+def kafka_format(spark: SparkSession) -> str:
+    """``kafka`` when Spark's own connector is on the classpath, else statekit's Python source."""
+    try:
+        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
+        return "kafka"
+    except Exception:
+        from statekit.spark.source import register
+
+        return register(spark)
+
+
+def kafka_stream(
+    spark: SparkSession,
+    topic: str,
+    bootstrap_servers: str,
+    starting_offsets: str = "earliest",
+    max_offsets_per_trigger: int | None = None,
+    fail_on_data_loss: bool = True,
+    kafka_config: Mapping[str, str] | None = None,
+) -> DataFrame:
+    """A streaming DataFrame over ``topic`` with Spark's ``kafka`` columns.
+
+    Checks first that the broker answers and the topic exists, so a typo fails
+    here with the address or topic named, not deep inside a Spark task.
+    """
+    from statekit.kafka.topics import partition_count
+
+    partition_count(bootstrap_servers, topic, kafka_config)
+    reader = (spark.readStream.format(kafka_format(spark))
+              .option("kafka.bootstrap.servers", bootstrap_servers)
+              .option("subscribe", topic)
+              .option("startingOffsets", starting_offsets)
+              .option("failOnDataLoss", str(fail_on_data_loss).lower()))
+    if max_offsets_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", int(max_offsets_per_trigger))
+    for key, value in (kafka_config or {}).items():
+        reader = reader.option(f"kafka.{key}", value)
+    return reader.load()
+
+
+def parse_events(raw: DataFrame, schema: str | StructType) -> tuple[DataFrame, DataFrame]:
+    """Split raw Kafka rows into (events, malformed).
+
+    An event is malformed when its value is not a JSON object, when a field
+    cannot be read as its declared type, or when a declared field is missing.
+    ``malformed`` keeps the raw record (value as text, topic, partition,
+    offset, timestamp) and a ``reason``.
+    """
+    struct = StructType.fromDDL(schema) if isinstance(schema, str) else schema
+    fields = struct.fieldNames()
+    with_corrupt = StructType([*struct.fields, StructField(CORRUPT, StringType(), True)])
+    text = F.col("value").cast("string")
+    parsed = raw.withColumn("event", F.from_json(
+        text, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}))
+    event = F.col("event")
+    reason: Column = F.lit(None).cast("string")
+    for name in reversed(fields):
+        reason = F.when(event[name].isNull(), F.lit(f"missing {name}")).otherwise(reason)
+    all_null = F.lit(True)
+    for name in fields:
+        all_null = all_null & event[name].isNull()
+    reason = (F.when(event.isNull() | (event[CORRUPT].isNotNull() & all_null),
+                     F.lit("not a JSON object"))
+              .when(event[CORRUPT].isNotNull(), F.lit("a field has the wrong type"))
+              .otherwise(reason))
+    parsed = parsed.withColumn("reason", reason)
+    events = parsed.where(F.col("reason").isNull()).select(*[event[n].alias(n) for n in fields])
+    malformed = parsed.where(F.col("reason").isNotNull()).select(
+        F.col("key").cast("string").alias("key"), text.alias("value"), "topic", "partition",
+        "offset", "timestamp", "reason")
+    return events, malformed
+
+
+def aggregate(events: DataFrame, spec: QuerySpec) -> DataFrame:
+    """The windowed aggregation of ``spec`` over parsed events (still streaming)."""
+    missing = [c for c in spec.input_columns if c not in events.columns]
+    if missing:
+        raise BadArgument("column", missing[0], events.columns)
+    return (events.withWatermark(spec.event_time, spark_interval(spec.watermark))
+            .groupBy(spec.window.column(spec.event_time), *spec.keys)
+            .agg(*[a.column_expr() for a in spec.aggregates]))
+
+
+class _ProgressRecorder(StreamingQueryListener):
+    """Writes every progress report of statekit queries beside their checkpoint."""
+
+    def __init__(self):
+        self.folders: dict[str, str] = {}
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        folder = self.folders.get(str(event.progress.id))
+        if folder:
+            path = os.path.join(folder, f"{event.progress.batchId:010d}.json")
+            with open(path + ".tmp", "w") as out:
+                out.write(event.progress.json)
+            os.replace(path + ".tmp", path)
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
+
+
+_RECORDERS: dict[int, _ProgressRecorder] = {}
+
+
+def _recorder(spark: SparkSession) -> _ProgressRecorder:
+    key = id(spark)
+    if key not in _RECORDERS:
+        _RECORDERS[key] = _ProgressRecorder()
+        spark.streams.addListener(_RECORDERS[key])
+    return _RECORDERS[key]
+
+
+class StatefulQuery:
+    """A running statekit aggregation: wait on it, read its progress and its state."""
+
+    def __init__(self, spark: SparkSession, spec: QuerySpec, checkpoint: str,
+                 query: StreamingQuery, quarantine: StreamingQuery | None,
+                 reports_before: int = 0):
+        self.spark, self.spec, self.checkpoint = spark, spec, checkpoint
+        self.query, self.quarantine = query, quarantine
+        self.state = StateReader(spark, checkpoint, spec)
+        self._started_batches = reports_before
+
+    # --- lifecycle ------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.query.name
+
+    @property
+    def is_active(self) -> bool:
+        return self.query.isActive
+
+    def stop(self) -> None:
+        """Stop the query (and its malformed-event writer); the checkpoint stays."""
+        for q in (self.query, self.quarantine):
+            if q is not None and q.isActive:
+                q.stop()
+
+    def __enter__(self) -> StatefulQuery:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _raise_if_failed(self) -> None:
+        for q in (self.query, self.quarantine):
+            if q is not None and not q.isActive and q.exception() is not None:
+                raise StatekitError(f"query {q.name!r} failed: {q.exception()}")
+
+    def wait_for_batches(self, n: int, timeout: float = 120.0) -> int:
+        """Block until this run has completed ``n`` batches; returns the last batch id."""
+        deadline = time.monotonic() + timeout
+        while len(self._progress_files()) - self._started_batches < n:
+            self._raise_if_failed()
+            if not self.query.isActive:
+                raise StatekitError(f"query {self.name!r} stopped before {n} batches")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"query {self.name!r} did not complete {n} batches "
+                                   f"in {timeout:.0f} s")
+            time.sleep(0.1)
+        return self.last_batch
+
+    def wait_until_drained(self, timeout: float = 300.0) -> int:
+        """Block until everything in the input so far is processed; returns the last batch id."""
+        for q in (self.query, self.quarantine):
+            if q is None:
+                continue
+            errors: list[BaseException] = []
+
+            def drain(q=q, errors=errors):
+                try:
+                    q.processAllAvailable()
+                except BaseException as exc:  # surfaced in the caller's thread
+                    errors.append(exc)
+
+            worker = threading.Thread(target=drain, daemon=True)
+            worker.start()
+            worker.join(timeout)
+            if worker.is_alive():
+                raise TimeoutError(f"query {q.name!r} did not drain its input in {timeout:.0f} s")
+            if errors:
+                raise StatekitError(f"query {q.name!r} failed: {errors[0]}") from errors[0]
+        return self.last_batch
+
+    # --- progress -------------------------------------------------------------------
+    def _progress_dir(self) -> str:
+        return os.path.join(self.checkpoint, _STATEKIT_DIR, "progress")
+
+    def _progress_files(self) -> list[str]:
+        return sorted(glob.glob(os.path.join(self._progress_dir(), "*.json")))
+
+    def progress(self) -> pd.DataFrame:
+        """One row per batch (all runs of this checkpoint): rows in, state rows, timings."""
+        reports = []
+        for path in self._progress_files():
+            with open(path) as src:
+                reports.append(json.load(src))
+        return progress_frame(reports)
+
+    @property
+    def last_batch(self) -> int:
+        """Id of the last committed batch (-1 before the first)."""
+        commits = glob.glob(os.path.join(self.checkpoint, "commits", "[0-9]*"))
+        return max((int(os.path.basename(c)) for c in commits), default=-1)
+
+    def late_events(self) -> int:
+        """Rows dropped because they arrived behind the watermark (all batches)."""
+        frame = self.progress()
+        return int(frame["dropped_by_watermark"].sum()) if len(frame) else 0
+
+    # --- malformed events -----------------------------------------------------------
+    def _malformed_path(self) -> str:
+        return os.path.join(self.checkpoint, _STATEKIT_DIR, "malformed", "data")
+
+    def malformed(self) -> pd.DataFrame:
+        """Malformed input records kept aside: key, value (text), topic, partition, offset, …"""
+        path = self._malformed_path()
+        columns = ["key", "value", "topic", "partition", "offset", "timestamp", "reason"]
+        if not glob.glob(os.path.join(path, "*.parquet")):
+            return pd.DataFrame(columns=columns)
+        frame = self.spark.read.parquet(path).toPandas()
+        return frame[columns].sort_values(["partition", "offset"]).reset_index(drop=True)
+
+    def malformed_count(self) -> int:
+        return len(self.malformed())
+
+    # --- state ----------------------------------------------------------------------
+    def snapshot(self, batch: int | None = None) -> pd.DataFrame:
+        """The state store at ``batch`` (latest when None), flattened: see StateReader."""
+        return self.state.snapshot(batch)
+
+    def changes(self, from_batch: int, to_batch: int | None = None) -> pd.DataFrame:
+        """The change feed (puts and deletes) of batches ``from_batch..to_batch``."""
+        return self.state.changes(from_batch, to_batch)
+
+    def metadata(self) -> pd.DataFrame:
+        """Stateful operators and stores: partitions, first and last retained batch."""
+        return self.state.metadata()
+
+    def __repr__(self) -> str:
+        state = "active" if self.is_active else "stopped"
+        return f"StatefulQuery({self.name!r}, {state}, last_batch={self.last_batch})"
+
+
+def start_query(
+    source: str | DataFrame,
+    *,
+    spark: SparkSession | None = None,
+    bootstrap_servers: str | None = None,
+    keys: Sequence[str] | str = ("player",),
+    window: WindowSpec | None = None,
+    aggregates: Sequence[str | Aggregate] = ("count", "sum(score)", "max(score)"),
+    event_time: str = "ts",
+    watermark: str = "10 minutes",
+    event_schema: str | StructType = GAME_EVENT_SCHEMA,
+    checkpoint: str | None = None,
+    name: str = "statekit",
+    output_mode: str | None = None,
+    sink: str = "noop",
+    trigger: str = "500 milliseconds",
+    starting_offsets: str = "earliest",
+    max_offsets_per_trigger: int | None = None,
+    fail_on_data_loss: bool = True,
+    kafka_config: Mapping[str, str] | None = None,
+) -> StatefulQuery:
+    """Start the windowed aggregation; returns a handle to wait on and to read state from.
+
+    Args:
+        source: a Kafka topic name (JSON values, parsed with ``event_schema``), or a
+            streaming DataFrame: with a ``value`` column it is parsed the same way,
+            otherwise its columns are used as they are.
+        spark: the session (``statekit.spark_session()`` when None).
+        bootstrap_servers: the Kafka cluster, required when ``source`` is a topic.
+        keys, window, aggregates, event_time, watermark: what to compute (see QuerySpec);
+            the window defaults to ``tumbling("10 minutes")``.
+        checkpoint: the query's checkpoint directory (a new temp dir when None). Starting
+            again with the same checkpoint resumes exactly where the query stopped.
+        output_mode: ``update`` (default) or ``append`` (sessions need append).
+        sink: where result rows go: noop (default), memory (a table named ``name``), console.
+        trigger: a micro-batch interval such as "1 second", or "available-now".
+    """
+    from statekit.spark.session import spark_session
+
+    spec = QuerySpec(keys=keys, window=window or WindowSpec("tumbling", "10 minutes"),
+                     aggregates=aggregates, event_time=event_time, watermark=watermark)
+    if sink not in SINKS:
+        raise BadArgument("sink", sink, SINKS)
+    if output_mode is None:
+        output_mode = "append" if spec.window.kind == "session" else "update"
+    if output_mode not in ("update", "append"):
+        raise BadArgument("output mode", output_mode, ["update", "append"])
+    if spec.window.kind == "session" and output_mode != "append":
+        raise BadArgument("output mode for session windows", output_mode, ["append"])
+    trigger_kwargs = _trigger(trigger)
+    spark = spark or spark_session()
+    checkpoint = checkpoint or tempfile.mkdtemp(prefix=f"statekit-{name}-")
+    checkpoint = os.path.abspath(checkpoint)
+
+    if isinstance(source, str):
+        if not bootstrap_servers:
+            raise BadArgument("bootstrap_servers", bootstrap_servers,
+                              "the Kafka cluster's 'host:port' (e.g. an EmbeddedBroker's)")
+        raw = kafka_stream(spark, source, bootstrap_servers, starting_offsets,
+                           max_offsets_per_trigger, fail_on_data_loss, kafka_config)
+    elif isinstance(source, DataFrame):
+        if not source.isStreaming:
+            raise BadArgument("source", "a batch DataFrame", "a topic name or a streaming DataFrame")
+        raw = source
+    else:
+        raise BadArgument("source", source, "a topic name or a streaming DataFrame")
+
+    if "value" in raw.columns:
+        events, malformed = parse_events(raw, event_schema)
+    else:
+        events, malformed = raw, None
+
+    progress_dir = os.path.join(checkpoint, _STATEKIT_DIR, "progress")
+    os.makedirs(progress_dir, exist_ok=True)
+    reports_before = len(glob.glob(os.path.join(progress_dir, "*.json")))
+    recorder = _recorder(spark)
+    writer = (aggregate(events, spec).writeStream.queryName(name).outputMode(output_mode)
+              .format(sink).option("checkpointLocation", checkpoint).trigger(**trigger_kwargs))
+    quarantine = None
+    if malformed is not None:
+        side = os.path.join(checkpoint, _STATEKIT_DIR, "malformed")
+        quarantine = (malformed.writeStream.queryName(f"{name}-malformed").format("parquet")
+                      .option("path", os.path.join(side, "data"))
+                      .option("checkpointLocation", os.path.join(side, "checkpoint"))
+                      .trigger(**trigger_kwargs).start())
+    query = writer.start()
+    recorder.folders[str(query.id)] = progress_dir
+    return StatefulQuery(spark, spec, checkpoint, query, quarantine, reports_before)
+
+
+def _trigger(trigger: str) -> dict:
+    if trigger == "available-now":
+        return {"availableNow": True}
+    return {"processingTime": spark_interval(trigger, "trigger interval")}

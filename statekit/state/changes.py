@@ -1,0 +1,42 @@
+"""Apply a change feed (puts and deletes) to a table: the store as a materialized view.
+
+Example:
+    >>> import pandas as pd
+    >>> feed = pd.DataFrame({"batch": [1, 1, 2], "change": ["put", "put", "delete"],
+    ...                      "k": ["a", "b", "a"], "v": [1, 2, None]})
+    >>> apply_changes(feed, key_columns=["k"], value_columns=["v"])
+       k    v
+    0  b  2.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+CHANGE_TYPES = ("put", "delete")
+
+
+def apply_changes(
+    changes: pd.DataFrame,
+    key_columns: Sequence[str],
+    value_columns: Sequence[str],
+    start: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The table left after applying ``changes`` in order to ``start`` (empty by default).
+
+    ``changes`` has a ``change`` column (put/delete) and is applied in row order
+    (sort it by batch first); the last change per key wins and a delete removes it.
+    """
+    keys, values = list(key_columns), list(value_columns)
+    bad = set(changes["change"].unique()) - set(CHANGE_TYPES) if len(changes) else set()
+    if bad:
+        raise ValueError(f"unknown change types {sorted(bad)}; accepted: {', '.join(CHANGE_TYPES)}")
+    frames = [changes[keys + values + ["change"]]]
+    if start is not None:
+        frames.insert(0, start[keys + values].assign(change="put"))
+    log = pd.concat(frames, ignore_index=True)
+    last = log.drop_duplicates(subset=keys, keep="last")
+    table = last[last["change"] == "put"].drop(columns="change")
+    return table.sort_values(keys, kind="stable").reset_index(drop=True)

@@ -1,0 +1,174 @@
+"""Read a windowed aggregation's state with Spark's State Data Source, flattened for pandas.
+
+Spark keeps a streaming aggregation's state as (key struct, aggregation buffer
+struct) rows per partition. ``StateReader`` reads them at any retained batch
+(``statestore``), reads the change feed between batches (``readChangeFeed``)
+and the store metadata (``state-metadata``) and flattens everything inside
+Spark into plain columns: ``window_start``, ``window_end``, the group keys,
+one column per aggregate (final values: an avg is sum / count), ``partition``.
+
+Example:
+    >>> reader = StateReader(spark, "/tmp/ck", spec)                     # doctest: +SKIP
+    >>> reader.snapshot(batch=3).head()                                  # doctest: +SKIP
+         window_start          window_end player  count  sum_score  max_score  partition
+"""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+from statekit.errors import BatchNotRetained, CheckpointError, StatekitError
+from statekit.query.spec import BUFFER_WIDTH, QuerySpec
+
+CHANGE_NAMES = {"update": "put", "delete": "delete"}
+
+
+class StateReader:
+    """Snapshots, change feed and metadata of one statekit query's state store.
+
+    Args:
+        spark: the session to read with.
+        checkpoint: the query's checkpoint location.
+        spec: what the query computes (tells how to flatten keys and buffers).
+        operator_id: the stateful operator to read (statekit queries have one: 0).
+    """
+
+    def __init__(self, spark: SparkSession, checkpoint: str, spec: QuerySpec, operator_id: int = 0):
+        self.spark, self.checkpoint, self.spec, self.operator_id = (
+            spark, str(checkpoint), spec, operator_id)
+
+    # --- metadata -------------------------------------------------------------------
+    def metadata(self) -> pd.DataFrame:
+        """One row per stateful operator and store: partitions and the retained batch range."""
+        self._require_checkpoint()
+        try:
+            meta = self.spark.read.format("state-metadata").load(self.checkpoint).toPandas()
+        except Exception as exc:  # Spark's AnalysisException and friends
+            raise CheckpointError(
+                f"cannot read state metadata of checkpoint {self.checkpoint!r}: "
+                f"{_first_line(exc)}") from None
+        return meta.rename(columns={
+            "operatorId": "operator_id", "operatorName": "operator", "stateStoreName": "store",
+            "numPartitions": "partitions", "minBatchId": "min_batch", "maxBatchId": "max_batch",
+            "operatorProperties": "properties"})
+
+    def batch_range(self) -> tuple[int, int] | None:
+        """(first, last) committed batch whose state is retained, or None before any commit."""
+        commits = os.path.join(self.checkpoint, "commits")
+        if not os.path.isdir(commits):
+            return None
+        meta = self.metadata()
+        rows = meta[meta["operator_id"] == self.operator_id]
+        if rows.empty:
+            return None
+        return int(rows["min_batch"].min()), int(rows["max_batch"].max())
+
+    def _check_batch(self, batch: int | None) -> int:
+        span = self.batch_range()
+        if batch is None:
+            if span is None:
+                raise BatchNotRetained(-1, None, self.checkpoint)
+            return span[1]
+        if not isinstance(batch, int) or span is None or not span[0] <= batch <= span[1]:
+            raise BatchNotRetained(batch, span, self.checkpoint)
+        return batch
+
+    def _require_checkpoint(self) -> None:
+        if not os.path.isdir(os.path.join(self.checkpoint, "state")):
+            raise CheckpointError(
+                f"no state in checkpoint {self.checkpoint!r} (missing "
+                f"{os.path.join(self.checkpoint, 'state')!r}): has the query committed a batch?")
+
+    # --- reading --------------------------------------------------------------------
+    def _load(self, **options) -> DataFrame:
+        reader = self.spark.read.format("statestore").option("operatorId", self.operator_id)
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return reader.load(self.checkpoint)
+
+    def snapshot_frame(self, batch: int | None = None) -> DataFrame:
+        """The flattened state at ``batch`` (latest when None) as a Spark DataFrame."""
+        batch = self._check_batch(batch)
+        raw = self._load(batchId=batch)
+        return raw.select(*self._flat_columns(raw), F.col("partition_id").alias("partition"))
+
+    def snapshot(self, batch: int | None = None) -> pd.DataFrame:
+        """The state at ``batch`` (latest when None) as pandas, one row per key and window."""
+        try:
+            frame = self.snapshot_frame(batch).toPandas()
+        except StatekitError:
+            raise
+        except Exception as exc:
+            raise CheckpointError(
+                f"reading state of batch {batch} from {self.checkpoint!r} failed: "
+                f"{_first_line(exc)}") from None
+        return frame.sort_values(self.spec.key_columns, kind="stable").reset_index(drop=True)
+
+    def changes_frame(self, from_batch: int, to_batch: int | None = None) -> DataFrame:
+        """The change feed between two batches (inclusive) as a Spark DataFrame."""
+        span = self.batch_range()
+        to_batch = self._check_batch(to_batch)
+        if not isinstance(from_batch, int) or span is None or not span[0] <= from_batch <= to_batch:
+            raise BatchNotRetained(from_batch, span, self.checkpoint)
+        raw = self._load(readChangeFeed=True, changeStartBatchId=from_batch,
+                         changeEndBatchId=to_batch)
+        change = F.col("change_type")
+        for spark_name, ours in CHANGE_NAMES.items():
+            change = F.when(F.col("change_type") == spark_name, F.lit(ours)).otherwise(change)
+        return raw.select(F.col("batch_id").alias("batch"), change.alias("change"),
+                          *self._flat_columns(raw), F.col("partition_id").alias("partition"))
+
+    def changes(self, from_batch: int, to_batch: int | None = None) -> pd.DataFrame:
+        """Every put and delete committed by batches ``from_batch..to_batch``, in order."""
+        frame = self.changes_frame(from_batch, to_batch).toPandas()
+        return frame.sort_values(["batch", "partition"], kind="stable").reset_index(drop=True)
+
+    # --- flattening -----------------------------------------------------------------
+    def _flat_columns(self, raw: DataFrame) -> list[Column]:
+        """Spark columns: window_start, window_end, keys, aggregates (final values)."""
+        spec = self.spec
+        key_type: StructType = raw.schema["key"].dataType
+        value_type: StructType = raw.schema["value"].dataType
+        session = spec.window.kind == "session"
+        lead = 1 + len(spec.keys) if session else 0  # session state repeats window + keys
+        expected = lead + sum(BUFFER_WIDTH[a.function] for a in spec.aggregates)
+        if len(value_type.fields) != expected:
+            raise StatekitError(
+                f"the state in {self.checkpoint!r} has value fields "
+                f"{[f.name for f in value_type.fields]}, which do not fit the aggregates "
+                f"{[a.name for a in spec.aggregates]}: was it written by another query?")
+        missing = [k for k in spec.keys if k not in key_type.fieldNames()]
+        if missing:
+            raise StatekitError(
+                f"the state in {self.checkpoint!r} has key fields {key_type.fieldNames()}, "
+                f"not the group keys {missing}: was it written by another query?")
+        # Buffer fields repeat names (two 'sum's, two 'count's): cast to positional names.
+        positional = StructType([StructField(f"v{i}", f.dataType, True)
+                                 for i, f in enumerate(value_type.fields)])
+        value = F.col("value").cast(positional)
+        if session:
+            window = [F.col("key.sessionStartTime").alias("window_start"),
+                      value["v0"]["end"].alias("window_end")]
+        else:
+            window = [F.col("key.window.start").alias("window_start"),
+                      F.col("key.window.end").alias("window_end")]
+        keys = [F.col("key").getField(k).alias(k) for k in spec.keys]
+        aggs, i = [], lead
+        for agg in spec.aggregates:
+            if agg.function == "avg":
+                total, count = value[f"v{i}"], value[f"v{i + 1}"]
+                aggs.append(F.when(count > 0, total / count).alias(agg.name))
+            else:
+                aggs.append(value[f"v{i}"].alias(agg.name))
+            i += BUFFER_WIDTH[agg.function]
+        return [*window, *keys, *aggs]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
