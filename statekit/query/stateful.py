@@ -354,7 +354,8 @@ def start_query(
                            max_offsets_per_trigger, fail_on_data_loss, kafka_config)
     elif isinstance(source, DataFrame):
         if not source.isStreaming:
-            raise BadArgument("source", "a batch DataFrame", "a topic name or a streaming DataFrame")
+            raise BadArgument("source", "a batch DataFrame",
+                              "a topic name or a streaming DataFrame")
         raw = source
     else:
         raise BadArgument("source", source, "a topic name or a streaming DataFrame")

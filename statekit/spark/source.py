@@ -244,7 +244,7 @@ def _cap(start: dict, end: dict, budget: int) -> dict:
         share = budget * n // total
         capped[t][p] = start[t][p] + share
         given += share
-    for (t, p), n in sorted(pending.items(), key=lambda kv: -kv[1]):  # hand out the remainder
+    for (t, p), _ in sorted(pending.items(), key=lambda kv: -kv[1]):  # hand out the remainder
         if given >= budget:
             break
         if capped[t][p] < end[t][p]:
