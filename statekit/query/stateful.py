@@ -69,6 +69,13 @@ def kafka_stream(
     """
     from statekit.kafka.topics import partition_count
 
+    limit = max_offsets_per_trigger
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+        raise BadArgument("max_offsets_per_trigger", max_offsets_per_trigger,
+                          "a positive whole number of records, or None for no limit")
+    if not (starting_offsets in ("earliest", "latest") or starting_offsets.startswith("{")):
+        raise BadArgument("starting_offsets", starting_offsets,
+                          'earliest, latest, or JSON like {"topic": {"0": 42}}')
     partition_count(bootstrap_servers, topic, kafka_config)
     reader = (spark.readStream.format(kafka_format(spark))
               .option("kafka.bootstrap.servers", bootstrap_servers)

@@ -191,6 +191,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 pos = start.get(topic, {}).get(p, low)  # a new partition starts at its beginning
                 if pos < low:
                     pos = self._on_data_loss(topic, int(p), pos, low)
+                elif pos > end:  # the topic was recreated or truncated under us
+                    pos = self._on_offsets_reset(topic, int(p), pos, end, low)
+                    latest[topic][p] = max(latest[topic][p], pos)
                 begin[topic][p] = min(pos, end)
         if isinstance(limit, ReadMaxRows):
             return _cap(begin, latest, limit.max_rows)
@@ -203,6 +206,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 f"{self.bootstrap_servers!r} (deleted by retention or the topic was recreated); "
                 "set option failOnDataLoss=false to continue from offset "
                 f"{low}, or start over with a new checkpoint")
+        return low
+
+    def _on_offsets_reset(self, topic: str, partition: int, wanted: int, end: int,
+                          low: int) -> int:
+        if self.fail_on_data_loss:
+            raise DataLoss(
+                f"{topic}-{partition} ends at offset {end} on {self.bootstrap_servers!r} but the "
+                f"checkpoint has read up to {wanted}: the topic was recreated or truncated; set "
+                f"option failOnDataLoss=false to read it again from offset {low}, or start over "
+                "with a new checkpoint")
         return low
 
     def reportLatestOffset(self) -> dict | None:

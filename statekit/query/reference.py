@@ -1,0 +1,68 @@
+"""The same windowed aggregates computed by plain pandas: a reference to check state against.
+
+Example:
+    >>> import pandas as pd
+    >>> from statekit.query.spec import QuerySpec, tumbling
+    >>> events = pd.DataFrame({"player": ["a", "a", "b"], "score": [1, 2, 5],
+    ...     "ts": pd.to_datetime(["2026-01-05 10:01", "2026-01-05 10:04", "2026-01-05 10:12"])})
+    >>> spec = QuerySpec(keys=["player"], window=tumbling("10 minutes"),
+    ...                  aggregates=["count", "sum(score)"])
+    >>> windowed_reference(events, spec)[["player", "count", "sum_score"]]
+      player  count  sum_score
+    0      a      2          3
+    1      b      1          5
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from statekit.durations import to_millis
+from statekit.errors import BadArgument
+from statekit.query.spec import QuerySpec
+
+
+def window_assignments(times: pd.Series, spec: QuerySpec) -> pd.DataFrame:
+    """For each event (by index), every (window_start, window_end) it falls in."""
+    if spec.window.kind == "session":
+        raise BadArgument("window kind for the pandas reference", "session",
+                          ["tumbling", "hopping"])
+    size = pd.Timedelta(milliseconds=spec.window.size_ms)
+    slide = pd.Timedelta(milliseconds=to_millis(spec.window.slide)) if spec.window.slide else size
+    epoch = pd.Timestamp(0)
+    offset_ns = (times - epoch).to_numpy().astype("int64")
+    last_start = epoch + pd.to_timedelta(offset_ns - offset_ns % slide.value, unit="ns")
+    parts = []
+    for k in range(int(size / slide)):
+        start = pd.Series(last_start.to_numpy(), index=times.index) - k * slide
+        inside = (start <= times) & (times < start + size)
+        parts.append(pd.DataFrame({"window_start": start[inside],
+                                   "window_end": start[inside] + size}))
+    return pd.concat(parts)
+
+
+def windowed_reference(
+    events: pd.DataFrame, spec: QuerySpec, watermark: pd.Timestamp | None = None
+) -> pd.DataFrame:
+    """Aggregates of ``spec`` per window and key over ``events`` (naive UTC times).
+
+    With ``watermark``, only windows ending after it are kept: what a state store
+    holds once the watermark has evicted older windows.
+    """
+    times = pd.to_datetime(events[spec.event_time])
+    if times.dt.tz is not None:
+        times = times.dt.tz_convert("UTC").dt.tz_localize(None)
+    windows = window_assignments(times, spec)
+    rows = events.drop(columns=[spec.event_time]).join(windows, how="inner")
+    group = rows.groupby(["window_start", "window_end", *spec.keys], sort=True)
+    out = pd.DataFrame(index=group.size().index)
+    for agg in spec.aggregates:
+        if agg.function == "count":
+            out[agg.name] = group.size() if agg.column is None else group[agg.column].count()
+        else:
+            out[agg.name] = getattr(group[agg.column], "mean" if agg.function == "avg"
+                                    else agg.function)()
+    out = out.reset_index()
+    if watermark is not None:
+        out = out[out["window_end"] > pd.Timestamp(watermark)]
+    return out.sort_values(spec.key_columns, kind="stable").reset_index(drop=True)
