@@ -1,6 +1,7 @@
 """Kafka side of statekit: the embedded broker, topic helpers and dataset replay."""
 
 from statekit.kafka.broker import EmbeddedBroker
+from statekit.kafka.replay import ReplayReport, murmur2_partition, replay
 from statekit.kafka.topics import (
     create_topic,
     delete_topic,
@@ -20,4 +21,7 @@ __all__ = [
     "list_topics",
     "partition_count",
     "watermarks",
+    "ReplayReport",
+    "murmur2_partition",
+    "replay",
 ]

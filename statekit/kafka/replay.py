@@ -1,0 +1,254 @@
+"""Replay a Dataset into a Kafka topic, keyed the way the Java clients and Kafka Streams key.
+
+Records go out with confluent-kafka's ``murmur2_random`` partitioner, so a key
+lands on ``murmur2_partition(key, partitions)`` exactly as with Java's default
+partitioner; a record without a key goes to a random partition. Each record's
+Kafka timestamp is the dataset's event time.
+
+Example:
+    >>> from statekit.datasets import game_events
+    >>> report = replay(game_events(), "127.0.0.1:9092", "games", partitions=4)  # doctest: +SKIP
+    >>> report.partition_counts                                   # doctest: +SKIP
+    {0: 1204, 1: 1371, 2: 1190, 3: 1235}
+    >>> murmur2_partition(b"p07", 4)
+    0
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from statekit.errors import BadArgument, StatekitError
+from statekit.kafka.topics import CLIENT_LOG, check_reachable, create_topic, partition_count
+
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (Java): the 32-bit hash as a signed int."""
+    m, r = 0x5BD1E995, 24
+    length = len(data)
+    h = (0x9747B28C ^ length) & _MASK
+    end = length - length % 4
+    for i in range(0, end, 4):
+        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
+        k = (k * m) & _MASK
+        k ^= k >> r
+        k = (k * m) & _MASK
+        h = ((h * m) & _MASK) ^ k
+    rest = length % 4
+    if rest == 3:
+        h ^= data[end + 2] << 16
+    if rest >= 2:
+        h ^= data[end + 1] << 8
+    if rest >= 1:
+        h ^= data[end]
+        h = (h * m) & _MASK
+    h ^= h >> 13
+    h = (h * m) & _MASK
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def murmur2_partition(key: bytes, partitions: int) -> int:
+    """The partition Java's default partitioner picks for ``key``: toPositive(murmur2) % n."""
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        raise BadArgument("number of partitions", partitions, "a positive integer")
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    if not isinstance(key, bytes | bytearray):
+        raise BadArgument("partition key", key, "bytes or str (a None key has no fixed partition)")
+    return (murmur2(bytes(key)) & 0x7FFFFFFF) % partitions
+
+
+@dataclass
+class ReplayReport:
+    """What a replay wrote: ``partition_counts`` maps partition → records delivered there."""
+
+    topic: str
+    records: int
+    seconds: float
+    records_per_second: float
+    partition_counts: dict[int, int] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return (f"replayed {self.records:,} records into {self.topic!r} in {self.seconds:.2f} s "
+                f"({self.records_per_second:,.0f}/s); per partition {self.partition_counts}")
+
+
+def _records_of(dataset) -> tuple[str, pd.DataFrame]:
+    records = getattr(dataset, "records", dataset)
+    if not isinstance(records, pd.DataFrame):
+        raise BadArgument("dataset", type(dataset).__name__,
+                          "a statekit Dataset or a DataFrame with key, value, timestamp columns")
+    missing = [c for c in ("key", "value", "timestamp") if c not in records.columns]
+    if missing:
+        raise BadArgument("dataset columns", list(records.columns),
+                          f"key, value, timestamp (missing: {', '.join(missing)})")
+    return getattr(dataset, "name", "records"), records
+
+
+_PRODUCER_ONLY = frozenset({
+    "acks", "request.required.acks", "batch.num.messages", "batch.size", "compression.codec",
+    "compression.type", "compression.level", "delivery.timeout.ms", "enable.idempotence",
+    "linger.ms", "message.send.max.retries", "message.timeout.ms", "partitioner",
+    "queue.buffering.max.kbytes", "queue.buffering.max.messages", "queue.buffering.max.ms",
+    "retries", "retry.backoff.ms", "sticky.partitioning.linger.ms", "transactional.id",
+    "request.timeout.ms",
+})
+
+
+def _encode(x) -> bytes | None:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return None
+    return x if isinstance(x, bytes) else str(x).encode("utf-8")
+
+
+def _send(producer: Producer, topic: str, keys: list, values: list, stamps: list,
+          delivered, rate: float | None, bar, flush_timeout: float
+          ) -> tuple[int, str | None]:
+    """Produce everything; (records still undelivered after flush, problem or None)."""
+    start = time.perf_counter()
+    shown = 0
+    for i in range(len(keys)):
+        if rate is not None:
+            due = start + i / rate
+            while (wait := due - time.perf_counter()) > 0:
+                producer.poll(wait)
+        while True:
+            try:
+                producer.produce(topic, value=values[i], key=keys[i], timestamp=stamps[i],
+                                 on_delivery=delivered)
+                break
+            except BufferError:  # local queue full: let deliveries drain
+                producer.poll(0.05)
+            except KafkaException as exc:  # e.g. a record bigger than message.max.bytes
+                producer.flush(flush_timeout)
+                return 0, (f"record {i} (key {keys[i]!r}, {len(values[i] or b'')} value bytes) "
+                           f"could not be produced to topic {topic!r}: {exc.args[0].str()}")
+        if i % 1000 == 999 or rate is not None:
+            producer.poll(0)
+            if i + 1 - shown >= (1 if rate is not None and rate < 1000 else 1000):
+                bar.update(i + 1 - shown)
+                shown = i + 1
+    bar.update(len(keys) - shown)
+    return producer.flush(flush_timeout), None
+
+
+def replay(
+    dataset,
+    bootstrap_servers: str,
+    topic: str,
+    *,
+    partitions: int = 4,
+    rate: float | None = None,
+    create: bool = True,
+    progress: bool = True,
+    config: Mapping[str, str] | None = None,
+    flush_timeout: float = 120.0,
+) -> ReplayReport:
+    """Produce every record of ``dataset`` into ``topic`` and wait until all are delivered.
+
+    Args:
+        dataset: a :class:`statekit.datasets.Dataset` (or a DataFrame with ``key``,
+            ``value`` and ``timestamp`` columns); a None key stays None, a None
+            value is a tombstone.
+        bootstrap_servers: the cluster's ``host:port`` list.
+        topic: the topic to write; created with ``partitions`` when missing and
+            ``create`` is true (an existing topic keeps its partition count).
+        partitions: partition count of a topic this call creates.
+        rate: records per second to pace at; None for as fast as possible.
+        create: create the topic when missing; when False a missing topic raises
+            TopicNotFound.
+        progress: show a tqdm progress bar.
+        config: extra librdkafka producer settings (override statekit's).
+        flush_timeout: seconds to wait for outstanding delivery reports at the end.
+
+    Raises:
+        BadArgument: for a bad dataset, topic, partitions or rate.
+        BrokerUnreachable: nobody answers at ``bootstrap_servers``.
+        StatekitError: some records were not delivered (how many, and the first error).
+    """
+    name, records = _records_of(dataset)
+    if not isinstance(topic, str) or not topic or len(topic) > 249 or not all(
+        c.isascii() and (c.isalnum() or c in "._-") for c in topic
+    ):
+        raise BadArgument("topic name", topic,
+                          "1 to 249 characters from ASCII letters, digits, '.', '_' and '-'")
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        raise BadArgument("number of partitions", partitions, "a positive integer")
+    if rate is not None and (
+        isinstance(rate, bool) or not isinstance(rate, int | float)
+        or not math.isfinite(rate) or rate <= 0
+    ):
+        raise BadArgument("replay rate", rate,
+                          "None (as fast as possible) or a positive number of records per second")
+    # connection settings (SASL, SSL, ...) go to the admin client too; producer tuning does not
+    admin_config = {k: v for k, v in (config or {}).items() if k not in _PRODUCER_ONLY}
+    check_reachable(bootstrap_servers, timeout=5.0, config=admin_config)  # BrokerUnreachable
+    if create:
+        create_topic(bootstrap_servers, topic, partitions, client_config=admin_config)
+    else:
+        partition_count(bootstrap_servers, topic, admin_config)  # TopicNotFound
+
+    counts: dict[int, int] = {}
+    failures: list[KafkaError] = []
+
+    def delivered(err, msg) -> None:
+        if err is not None:
+            failures.append(err)
+        else:
+            counts[msg.partition()] = counts.get(msg.partition(), 0) + 1
+
+    settings = {
+        "bootstrap.servers": bootstrap_servers,
+        "partitioner": "murmur2_random",
+        "linger.ms": 5,
+        "batch.num.messages": 10_000,
+        "queue.buffering.max.messages": 500_000,
+        "compression.type": "none",
+        "logger": CLIENT_LOG,
+    }
+    try:
+        producer = Producer({**settings, **(config or {})})
+    except KafkaException as exc:
+        raise BadArgument("producer config", dict(config or {}),
+                          f"librdkafka producer settings ({exc.args[0].str()})") from None
+    keys = [_encode(k) for k in records["key"].tolist()]
+    values = [_encode(v) for v in records["value"].tolist()]
+    stamps = [int(t) for t in records["timestamp"].tolist()]
+    total = len(keys)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, unit="rec", desc=f"{name} → {topic}", disable=not progress)
+    start = time.perf_counter()
+    try:
+        left, problem = _send(producer, topic, keys, values, stamps, delivered, rate, bar,
+                              flush_timeout)
+    finally:
+        bar.close()
+        # Drop the producer now, not when a traceback lets go of this frame: a broker (Tansu)
+        # that is asked to stop waits for open client connections.
+        del producer
+    if problem is not None:
+        raise StatekitError(f"{problem} (dataset {name!r})")
+    seconds = time.perf_counter() - start
+    if left:
+        raise StatekitError(
+            f"{left} of {total} records to topic {topic!r} on {bootstrap_servers!r} were not "
+            f"delivered within {flush_timeout} s"
+        )
+    if failures:
+        raise StatekitError(
+            f"{len(failures)} of {total} records to topic {topic!r} on {bootstrap_servers!r} "
+            f"failed delivery; first error: {failures[0]}"
+        )
+    return ReplayReport(topic, total, seconds, total / seconds if seconds > 0 else float("inf"),
+                        dict(sorted(counts.items())))
