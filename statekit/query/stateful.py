@@ -237,7 +237,15 @@ class StatefulQuery:
                 raise TimeoutError(f"query {q.name!r} did not drain its input in {timeout:.0f} s")
             if errors:
                 raise StatekitError(f"query {q.name!r} failed: {errors[0]}") from errors[0]
+        self._await_report(self.last_batch)
         return self.last_batch
+
+    def _await_report(self, batch: int, timeout: float = 10.0) -> None:
+        """Progress reports arrive asynchronously; give the last one a moment to land."""
+        path = os.path.join(self._progress_dir(), f"{batch:010d}.json")
+        deadline = time.monotonic() + timeout
+        while batch >= 0 and not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     # --- progress -------------------------------------------------------------------
     def _progress_dir(self) -> str:

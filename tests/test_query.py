@@ -1,0 +1,211 @@
+"""The stateful query end to end: real broker, real Spark, real RocksDB state."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import statekit as sk
+from statekit.datasets import game_events, parse_game_events
+from statekit.kafka.replay import replay
+from statekit.query.reference import windowed_reference
+
+AGGREGATES = ["count", "sum(score)", "max(score)", "avg(score)"]
+BATCH = 500  # records per micro-batch: ~12 minutes of game time
+
+
+@pytest.fixture(scope="module")
+def games_topic(broker):
+    replay(game_events(), broker.bootstrap_servers, "games-query", partitions=4, progress=False)
+    return "games-query"
+
+
+def run(spark, broker, topic, checkpoint, window, name, **kwargs):
+    return sk.start_query(
+        topic, spark=spark, bootstrap_servers=broker.bootstrap_servers, window=window,
+        aggregates=AGGREGATES, checkpoint=str(checkpoint), name=name,
+        max_offsets_per_trigger=BATCH, trigger="100 milliseconds", **kwargs)
+
+
+@pytest.fixture(scope="module")
+def drained(spark, broker, games_topic, tmp_path_factory):
+    query = run(spark, broker, games_topic, tmp_path_factory.mktemp("ck") / "tumbling",
+                sk.tumbling("10 minutes"), "tumbling")
+    query.wait_until_drained()
+    yield query
+    query.stop()
+
+
+def reference_events() -> pd.DataFrame:
+    lines = game_events().records["value"].tolist()
+    good, _ = parse_game_events(lines)
+    events = good.rename(columns={"event_time": "ts"})
+    events["ts"] = events["ts"].dt.tz_convert("UTC").dt.tz_localize(None)
+    return events
+
+
+def without_partition(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.drop(columns="partition").reset_index(drop=True)
+
+
+def test_final_snapshot_equals_pandas_over_the_input(drained):
+    last = drained.last_batch
+    progress = drained.progress().set_index("batch")
+    watermark = progress.loc[last, "watermark"]
+    expected = windowed_reference(reference_events(), drained.spec, watermark=watermark)
+    snapshot = drained.snapshot()
+    assert len(snapshot) > 0 and snapshot["window_end"].min() > watermark
+    pd.testing.assert_frame_equal(without_partition(snapshot), expected, check_dtype=False)
+
+
+def test_snapshot_is_flat_with_one_column_per_key_and_aggregate(drained):
+    snapshot = drained.snapshot()
+    assert list(snapshot.columns) == ["window_start", "window_end", "player", "count",
+                                      "sum_score", "max_score", "avg_score", "partition"]
+    assert (snapshot["window_end"] - snapshot["window_start"] == pd.Timedelta("10min")).all()
+    assert set(snapshot["partition"]) <= {0, 1, 2}
+    assert (snapshot["avg_score"] == snapshot["sum_score"] / snapshot["count"]).all()
+
+
+def test_change_feed_replays_to_every_snapshot(drained):
+    spec = drained.spec
+    values = [*spec.value_columns, "partition"]
+    last = drained.last_batch
+    assert last >= 8
+    for batch in sorted({1, 3, last // 2, last}):
+        changes = drained.changes(0, batch)
+        assert set(changes["change"]) <= {"put", "delete"}
+        assert changes["batch"].between(0, batch).all()
+        rebuilt = sk.apply_changes(changes, spec.key_columns, values)
+        pd.testing.assert_frame_equal(rebuilt, drained.snapshot(batch)[rebuilt.columns],
+                                      check_dtype=False)
+    assert (drained.changes(0, last)["change"] == "delete").any()  # evicted windows
+
+
+def test_earlier_batches_are_snapshotted_too(drained):
+    first, last = drained.state.batch_range()
+    assert first == 0
+    sizes = [len(drained.snapshot(b)) for b in range(1, last + 1)]
+    assert sizes == drained.progress().set_index("batch").loc[1:last, "state_rows_total"].tolist()
+
+
+def test_progress_has_one_row_per_batch(drained):
+    progress = drained.progress()
+    assert progress["batch"].tolist() == list(range(drained.last_batch + 1))
+    assert progress["input_rows"].sum() == 5000
+    assert progress["input_rows"].max() <= BATCH
+    assert {"state_rows_total", "state_rows_removed", "dropped_by_watermark",
+            "state_memory_bytes", "state_commit_ms"} <= set(progress.columns)
+    assert any(c.startswith("rocksdb") for c in progress.columns)
+
+
+def test_malformed_events_are_counted_and_kept(drained):
+    _, bad = parse_game_events(game_events().records["value"].tolist())
+    kept = drained.malformed()
+    assert drained.malformed_count() == len(bad) == 6
+    assert sorted(kept["value"]) == sorted(bad["value"])
+    assert kept["reason"].notna().all()
+    assert kept["offset"].ge(0).all() and kept["topic"].eq("games-query").all()
+
+
+def test_late_events_are_counted(drained):
+    assert drained.late_events() == 8
+
+
+def test_metadata_names_the_store(drained):
+    meta = drained.metadata()
+    assert meta.loc[0, "operator"] == "stateStoreSave"
+    assert meta.loc[0, "partitions"] == 3
+    assert meta.loc[0, "max_batch"] == drained.last_batch
+
+
+def test_restart_mid_stream_gives_the_same_state(spark, broker, games_topic, drained, tmp_path):
+    checkpoint = tmp_path / "restarted"
+    first = run(spark, broker, games_topic, checkpoint, sk.tumbling("10 minutes"), "first-half")
+    first.wait_for_batches(3)
+    first.stop()
+    stopped_at = first.last_batch
+    assert 0 <= stopped_at < drained.last_batch
+    second = run(spark, broker, games_topic, checkpoint, sk.tumbling("10 minutes"), "second-half")
+    try:
+        second.wait_until_drained()
+        pd.testing.assert_frame_equal(second.snapshot(), drained.snapshot())
+        assert second.progress()["input_rows"].sum() == 5000  # no batch read twice
+        assert second.malformed_count() == 6
+    finally:
+        second.stop()
+
+
+def test_hopping_windows_match_pandas(spark, broker, games_topic, tmp_path):
+    query = run(spark, broker, games_topic, tmp_path / "hop", sk.hopping("10 minutes", "5 minutes"),
+                "hopping")
+    try:
+        query.wait_until_drained()
+        watermark = query.progress().set_index("batch").loc[query.last_batch, "watermark"]
+        expected = windowed_reference(reference_events(), query.spec, watermark=watermark)
+        pd.testing.assert_frame_equal(without_partition(query.snapshot()), expected,
+                                      check_dtype=False)
+    finally:
+        query.stop()
+
+
+def test_session_windows_replay_from_the_change_feed(spark, broker, games_topic, tmp_path):
+    query = run(spark, broker, games_topic, tmp_path / "session", sk.session("3 minutes"),
+                "sessions")
+    try:
+        query.wait_until_drained()
+        snapshot = query.snapshot()
+        assert (snapshot["window_end"] > snapshot["window_start"]).all()
+        spec = query.spec
+        rebuilt = sk.apply_changes(query.changes(0), spec.key_columns,
+                                   [*spec.value_columns, "partition"])
+        pd.testing.assert_frame_equal(rebuilt, snapshot[rebuilt.columns], check_dtype=False)
+    finally:
+        query.stop()
+
+
+# --- bad input ------------------------------------------------------------------------
+def test_unknown_window_kind_is_named():
+    with pytest.raises(sk.BadArgument, match="'weekly'.*tumbling, hopping, session"):
+        sk.WindowSpec("weekly", "1 minute")
+
+
+def test_bad_duration_is_named():
+    with pytest.raises(sk.BadArgument, match="'10 minuets'"):
+        sk.tumbling("10 minuets")
+    with pytest.raises(sk.BadArgument, match="watermark.*'soon'"):
+        sk.QuerySpec(watermark="soon")
+
+
+def test_unknown_aggregate_is_named():
+    with pytest.raises(sk.BadArgument, match="'median'.*count, sum, min, max, avg"):
+        sk.QuerySpec(aggregates=["median(score)"])
+
+
+def test_missing_topic_is_named(spark, broker):
+    with pytest.raises(sk.TopicNotFound, match="'no-such-topic'.*games-query"):
+        sk.start_query("no-such-topic", spark=spark, bootstrap_servers=broker.bootstrap_servers)
+
+
+def test_unreachable_broker_is_named(spark):
+    with pytest.raises(sk.BrokerUnreachable, match="127.0.0.1:9"):
+        sk.start_query("games", spark=spark, bootstrap_servers="127.0.0.1:9")
+
+
+def test_batch_not_retained_names_the_batch_and_the_range(drained):
+    with pytest.raises(sk.BatchNotRetained, match=r"batch 9999 .*0\.\.\d+"):
+        drained.snapshot(9999)
+    with pytest.raises(sk.BatchNotRetained, match="batch -3"):
+        drained.changes(-3, 2)
+
+
+def test_missing_checkpoint_is_named(spark, tmp_path):
+    reader = sk.StateReader(spark, str(tmp_path / "nothing-here"), sk.QuerySpec())
+    with pytest.raises(sk.CheckpointError, match="nothing-here"):
+        reader.metadata()
+
+
+def test_session_windows_need_append_mode(spark, broker, games_topic):
+    with pytest.raises(sk.BadArgument, match="'update'.*append"):
+        sk.start_query(games_topic, spark=spark, bootstrap_servers=broker.bootstrap_servers,
+                       window=sk.session("1 minute"), output_mode="update")
