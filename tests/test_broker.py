@@ -104,9 +104,6 @@ def test_unreachable_address_is_named():
         list_topics(address, timeout=2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known gap: a broker asked for a busy port panics (exit 0, 'Address in use' in its log) "
-    "but start() returns because the broker already on that port answers the readiness probe"))
 def test_port_in_use_is_an_error_naming_the_port(broker):
     second = EmbeddedBroker(port=broker.port, startup_timeout=10)
     try:

@@ -88,6 +88,14 @@ class EmbeddedBroker:
         """Start the broker and wait until it answers; returns self."""
         if self.running:
             return self
+        try:  # Tansu exits 0 on a busy port; and another broker there would answer for it
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.bind((self.host, self.port))
+        except OSError as exc:
+            raise StatekitError(
+                f"cannot start the embedded broker on {self.bootstrap_servers}: port {self.port} "
+                f"is in use ({exc.strerror}); pass another port, or port=None for a free one"
+            ) from None
         url = f"tcp://{self.host}:{self.port}"
         if self.log_path is None:
             import tempfile
@@ -130,8 +138,12 @@ class EmbeddedBroker:
                     raise
                 time.sleep(0.1)
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the broker (SIGTERM, then SIGKILL after ``timeout`` seconds). Idempotent."""
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL after ``timeout`` seconds). Idempotent.
+
+        Tansu waits for connected clients to go away on SIGTERM; in-memory topics
+        die with it either way, so the grace period is short.
+        """
         from statekit.kafka.topics import forget_clients
 
         proc, self._proc = self._proc, None

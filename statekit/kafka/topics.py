@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 from collections.abc import Mapping
@@ -110,6 +111,9 @@ def create_topic(
     future = admin.create_topics([new], operation_timeout=timeout)[topic]
     try:
         future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        raise BrokerUnreachable(bootstrap_servers, f"no answer to CreateTopics in {timeout} s"
+                                ) from None
     except KafkaException as exc:
         err = exc.args[0]
         if exist_ok and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
