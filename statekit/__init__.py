@@ -8,6 +8,7 @@ Example:
     >>> q.wait_until_drained(); q.snapshot()                              # doctest: +SKIP
 """
 
+from statekit import charts
 from statekit.errors import (
     BadArgument,
     BatchNotRetained,
@@ -40,6 +41,7 @@ __all__ = [
     "TopicNotFound",
     "WindowSpec",
     "apply_changes",
+    "charts",
     "hopping",
     "session",
     "spark_session",
