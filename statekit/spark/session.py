@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 #: What statekit sets on a session it builds; every key can be overridden through ``conf``.
@@ -26,7 +28,7 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.streaming.noDataMicroBatches.enabled": "true",
     "spark.driver.memory": "2g",
-    "spark.driver.extraJavaOptions": "-Dlog4j2.level=error",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}",
 }
 
 

@@ -28,6 +28,7 @@ def apply_changes(
 
     ``changes`` has a ``change`` column (put/delete) and is applied in row order
     (sort it by batch first); the last change per key wins and a delete removes it.
+    Nullable integer value columns (deletes carry no value) come back as int64.
     """
     keys, values = list(key_columns), list(value_columns)
     bad = set(changes["change"].unique()) - set(CHANGE_TYPES) if len(changes) else set()
@@ -39,4 +40,7 @@ def apply_changes(
     log = pd.concat(frames, ignore_index=True)
     last = log.drop_duplicates(subset=keys, keep="last")
     table = last[last["change"] == "put"].drop(columns="change")
+    for column in values:  # deletes made integer columns nullable; a table has no holes
+        if isinstance(table[column].dtype, pd.Int64Dtype) and not table[column].isna().any():
+            table[column] = table[column].astype("int64")
     return table.sort_values(keys, kind="stable").reset_index(drop=True)

@@ -125,7 +125,11 @@ class StateReader:
 
     def changes(self, from_batch: int, to_batch: int | None = None) -> pd.DataFrame:
         """Every put and delete committed by batches ``from_batch..to_batch``, in order."""
-        frame = self.changes_frame(from_batch, to_batch).toPandas()
+        spark_frame = self.changes_frame(from_batch, to_batch)
+        frame = spark_frame.toPandas()
+        for field in spark_frame.schema.fields:  # deletes have no value: keep integers integers
+            if field.dataType.typeName() in ("long", "integer", "short", "byte"):
+                frame[field.name] = frame[field.name].astype("Int64")
         return frame.sort_values(["batch", "partition"], kind="stable").reset_index(drop=True)
 
     # --- flattening -----------------------------------------------------------------
