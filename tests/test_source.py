@@ -278,10 +278,6 @@ def test_recreated_topic_without_fail_on_data_loss_keeps_going(recreated):
     assert recreated["later"] == later
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "with failOnDataLoss=false the source plans the batch from the checkpointed offset (100) "
-    "to the new end (10), so partitions() plans nothing and the recreated topic's records "
-    "0..9 are skipped, although the DataLoss message promises to read again from offset 0"))
 def test_recreated_topic_without_fail_on_data_loss_reads_the_new_records(recreated):
     new = {f"new-{p}-{i}" for p in range(PARTITIONS) for i in range(10)}
     assert recreated["after_recreate"] == new

@@ -15,6 +15,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from statekit.durations import to_millis
@@ -33,7 +35,7 @@ def window_assignments(times: pd.Series, spec: QuerySpec) -> pd.DataFrame:
     offset_ns = (times - epoch).to_numpy().astype("int64")
     last_start = epoch + pd.to_timedelta(offset_ns - offset_ns % slide.value, unit="ns")
     parts = []
-    for k in range(int(size / slide)):
+    for k in range(math.ceil(size / slide)):
         start = pd.Series(last_start.to_numpy(), index=times.index) - k * slide
         inside = (start <= times) & (times < start + size)
         parts.append(pd.DataFrame({"window_start": start[inside],

@@ -142,7 +142,9 @@ class QuerySpec:
     def input_columns(self) -> list[str]:
         """Columns the query reads: keys, event time, aggregated columns."""
         cols = [*self.keys, self.event_time]
-        cols += [a.column for a in self.aggregates if a.column and a.column not in cols]
+        for agg in self.aggregates:
+            if agg.column and agg.column not in cols:
+                cols.append(agg.column)
         return cols
 
     @property

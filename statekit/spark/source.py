@@ -73,7 +73,7 @@ def _topics(options: dict[str, str]) -> list[str]:
 
 
 def _bool_option(options: dict[str, str], name: str, default: bool) -> bool:
-    raw = options.get(name)
+    raw = options.get(name.lower())
     if raw is None:
         return default
     if str(raw).lower() not in ("true", "false"):
@@ -116,7 +116,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         options = {k.lower(): v for k, v in options.items()}
         self.bootstrap_servers, self.client_config = _client_settings(options)
         self.topics = _topics(options)
-        self.fail_on_data_loss = _bool_option(options, "failondataloss", True)
+        self.fail_on_data_loss = _bool_option(options, "failOnDataLoss", True)
         self.starting = options.get("startingoffsets", "earliest")
         max_per_trigger = options.get("maxoffsetspertrigger")
         self.max_per_trigger: int | None = None
@@ -127,6 +127,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.max_per_trigger = int(max_per_trigger)
         self._consumer = None
         self._available_now_target: dict | None = None
+        self._resets: dict[tuple[str, str], int] = {}  # partition → where to read after a reset
 
     # --- broker access on the driver -------------------------------------------------
     def _client(self):
@@ -193,7 +194,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     pos = self._on_data_loss(topic, int(p), pos, low)
                 elif pos > end:  # the topic was recreated or truncated under us
                     pos = self._on_offsets_reset(topic, int(p), pos, end, low)
-                    latest[topic][p] = max(latest[topic][p], pos)
+                    self._resets[(topic, p)] = pos
                 begin[topic][p] = min(pos, end)
         if isinstance(limit, ReadMaxRows):
             return _cap(begin, latest, limit.max_rows)
@@ -227,6 +228,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for topic, parts in end.items():
             for p, stop in parts.items():
                 begin = start.get(topic, {}).get(p, 0)
+                if begin > stop:  # offsets reset under us (failOnDataLoss=false): read it anew
+                    begin = self._resets.get((topic, p), 0)
                 if stop > begin:
                     planned.append(KafkaInputPartition(
                         topic, int(p), begin, stop, self.bootstrap_servers, config,
