@@ -1,0 +1,254 @@
+"""End-to-end throughput of the Kafka-fed windowed aggregation vs the same query on ``rate``.
+
+Kafka side: an EmbeddedBroker, R JSON game events in a 4-partition topic (murmur2),
+``start_query(topic, ...)`` timed from start until ``wait_until_drained()``. It also
+runs statekit's malformed-event side query, which reads the topic a second time:
+that is the product's real behaviour and is kept. Baseline: the same aggregation
+(1000 players, same window, aggregates and watermark, same batch size) over Spark's
+``rate-micro-batch`` source through ``start_query(rate_df, ...)``, timed until R rows
+are processed. Ratio = kafka / rate records per second (target >= 0.5).
+
+    python -m bench.throughput --records 200000 --batch 50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench.common import median, print_table, session, verdict, write_result
+
+PLAYERS = 1000
+BASE = datetime(2024, 1, 1, tzinfo=UTC)
+BASE_MS = int(BASE.timestamp() * 1000)
+WINDOW, WATERMARK = "1 minute", "10 seconds"
+AGGREGATES = ["count", "sum(score)", "max(score)"]
+TRIGGER = "100 ms"
+
+
+def _iso(ms: int) -> str:
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def produce(bootstrap: str, topic: str, records: int) -> float:
+    """Create a 4-partition topic and produce ``records`` events (1 ms apart); seconds taken."""
+    from confluent_kafka import Producer
+
+    from statekit.kafka.topics import create_topic
+
+    create_topic(bootstrap, topic, partitions=4)
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
+                         "linger.ms": 20, "batch.num.messages": 10_000,
+                         "queue.buffering.max.messages": 1_000_000})
+    start = time.perf_counter()
+    for i in range(records):
+        player = f"p{i % PLAYERS:03d}"
+        event = {"player": player, "game": f"g{i % 7}", "score": i % 100,
+                 "ts": _iso(BASE_MS + i)}
+        while True:
+            try:
+                producer.produce(topic, json.dumps(event).encode(), player.encode())
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(60) != 0:
+        raise RuntimeError(f"{topic}: records left unsent after 60 s")
+    return time.perf_counter() - start
+
+
+def rate_stream(spark, batch: int):
+    """Spark's rate-micro-batch source shaped like the game events (no ``value`` column)."""
+    from pyspark.sql import functions as F
+
+    raw = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", batch)
+           .option("advanceMillisPerBatch", batch).option("startTimestamp", BASE_MS)
+           .option("numPartitions", 2).load())
+    return raw.select(
+        F.concat(F.lit("p"), F.lpad((F.col("value") % PLAYERS).cast("string"), 3, "0"))
+        .alias("player"),
+        (F.col("value") % 100).alias("score"), F.col("timestamp").alias("ts"))
+
+
+def _query_args(spark, work: Path, name: str) -> dict:
+    import statekit as sk
+
+    return {"spark": spark, "keys": ["player"], "window": sk.tumbling(WINDOW),
+            "aggregates": AGGREGATES, "watermark": WATERMARK, "name": name,
+            "checkpoint": str(work / name), "trigger": TRIGGER}
+
+
+def _figures(query, seconds: float, records: int) -> dict:
+    frame = query.progress()
+    busy = frame[frame["input_rows"] > 0]
+    return {"seconds": seconds, "records": records, "records_per_s": records / seconds,
+            "input_rows": int(frame["input_rows"].sum()), "batches": len(busy),
+            "median_batch_rows_per_s": float(median(
+                busy["processed_rows_per_second"].astype(float).tolist()))}
+
+
+def run_kafka(spark, bootstrap: str, topic: str, records: int, batch: int, work: Path) -> dict:
+    """Time start_query(topic) from start until drained."""
+    import statekit as sk
+
+    start = time.perf_counter()
+    query = sk.start_query(topic, bootstrap_servers=bootstrap, max_offsets_per_trigger=batch,
+                           **_query_args(spark, work, f"kafka_{time.monotonic_ns()}"))
+    try:
+        query.wait_until_drained(timeout=1800)
+        seconds = time.perf_counter() - start
+    finally:
+        query.stop()
+    return {**_figures(query, seconds, records), "malformed": query.malformed_count()}
+
+
+def run_rate(spark, records: int, batch: int, work: Path) -> dict:
+    """Time start_query(rate_df) until ``records`` input rows are processed."""
+    import statekit as sk
+
+    start = time.perf_counter()
+    query = sk.start_query(rate_stream(spark, batch),
+                           **_query_args(spark, work, f"rate_{time.monotonic_ns()}"))
+    try:
+        while sum(p["numInputRows"] for p in query.query.recentProgress) < records:
+            if not query.is_active:
+                raise RuntimeError(f"rate query stopped: {query.query.exception()}")
+            time.sleep(0.02)
+        seconds = time.perf_counter() - start
+    finally:
+        _stop_quietly(spark, query)
+    time.sleep(0.5)  # let the progress listener write the last report
+    return _figures(query, seconds, records)
+
+
+def run_kafka_main_only(spark, bootstrap: str, topic: str, records: int, batch: int,
+                        work: Path) -> dict:
+    """Diagnostic: the Kafka path built from statekit's parts without the malformed side query."""
+    from statekit.query.spec import QuerySpec
+    from statekit.query.stateful import GAME_EVENT_SCHEMA, aggregate, kafka_stream, parse_events
+
+    args = _query_args(spark, work, f"kafka_main_only_{time.monotonic_ns()}")
+    spec = QuerySpec(keys=args["keys"], window=args["window"], aggregates=AGGREGATES,
+                     watermark=WATERMARK)
+    start = time.perf_counter()
+    raw = kafka_stream(spark, topic, bootstrap, max_offsets_per_trigger=batch)
+    events, _ = parse_events(raw, GAME_EVENT_SCHEMA)
+    query = (aggregate(events, spec).writeStream.outputMode("update").format("noop")
+             .option("checkpointLocation", args["checkpoint"])
+             .trigger(processingTime="100 milliseconds").start())
+    try:
+        query.processAllAvailable()
+        seconds = time.perf_counter() - start
+        rows = sum(p["numInputRows"] for p in query.recentProgress)
+    finally:
+        query.stop()
+    return {"seconds": seconds, "records": records, "records_per_s": records / seconds,
+            "input_rows": rows}
+
+
+def _stop_quietly(spark, query) -> None:
+    """Stop a query mid-batch without Spark logging the aborted batch as an ERROR."""
+    spark.sparkContext.setLogLevel("FATAL")
+    try:
+        query.stop()
+    finally:
+        spark.sparkContext.setLogLevel("ERROR")
+
+
+def measure(spark, bootstrap: str, records: int, batch: int, repeats: int, work: Path) -> dict:
+    """Warm both paths up on a small input, then alternate timed runs."""
+    warm = min(records, batch, 20_000)
+    produce(bootstrap, "bench-warmup", warm)
+    run_kafka(spark, bootstrap, "bench-warmup", warm, batch, work)
+    run_rate(spark, warm, min(batch, warm), work)
+    produce_s = produce(bootstrap, "bench-games", records)
+    runs = {"kafka": [], "rate": []}
+    for i in range(repeats):
+        order = ("kafka", "rate") if i % 2 == 0 else ("rate", "kafka")
+        for path in order:
+            if path == "kafka":
+                runs[path].append(run_kafka(spark, bootstrap, "bench-games", records, batch, work))
+            else:
+                runs[path].append(run_rate(spark, records, batch, work))
+    diagnostic = run_kafka_main_only(spark, bootstrap, "bench-games", records, batch, work)
+    return {"produce_s": produce_s, "runs": runs, "kafka_without_side_query": diagnostic}
+
+
+def summarise(runs: dict) -> dict:
+    """Median records/s and median per-batch rate of each path."""
+    out = {}
+    for path, items in runs.items():
+        out[path] = {"records_per_s": median([r["records_per_s"] for r in items]),
+                     "seconds": median([r["seconds"] for r in items]),
+                     "median_batch_rows_per_s": median(
+                         [r["median_batch_rows_per_s"] for r in items])}
+    return out
+
+
+def run(records: int = 200_000, batch: int = 50_000, repeats: int = 1,
+        workdir: str | None = None) -> dict:
+    """Run both paths, write and print the figures."""
+    import statekit as sk
+
+    spark = session()
+    work = Path(workdir or tempfile.mkdtemp(prefix="statekit-bench-throughput-"))
+    try:
+        with sk.EmbeddedBroker() as broker:
+            measured = measure(spark, broker.bootstrap_servers, records, batch, repeats, work)
+    finally:
+        if workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    summary = summarise(measured["runs"])
+    ratio = summary["kafka"]["records_per_s"] / summary["rate"]["records_per_s"]
+    result = {"records": records, "batch": batch, "repeats": repeats, "players": PLAYERS,
+              "window": WINDOW, "watermark": WATERMARK, "trigger": TRIGGER,
+              "ratio_kafka_over_rate": ratio, "target": ">= 0.5", "target_met": ratio >= 0.5,
+              "summary": summary, **measured,
+              "note": "the Kafka path also runs statekit's malformed-event side query"}
+    write_result("throughput", result)
+    report(result)
+    return result
+
+
+def report(r: dict) -> None:
+    s = r["summary"]
+    k, b = s["kafka"], s["rate"]
+    first_k = r["runs"]["kafka"][0]
+    print_table(f"throughput, {r['records']:,} records, batches of {r['batch']:,} "
+                f"(median of {r['repeats']})", [
+        ("ratio kafka / rate", verdict(r["ratio_kafka_over_rate"], ">= 0.5", r["target_met"])),
+        ("kafka (statekit source)", f"{k['records_per_s']:,.0f} rec/s end to end "
+                                    f"({k['seconds']:.1f} s); per batch "
+                                    f"{k['median_batch_rows_per_s']:,.0f} rows/s"),
+        ("rate-micro-batch", f"{b['records_per_s']:,.0f} rec/s end to end "
+                             f"({b['seconds']:.1f} s); per batch "
+                             f"{b['median_batch_rows_per_s']:,.0f} rows/s"),
+        ("kafka rows read / malformed", f"{first_k['input_rows']:,} / {first_k['malformed']}"),
+        ("kafka, no side query (diag.)",
+         f"{r['kafka_without_side_query']['records_per_s']:,.0f} rec/s end to end "
+         f"({r['kafka_without_side_query']['seconds']:.1f} s)"),
+        ("producing the topic", f"{r['produce_s']:.1f} s"),
+        ("note", "the Kafka path also runs the malformed-event side query (reads the topic "
+                 "twice); the rate path has none"),
+    ])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m bench.throughput", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=200_000, help="events to process")
+    parser.add_argument("--batch", type=int, default=50_000,
+                        help="records per micro-batch (maxOffsetsPerTrigger / rowsPerBatch)")
+    parser.add_argument("--repeats", type=int, default=1, help="timed runs of each path")
+    parser.add_argument("--workdir", help="keep checkpoints here (default: temp)")
+    args = parser.parse_args(argv)
+    return run(args.records, args.batch, args.repeats, args.workdir)
+
+
+if __name__ == "__main__":
+    main()
