@@ -19,7 +19,7 @@ demo: java $(STAMP)
 	$(PY) -m statekit demo
 
 test: java $(STAMP)
-	$(PY) -m ruff check statekit tests bench
+	$(PY) -m ruff check .
 	$(PY) -m pytest tests --nbmake notebooks -v
 
 bench: java $(STAMP)
@@ -29,7 +29,7 @@ doctor: $(STAMP)
 	$(PY) -m statekit doctor
 
 lint: $(STAMP)
-	$(PY) -m ruff check statekit tests bench
+	$(PY) -m ruff check .
 
 clean:
 	rm -rf $(VENV) statekit-out .pytest_cache
