@@ -39,6 +39,9 @@ def progress_row(progress: dict) -> dict:
         "state_commit_ms": sum(op.get("commitTimeMs", 0) for op in ops),
         "watermark": (progress.get("eventTime") or {}).get("watermark"),
     }
+    observed = (progress.get("observedMetrics") or {}).get("statekit_input")
+    if observed is not None:
+        row["malformed_rows"] = observed.get("malformed") or 0
     for op in ops:
         for name, value in (op.get("customMetrics") or {}).items():
             row[name] = row.get(name, 0) + value

@@ -38,6 +38,7 @@ from statekit.state.reader import StateReader
 #: The game events of the leaderboard story (see data/README.md).
 GAME_EVENT_SCHEMA = "player string, game string, score long, ts timestamp"
 CORRUPT = "_corrupt_record"
+OBSERVED = "statekit_input"  # observed metrics of the main query: rows in, malformed rows
 SINKS = ("noop", "memory", "console")
 _STATEKIT_DIR = "_statekit"
 
@@ -95,7 +96,8 @@ def parse_events(raw: DataFrame, schema: str | StructType) -> tuple[DataFrame, D
     An event is malformed when its value is not a JSON object, when a field
     cannot be read as its declared type, or when a declared field is missing.
     ``malformed`` keeps the raw record (value as text, topic, partition,
-    offset, timestamp) and a ``reason``.
+    offset, timestamp) and a ``reason``. ``events`` also counts rows in and
+    malformed rows per batch as observed metrics (``observedMetrics`` in progress).
     """
     struct = StructType.fromDDL(schema) if isinstance(schema, str) else schema
     fields = struct.fieldNames()
@@ -115,7 +117,9 @@ def parse_events(raw: DataFrame, schema: str | StructType) -> tuple[DataFrame, D
               .when(event[CORRUPT].isNotNull(), F.lit("a field has the wrong type"))
               .otherwise(reason))
     parsed = parsed.withColumn("reason", reason)
-    events = parsed.where(F.col("reason").isNull()).select(*[event[n].alias(n) for n in fields])
+    counted = parsed.observe(OBSERVED, F.count(F.lit(1)).alias("rows"),
+                             F.sum(F.col("reason").isNotNull().cast("long")).alias("malformed"))
+    events = counted.where(F.col("reason").isNull()).select(*[event[n].alias(n) for n in fields])
     malformed = parsed.where(F.col("reason").isNotNull()).select(
         F.col("key").cast("string").alias("key"), text.alias("value"), "topic", "partition",
         "offset", "timestamp", "reason")
@@ -171,10 +175,10 @@ class StatefulQuery:
     """A running statekit aggregation: wait on it, read its progress and its state."""
 
     def __init__(self, spark: SparkSession, spec: QuerySpec, checkpoint: str,
-                 query: StreamingQuery, quarantine: StreamingQuery | None,
+                 query: StreamingQuery, malformed_stream: DataFrame | None,
                  reports_before: int = 0):
         self.spark, self.spec, self.checkpoint = spark, spec, checkpoint
-        self.query, self.quarantine = query, quarantine
+        self.query, self._malformed_stream = query, malformed_stream
         self.state = StateReader(spark, checkpoint, spec)
         self._started_batches = reports_before
 
@@ -188,10 +192,9 @@ class StatefulQuery:
         return self.query.isActive
 
     def stop(self) -> None:
-        """Stop the query (and its malformed-event writer); the checkpoint stays."""
-        for q in (self.query, self.quarantine):
-            if q is not None and q.isActive:
-                q.stop()
+        """Stop the query; the checkpoint stays."""
+        if self.query.isActive:
+            self.query.stop()
 
     def __enter__(self) -> StatefulQuery:
         return self
@@ -200,9 +203,9 @@ class StatefulQuery:
         self.stop()
 
     def _raise_if_failed(self) -> None:
-        for q in (self.query, self.quarantine):
-            if q is not None and not q.isActive and q.exception() is not None:
-                raise StatekitError(f"query {q.name!r} failed: {q.exception()}")
+        q = self.query
+        if not q.isActive and q.exception() is not None:
+            raise StatekitError(f"query {q.name!r} failed: {q.exception()}")
 
     def wait_for_batches(self, n: int, timeout: float = 120.0) -> int:
         """Block until this run has completed ``n`` batches; returns the last batch id."""
@@ -219,24 +222,21 @@ class StatefulQuery:
 
     def wait_until_drained(self, timeout: float = 300.0) -> int:
         """Block until everything in the input so far is processed; returns the last batch id."""
-        for q in (self.query, self.quarantine):
-            if q is None:
-                continue
-            errors: list[BaseException] = []
+        q, errors = self.query, []
 
-            def drain(q=q, errors=errors):
-                try:
-                    q.processAllAvailable()
-                except BaseException as exc:  # surfaced in the caller's thread
-                    errors.append(exc)
+        def drain():
+            try:
+                q.processAllAvailable()
+            except BaseException as exc:  # surfaced in the caller's thread
+                errors.append(exc)
 
-            worker = threading.Thread(target=drain, daemon=True)
-            worker.start()
-            worker.join(timeout)
-            if worker.is_alive():
-                raise TimeoutError(f"query {q.name!r} did not drain its input in {timeout:.0f} s")
-            if errors:
-                raise StatekitError(f"query {q.name!r} failed: {errors[0]}") from errors[0]
+        worker = threading.Thread(target=drain, daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive():
+            raise TimeoutError(f"query {q.name!r} did not drain its input in {timeout:.0f} s")
+        if errors:
+            raise StatekitError(f"query {q.name!r} failed: {errors[0]}") from errors[0]
         self._await_report(self.last_batch)
         return self.last_batch
 
@@ -277,22 +277,41 @@ class StatefulQuery:
     def _malformed_path(self) -> str:
         return os.path.join(self.checkpoint, _STATEKIT_DIR, "malformed", "data")
 
-    def malformed(self) -> pd.DataFrame:
-        """Malformed input records kept aside: key, value (text), topic, partition, offset, …"""
-        path = self._malformed_path()
+    def malformed(self, timeout: float = 300.0) -> pd.DataFrame:
+        """Malformed input records kept aside: key, value (text), topic, partition, offset, …
+
+        The main query only counts them (so the input is read once); this call
+        brings the parquet side table under the checkpoint up to date with an
+        incremental, exactly-once ``availableNow`` run over the same input, then
+        reads it.
+        """
         columns = ["key", "value", "topic", "partition", "offset", "timestamp", "reason"]
-        if not glob.glob(os.path.join(path, "*.parquet")):
+        if self._malformed_stream is None:
             return pd.DataFrame(columns=columns)
-        frame = self.spark.read.parquet(path).toPandas()
+        side = os.path.join(self.checkpoint, _STATEKIT_DIR, "malformed")
+        run = (self._malformed_stream.writeStream.queryName(f"{self.name}-malformed")
+               .format("parquet").option("path", self._malformed_path())
+               .option("checkpointLocation", os.path.join(side, "checkpoint"))
+               .trigger(availableNow=True).start())
+        if not run.awaitTermination(timeout):
+            run.stop()
+            raise TimeoutError(f"keeping malformed records aside took over {timeout:.0f} s")
+        if run.exception() is not None:
+            raise StatekitError(f"keeping malformed records aside failed: {run.exception()}")
+        if not glob.glob(os.path.join(self._malformed_path(), "*.parquet")):
+            return pd.DataFrame(columns=columns)
+        frame = self.spark.read.parquet(self._malformed_path()).toPandas()
         return frame[columns].sort_values(["partition", "offset"]).reset_index(drop=True)
 
     def malformed_count(self) -> int:
-        return len(self.malformed())
+        """Malformed input rows counted by the query so far (all runs of this checkpoint)."""
+        frame = self.progress()
+        return int(frame["malformed_rows"].sum()) if "malformed_rows" in frame else 0
 
     # --- state ----------------------------------------------------------------------
-    def snapshot(self, batch: int | None = None) -> pd.DataFrame:
+    def snapshot(self, batch: int | None = None, sort: bool = False) -> pd.DataFrame:
         """The state store at ``batch`` (latest when None), flattened: see StateReader."""
-        return self.state.snapshot(batch)
+        return self.state.snapshot(batch, sort=sort)
 
     def changes(self, from_batch: int, to_batch: int | None = None) -> pd.DataFrame:
         """The change feed (puts and deletes) of batches ``from_batch..to_batch``."""
@@ -386,16 +405,9 @@ def start_query(
     recorder = _recorder(spark)
     writer = (aggregate(events, spec).writeStream.queryName(name).outputMode(output_mode)
               .format(sink).option("checkpointLocation", checkpoint).trigger(**trigger_kwargs))
-    quarantine = None
-    if malformed is not None:
-        side = os.path.join(checkpoint, _STATEKIT_DIR, "malformed")
-        quarantine = (malformed.writeStream.queryName(f"{name}-malformed").format("parquet")
-                      .option("path", os.path.join(side, "data"))
-                      .option("checkpointLocation", os.path.join(side, "checkpoint"))
-                      .trigger(**trigger_kwargs).start())
     query = writer.start()
     recorder.folders[str(query.id)] = progress_dir
-    return StatefulQuery(spark, spec, checkpoint, query, quarantine, reports_before)
+    return StatefulQuery(spark, spec, checkpoint, query, malformed, reports_before)
 
 
 def _trigger(trigger: str) -> dict:

@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -47,6 +48,7 @@ SCHEMA = (
 )
 EARLIEST, LATEST = -2, -1
 _ARROW_CHUNK = 20_000
+PARTITION_REFRESH_S = 10.0
 
 
 def register(spark) -> str:
@@ -128,6 +130,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._consumer = None
         self._available_now_target: dict | None = None
         self._resets: dict[tuple[str, str], int] = {}  # partition → where to read after a reset
+        self._counts: dict[str, int] | None = None
+        self._counts_at = 0.0
+        self._last_ends: dict | None = None
 
     # --- broker access on the driver -------------------------------------------------
     def _client(self):
@@ -137,15 +142,25 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._consumer = plain_consumer(self.bootstrap_servers, self.client_config)
         return self._consumer
 
+    def _partition_counts(self) -> dict[str, int]:
+        """Partitions per topic, asked again every few seconds to notice new partitions."""
+        from statekit.kafka.topics import partition_count
+
+        now = time.monotonic()
+        if self._counts is None or now - self._counts_at > PARTITION_REFRESH_S:
+            self._counts = {t: partition_count(self.bootstrap_servers, t, self.client_config)
+                            for t in self.topics}
+            self._counts_at = now
+        return self._counts
+
     def _broker_offsets(self) -> dict[str, dict[int, tuple[int, int]]]:
         """topic → partition → (low, end), asking the broker now."""
-        from statekit.kafka.topics import end_offsets, partition_count
+        from statekit.kafka.topics import end_offsets
 
-        out = {}
-        for topic in self.topics:
-            n = partition_count(self.bootstrap_servers, topic, self.client_config)
-            out[topic] = end_offsets(self._client(), topic, list(range(n)))
-        return out
+        marks = {topic: end_offsets(self._client(), topic, list(range(n)))
+                 for topic, n in self._partition_counts().items()}
+        self._last_ends = self._ends(marks)
+        return marks
 
     # --- offsets ---------------------------------------------------------------------
     def initialOffset(self) -> dict:
@@ -220,7 +235,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return low
 
     def reportLatestOffset(self) -> dict | None:
-        return self._ends(self._broker_offsets())
+        """The ends seen by the last ``latestOffset`` call (no extra broker round trip)."""
+        return self._last_ends
 
     def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
         config = tuple(sorted(self.client_config.items()))
@@ -288,6 +304,8 @@ def read_range(part: KafkaInputPartition) -> Iterator:
     try:
         consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
         keys, values, offsets, stamps, kinds = [], [], [], [], []
+        add_key, add_value, add_offset = keys.append, values.append, offsets.append
+        add_stamp, add_kind = stamps.append, kinds.append
         position, idle = part.start, 0
         while position < part.end:
             messages = consumer.consume(_ARROW_CHUNK, timeout=0.5)
@@ -301,27 +319,28 @@ def read_range(part: KafkaInputPartition) -> Iterator:
             idle = 0
             for msg in messages:
                 err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        position = max(position, msg.offset())  # gaps at the end (compaction)
-                        continue
-                    if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                        raise DataLoss(
-                            f"offset {position} of {part.topic}-{part.partition} is no longer on "
-                            f"the broker {part.bootstrap_servers!r}; set failOnDataLoss=false to "
-                            "skip what is gone")
-                    raise StatekitError(f"reading {part.topic}-{part.partition}: {err}")
-                offset = msg.offset()
-                if offset >= part.end:
-                    position = part.end
-                    break
-                kind, ts = msg.timestamp()
-                keys.append(msg.key())
-                values.append(msg.value())
-                offsets.append(offset)
-                stamps.append(ts)
-                kinds.append(kind - 1 if kind > 0 else -1)  # librdkafka 1/2 → Kafka 0/1
-                position = offset + 1
+                if err is None:
+                    offset = msg.offset()
+                    if offset >= part.end:
+                        position = part.end
+                        break
+                    kind, ts = msg.timestamp()
+                    add_key(msg.key())
+                    add_value(msg.value())
+                    add_offset(offset)
+                    add_stamp(ts)
+                    add_kind(kind)
+                    position = offset + 1
+                    continue
+                if err.code() == KafkaError._PARTITION_EOF:
+                    position = max(position, msg.offset())  # gaps at the end (compaction)
+                    continue
+                if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                    raise DataLoss(
+                        f"offset {position} of {part.topic}-{part.partition} is no longer on "
+                        f"the broker {part.bootstrap_servers!r}; set failOnDataLoss=false to "
+                        "skip what is gone")
+                raise StatekitError(f"reading {part.topic}-{part.partition}: {err}")
             if len(offsets) >= _ARROW_CHUNK or (position >= part.end and offsets):
                 n = len(offsets)
                 yield pa.RecordBatch.from_arrays([
@@ -330,8 +349,9 @@ def read_range(part: KafkaInputPartition) -> Iterator:
                     pa.array([part.partition] * n, pa.int32()),
                     pa.array(offsets, pa.int64()),
                     pa.array(np.asarray(stamps, np.int64) * 1000, pa.timestamp("us", tz="UTC")),
-                    pa.array(kinds, pa.int32()),
+                    # librdkafka's timestamp types 1/2 are Kafka's 0 (create) / 1 (log append)
+                    pa.array(np.asarray(kinds, np.int32) - 1, pa.int32()),
                 ], schema=schema)
-                keys, values, offsets, stamps, kinds = [], [], [], [], []
+                keys.clear(), values.clear(), offsets.clear(), stamps.clear(), kinds.clear()
     finally:
         consumer.close()

@@ -58,15 +58,16 @@ class StateReader:
             "operatorProperties": "properties"})
 
     def batch_range(self) -> tuple[int, int] | None:
-        """(first, last) committed batch whose state is retained, or None before any commit."""
+        """(first, last) committed batch still retained, or None before any commit.
+
+        Read from the checkpoint's commit log listing (cheap; Spark keeps the log
+        and the state versions for the same ``minBatchesToRetain`` batches).
+        """
+        self._require_checkpoint()
         commits = os.path.join(self.checkpoint, "commits")
-        if not os.path.isdir(commits):
-            return None
-        meta = self.metadata()
-        rows = meta[meta["operator_id"] == self.operator_id]
-        if rows.empty:
-            return None
-        return int(rows["min_batch"].min()), int(rows["max_batch"].max())
+        batches = [int(n) for n in os.listdir(commits) if n.isdigit()] if os.path.isdir(
+            commits) else []
+        return (min(batches), max(batches)) if batches else None
 
     def _check_batch(self, batch: int | None) -> int:
         span = self.batch_range()
@@ -97,8 +98,12 @@ class StateReader:
         raw = self._load(batchId=batch)
         return raw.select(*self._flat_columns(raw), F.col("partition_id").alias("partition"))
 
-    def snapshot(self, batch: int | None = None) -> pd.DataFrame:
-        """The state at ``batch`` (latest when None) as pandas, one row per key and window."""
+    def snapshot(self, batch: int | None = None, sort: bool = False) -> pd.DataFrame:
+        """The state at ``batch`` (latest when None) as pandas, one row per key and window.
+
+        Rows come in the store's own order (partition by partition, RocksDB key
+        order within each); ``sort=True`` sorts them by window and keys.
+        """
         try:
             frame = self.snapshot_frame(batch).toPandas()
         except StatekitError:
@@ -107,7 +112,9 @@ class StateReader:
             raise CheckpointError(
                 f"reading state of batch {batch} from {self.checkpoint!r} failed: "
                 f"{_first_line(exc)}") from None
-        return frame.sort_values(self.spec.key_columns, kind="stable").reset_index(drop=True)
+        if sort:
+            frame = frame.sort_values(self.spec.key_columns, kind="stable", ignore_index=True)
+        return frame
 
     def changes_frame(self, from_batch: int, to_batch: int | None = None) -> DataFrame:
         """The change feed between two batches (inclusive) as a Spark DataFrame."""
