@@ -15,6 +15,8 @@ Example:
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import glob
 import json
 import os
@@ -168,7 +170,16 @@ def _recorder(spark: SparkSession) -> _ProgressRecorder:
     if key not in _RECORDERS:
         _RECORDERS[key] = _ProgressRecorder()
         spark.streams.addListener(_RECORDERS[key])
+        # The JVM would go on calling a Python listener after Python has gone: unhook it.
+        atexit.register(_remove_listener, spark, _RECORDERS[key])
     return _RECORDERS[key]
+
+
+def _remove_listener(spark: SparkSession, listener: StreamingQueryListener) -> None:
+    with contextlib.suppress(Exception):
+        for query in spark.streams.active:
+            query.stop()
+        spark.streams.removeListener(listener)
 
 
 class StatefulQuery:
