@@ -82,8 +82,8 @@ def main(args: Namespace) -> int:
         progress = query.progress()
         _say(f"query 'leaderboard' drained the topic in {last + 1} batches; "
              f"{int(progress['input_rows'].sum())} records in, "
-             f"{query.malformed_count()} malformed kept aside, {query.late_events()} late events "
-             "dropped by the watermark")
+             f"{query.malformed_count()} malformed (see query.malformed()), "
+             f"{query.late_events()} late events dropped by the watermark")
         snapshot = query.snapshot()
         _say(f"snapshot of batch {last}: {len(snapshot)} state rows (windows x players) "
              f"in {snapshot['partition'].nunique()} partitions")
