@@ -35,7 +35,7 @@ from statekit.durations import spark_interval
 from statekit.errors import BadArgument, StatekitError
 from statekit.query.progress import progress_frame
 from statekit.query.spec import Aggregate, QuerySpec, WindowSpec
-from statekit.state.reader import StateReader
+from statekit.state.reader import StateReader, committed_batches
 
 #: The game events of the leaderboard story (see data/README.md).
 GAME_EVENT_SCHEMA = "player string, game string, score long, ts timestamp"
@@ -136,6 +136,15 @@ def aggregate(events: DataFrame, spec: QuerySpec) -> DataFrame:
     return (events.withWatermark(spec.event_time, spark_interval(spec.watermark))
             .groupBy(spec.window.column(spec.event_time), *spec.keys)
             .agg(*[a.column_expr() for a in spec.aggregates]))
+
+
+def _progress_dir(checkpoint: str) -> str:
+    """Where statekit keeps a checkpoint's progress reports, one JSON file per batch."""
+    return os.path.join(checkpoint, _STATEKIT_DIR, "progress")
+
+
+def _progress_files(checkpoint: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(_progress_dir(checkpoint), "*.json")))
 
 
 class _ProgressRecorder(StreamingQueryListener):
@@ -260,10 +269,10 @@ class StatefulQuery:
 
     # --- progress -------------------------------------------------------------------
     def _progress_dir(self) -> str:
-        return os.path.join(self.checkpoint, _STATEKIT_DIR, "progress")
+        return _progress_dir(self.checkpoint)
 
     def _progress_files(self) -> list[str]:
-        return sorted(glob.glob(os.path.join(self._progress_dir(), "*.json")))
+        return _progress_files(self.checkpoint)
 
     def progress(self) -> pd.DataFrame:
         """One row per batch (all runs of this checkpoint): rows in, state rows, timings."""
@@ -276,8 +285,8 @@ class StatefulQuery:
     @property
     def last_batch(self) -> int:
         """Id of the last committed batch (-1 before the first)."""
-        commits = glob.glob(os.path.join(self.checkpoint, "commits", "[0-9]*"))
-        return max((int(os.path.basename(c)) for c in commits), default=-1)
+        batches = committed_batches(self.checkpoint)
+        return batches[-1] if batches else -1
 
     def late_events(self) -> int:
         """Rows dropped because they arrived behind the watermark (all batches)."""
@@ -410,9 +419,9 @@ def start_query(
     else:
         events, malformed = raw, None
 
-    progress_dir = os.path.join(checkpoint, _STATEKIT_DIR, "progress")
+    progress_dir = _progress_dir(checkpoint)
     os.makedirs(progress_dir, exist_ok=True)
-    reports_before = len(glob.glob(os.path.join(progress_dir, "*.json")))
+    reports_before = len(_progress_files(checkpoint))
     recorder = _recorder(spark)
     writer = (aggregate(events, spec).writeStream.queryName(name).outputMode(output_mode)
               .format(sink).option("checkpointLocation", checkpoint).trigger(**trigger_kwargs))

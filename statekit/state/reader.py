@@ -29,6 +29,14 @@ from statekit.query.spec import BUFFER_WIDTH, QuerySpec
 CHANGE_NAMES = {"update": "put", "delete": "delete"}
 
 
+def committed_batches(checkpoint: str) -> list[int]:
+    """Ids of the batches in a checkpoint's commit log, ascending (empty before the first)."""
+    commits = os.path.join(checkpoint, "commits")
+    if not os.path.isdir(commits):
+        return []
+    return sorted(int(name) for name in os.listdir(commits) if name.isdigit())
+
+
 class StateReader:
     """Snapshots, change feed and metadata of one statekit query's state store.
 
@@ -65,13 +73,11 @@ class StateReader:
         and the state versions for the same ``minBatchesToRetain`` batches).
         """
         self._require_checkpoint()
-        commits = os.path.join(self.checkpoint, "commits")
-        batches = [int(n) for n in os.listdir(commits) if n.isdigit()] if os.path.isdir(
-            commits) else []
-        return (min(batches), max(batches)) if batches else None
+        batches = committed_batches(self.checkpoint)
+        return (batches[0], batches[-1]) if batches else None
 
-    def _check_batch(self, batch: int | None) -> int:
-        span = self.batch_range()
+    def _check_batch(self, batch: int | None, span: tuple[int, int] | None) -> int:
+        """``batch`` (the last committed when None) if ``span`` holds it, else BatchNotRetained."""
         if batch is None:
             if span is None:
                 raise BatchNotRetained(-1, None, self.checkpoint)
@@ -95,7 +101,7 @@ class StateReader:
 
     def snapshot_frame(self, batch: int | None = None) -> DataFrame:
         """The flattened state at ``batch`` (latest when None) as a Spark DataFrame."""
-        batch = self._check_batch(batch)
+        batch = self._check_batch(batch, self.batch_range())
         raw = self._load(batchId=batch)
         return raw.select(*self._flat_columns(raw), F.col("partition_id").alias("partition"))
 
@@ -120,7 +126,7 @@ class StateReader:
     def changes_frame(self, from_batch: int, to_batch: int | None = None) -> DataFrame:
         """The change feed between two batches (inclusive) as a Spark DataFrame."""
         span = self.batch_range()
-        to_batch = self._check_batch(to_batch)
+        to_batch = self._check_batch(to_batch, span)
         if not isinstance(from_batch, int) or span is None or not span[0] <= from_batch <= to_batch:
             raise BatchNotRetained(from_batch, span, self.checkpoint)
         raw = self._load(readChangeFeed=True, changeStartBatchId=from_batch,
