@@ -1,0 +1,1 @@
+"""Changelog topics: every committed state change in Kafka, read back, and compacted."""
