@@ -62,3 +62,7 @@ class BatchNotRetained(StatekitError, LookupError):
 
 class CheckpointError(StatekitError):
     """A checkpoint directory or file that is missing or corrupt; the path is named."""
+
+
+class ChangelogError(StatekitError):
+    """A changelog topic that is not, or no longer, what statekit wrote: the topic is named."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import pandas as pd
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -198,3 +198,47 @@ def watermarks(bootstrap_servers: str, topic: str, config: Config = None) -> pd.
         [(p, lo, hi) for p, (lo, hi) in sorted(offsets.items())],
         columns=["partition", "low", "high"],
     )
+
+
+def consume_ranges(
+    consumer: Consumer, topic: str, ranges: Mapping[int, tuple[int, int]],
+    timeout: float = 30.0, chunk: int = 10_000,
+) -> Iterator[list]:
+    """Messages of ``topic`` in ``ranges`` (partition → [start, end)), in chunks.
+
+    Offsets missing from the log (compacted away) are simply not there; the
+    read of a partition ends at ``end`` or at its end of log. Raises
+    TimeoutError naming the partitions still open when nothing arrives in time.
+    """
+    todo = {p: (lo, hi) for p, (lo, hi) in ranges.items() if hi > lo}
+    if not todo:
+        return
+    consumer.assign([TopicPartition(topic, p, lo) for p, (lo, _) in todo.items()])
+    last_seen = time.monotonic()
+    try:
+        while todo:
+            messages = consumer.consume(chunk, timeout=0.1)
+            kept = []
+            for msg in messages:
+                err, part = msg.error(), msg.partition()
+                if part not in todo:
+                    continue
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(err)
+                    del todo[part]
+                elif msg.offset() >= todo[part][1]:
+                    del todo[part]
+                else:
+                    kept.append(msg)
+                    if msg.offset() == todo[part][1] - 1:
+                        del todo[part]
+            if messages:
+                last_seen = time.monotonic()
+            elif time.monotonic() - last_seen > timeout:
+                raise TimeoutError(f"no records from {topic!r} partitions {sorted(todo)} "
+                                   f"in {timeout:.0f} s")
+            if kept:
+                yield kept
+    finally:
+        consumer.unassign()

@@ -31,6 +31,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.types import StringType, StructField, StructType
 
+from statekit.changelog.format import changelog_topic
+from statekit.changelog.writer import ChangelogWriter
 from statekit.durations import spark_interval
 from statekit.errors import BadArgument, StatekitError
 from statekit.query.progress import progress_frame
@@ -196,11 +198,13 @@ class StatefulQuery:
 
     def __init__(self, spark: SparkSession, spec: QuerySpec, checkpoint: str,
                  query: StreamingQuery, malformed_stream: DataFrame | None,
-                 reports_before: int = 0):
+                 reports_before: int = 0, changelog: ChangelogWriter | None = None):
         self.spark, self.spec, self.checkpoint = spark, spec, checkpoint
         self.query, self._malformed_stream = query, malformed_stream
         self.state = StateReader(spark, checkpoint, spec)
         self._started_batches = reports_before
+        #: ships each committed batch's state changes to the changelog topic (None: logging off)
+        self.changelog = changelog
 
     # --- lifecycle ------------------------------------------------------------------
     @property
@@ -212,9 +216,11 @@ class StatefulQuery:
         return self.query.isActive
 
     def stop(self) -> None:
-        """Stop the query; the checkpoint stays."""
+        """Stop the query (and ship its last committed batches); the checkpoint stays."""
         if self.query.isActive:
             self.query.stop()
+        if self.changelog is not None:
+            self.changelog.stop()
 
     def __enter__(self) -> StatefulQuery:
         return self
@@ -258,6 +264,8 @@ class StatefulQuery:
         if errors:
             raise StatekitError(f"query {q.name!r} failed: {errors[0]}") from errors[0]
         self._await_report(self.last_batch)
+        if self.changelog is not None:
+            self.changelog.wait_shipped(self.last_batch, timeout)
         return self.last_batch
 
     def _await_report(self, batch: int, timeout: float = 10.0) -> None:
@@ -341,6 +349,25 @@ class StatefulQuery:
         """Stateful operators and stores: partitions, first and last retained batch."""
         return self.state.metadata()
 
+    # --- changelog ------------------------------------------------------------------
+    @property
+    def changelog_topic(self) -> str | None:
+        """The store's changelog topic (None when logging is off)."""
+        return self.changelog.topic if self.changelog is not None else None
+
+    def read_changelog(self, from_batch: int | None = None, to_batch: int | None = None,
+                       progress: bool | None = None) -> pd.DataFrame:
+        """The changelog records shipped so far (see ``statekit.changelog.read_changelog``)."""
+        from statekit.changelog.reader import read_changelog
+
+        if self.changelog is None:
+            raise StatekitError(f"query {self.name!r} runs with its changelog switched off "
+                                f"(start_query(..., changelog=False))")
+        self.changelog.raise_if_failed()
+        return read_changelog(self.changelog.bootstrap_servers, self.changelog.topic,
+                              from_batch=from_batch, to_batch=to_batch,
+                              kafka_config=self.changelog.kafka_config, progress=progress)
+
     def __repr__(self) -> str:
         state = "active" if self.is_active else "stopped"
         return f"StatefulQuery({self.name!r}, {state}, last_batch={self.last_batch})"
@@ -366,6 +393,8 @@ def start_query(
     max_offsets_per_trigger: int | None = None,
     fail_on_data_loss: bool = True,
     kafka_config: Mapping[str, str] | None = None,
+    changelog: bool | None = None,
+    store_name: str = "aggregate",
 ) -> StatefulQuery:
     """Start the windowed aggregation; returns a handle to wait on and to read state from.
 
@@ -382,6 +411,10 @@ def start_query(
         output_mode: ``update`` (default) or ``append`` (sessions need append).
         sink: where result rows go: noop (default), memory (a table named ``name``), console.
         trigger: a micro-batch interval such as "1 second", or "available-now".
+        changelog: ship every committed state change to the topic ``<name>-<store_name>-
+            changelog`` (see ``statekit.changelog``). On by default when ``bootstrap_servers``
+            is given; ``False`` switches logging off, like Kafka Streams' ``withLoggingDisabled``.
+        store_name: the store's name in its changelog topic.
     """
     from statekit.spark.session import spark_session
 
@@ -419,6 +452,13 @@ def start_query(
     else:
         events, malformed = raw, None
 
+    if changelog is None:
+        changelog = bootstrap_servers is not None
+    if changelog and not bootstrap_servers:
+        raise BadArgument("bootstrap_servers", bootstrap_servers,
+                          "the Kafka cluster's 'host:port' to write the changelog to")
+    topic = changelog_topic(name, store_name) if changelog else None
+
     progress_dir = _progress_dir(checkpoint)
     os.makedirs(progress_dir, exist_ok=True)
     reports_before = len(_progress_files(checkpoint))
@@ -427,7 +467,11 @@ def start_query(
               .format(sink).option("checkpointLocation", checkpoint).trigger(**trigger_kwargs))
     query = writer.start()
     recorder.folders[str(query.id)] = progress_dir
-    return StatefulQuery(spark, spec, checkpoint, query, malformed, reports_before)
+    handle = StatefulQuery(spark, spec, checkpoint, query, malformed, reports_before)
+    if topic:
+        handle.changelog = ChangelogWriter(handle.state, bootstrap_servers, topic,
+                                           kafka_config=kafka_config).start()
+    return handle
 
 
 def _trigger(trigger: str) -> dict:

@@ -1,0 +1,243 @@
+"""Read a changelog topic into pandas, check it is whole, and replay it into a table.
+
+``read_changelog`` gives one row per record: ``partition``, ``offset``,
+``timestamp``, ``batch``, ``seq``, ``tombstone``, ``key`` (the key's JSON
+text), then the decoded key columns and value columns (NA on tombstones).
+It refuses a topic that statekit did not write, a log with a batch missing or
+repeated, and a batch beyond the log's end, naming what it found.
+``materialize`` replays records in offset order (tombstones delete): the store
+as a materialized view of its changelog.
+
+Example:
+    >>> log = read_changelog(broker.bootstrap_servers,                   # doctest: +SKIP
+    ...                      "statekit-aggregate-changelog")
+    >>> materialize(log, to_batch=3)            # equals query.snapshot(3)    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.json as pa_json
+from tqdm.auto import tqdm
+
+from statekit.changelog import format as fmt
+from statekit.errors import BadArgument, ChangelogError
+from statekit.kafka.topics import consume_ranges, end_offsets, partition_count, plain_consumer
+
+RECORD_COLUMNS = ["partition", "offset", "timestamp", "batch", "seq", "tombstone", "key"]
+_PROGRESS_FROM = 100_000  # records: show a progress bar for reads this large
+
+
+def read_changelog(
+    bootstrap_servers: str,
+    topic: str,
+    *,
+    from_batch: int | None = None,
+    to_batch: int | None = None,
+    partitions: Sequence[int] | None = None,
+    kafka_config: Mapping[str, str] | None = None,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """The records of changelog ``topic`` (batches ``from_batch..to_batch``) as pandas.
+
+    Sorted by partition and offset; ``attrs`` holds ``topic``, ``key_columns``,
+    ``value_columns`` and ``last_batch`` (the last batch in the whole log).
+    ``progress`` shows a tqdm bar (by default for reads over 100,000 records).
+    """
+    n = partition_count(bootstrap_servers, topic, kafka_config)
+    wanted = list(range(n)) if partitions is None else list(partitions)
+    bad = [p for p in wanted if not isinstance(p, (int, np.integer)) or not 0 <= p < n]
+    if bad:
+        raise BadArgument("partition", bad[0], f"partitions of {topic!r}: 0..{n - 1}")
+    for what, value in (("from_batch", from_batch), ("to_batch", to_batch)):
+        if value is not None and (not isinstance(value, (int, np.integer)) or value < 0):
+            raise BadArgument(what, value, "a batch id (0 or more), or None")
+    consumer = plain_consumer(bootstrap_servers, kafka_config)
+    try:
+        ranges = end_offsets(consumer, topic, wanted)
+        total = sum(hi - lo for lo, hi in ranges.values())
+        show = total >= _PROGRESS_FROM if progress is None else progress
+        columns = _collect(consumer, topic, ranges, total, show)
+    finally:
+        consumer.close()
+    frame = _decode(columns, topic)
+    for p in wanted:
+        _check_whole(frame, topic, p, ranges[p][0])
+    last = int(frame["batch"].max()) if len(frame) else -1
+    frame = frame.drop(columns=["_count", "_prev"])
+    if to_batch is not None and to_batch > last:
+        raise ChangelogError(
+            f"batch {to_batch} is beyond the end of changelog {topic!r}: its last batch is "
+            f"{last}" + ("" if last >= 0 else " (the topic holds no records)"))
+    if from_batch is not None or to_batch is not None:
+        lo = -1 if from_batch is None else from_batch
+        hi = last if to_batch is None else to_batch
+        frame = frame[(frame["batch"] >= lo) & (frame["batch"] <= hi)].reset_index(drop=True)
+    frame.attrs.update(topic=topic, last_batch=last)
+    return frame
+
+
+def _collect(consumer, topic: str, ranges, total: int, show: bool) -> dict[str, list]:
+    cols: dict[str, list] = {c: [] for c in
+                             ("partition", "offset", "timestamp", "batch", "seq", "count", "prev",
+                              "key", "value")}
+    part_, off_, ts_, batch_, seq_, count_, prev_, key_, value_ = cols.values()
+    with tqdm(total=total, desc=topic, unit="rec", disable=not show) as bar:
+        for chunk in consume_ranges(consumer, topic, ranges):
+            for msg in chunk:
+                head = dict(msg.headers() or ())
+                if fmt.H_FORMAT not in head:
+                    raise ChangelogError(
+                        f"topic {topic!r} is not a statekit changelog: the record at partition "
+                        f"{msg.partition()} offset {msg.offset()} (key {_excerpt(msg.key())}) "
+                        f"has no {fmt.H_FORMAT!r} header; statekit changelogs carry the headers "
+                        f"{', '.join(fmt.HEADERS)}")
+                part_.append(msg.partition())
+                off_.append(msg.offset())
+                ts_.append(msg.timestamp()[1])
+                batch_.append(int(head[fmt.H_BATCH]))
+                seq_.append(int(head[fmt.H_SEQ]))
+                count_.append(int(head[fmt.H_COUNT]))
+                prev_.append(int(head[fmt.H_PREV]))
+                key_.append(msg.key())
+                value_.append(msg.value())
+            bar.update(len(chunk))
+    return cols
+
+
+def _excerpt(data: bytes | None) -> str:
+    if data is None:
+        return "null"
+    text = data[:60].decode("utf-8", "replace")
+    return repr(text + ("…" if len(data) > 60 else ""))
+
+
+def _json_table(lines: list[bytes]) -> pa.Table:
+    """Many small JSON objects decoded at once by Arrow's JSON reader."""
+    if not lines:
+        return pa.table({})
+    return pa_json.read_json(io.BytesIO(b"\n".join(lines)),
+                             read_options=pa_json.ReadOptions(block_size=1 << 26))
+
+
+def _decode(cols: dict[str, list], topic: str) -> pd.DataFrame:
+    n = len(cols["offset"])
+    ints = {c: np.array(cols[c], dtype=np.int64) for c in ("offset", "batch", "seq", "count",
+                                                           "prev")}
+    frame = pd.DataFrame({
+        "partition": np.array(cols["partition"], dtype=np.int32),
+        "offset": ints["offset"],
+        "timestamp": pd.to_datetime(np.array(cols["timestamp"], dtype=np.int64), unit="ms"),
+        "batch": ints["batch"], "seq": ints["seq"], "_count": ints["count"],
+        "_prev": ints["prev"],
+    })
+    values = cols["value"]
+    tomb = np.fromiter((v is None for v in values), dtype=bool, count=n)
+    frame["tombstone"] = tomb
+    keys = cols["key"]
+    try:
+        key_table = _json_table(keys)
+        value_table = _json_table([v for v in values if v is not None])
+    except (pa.ArrowInvalid, TypeError) as exc:
+        raise ChangelogError(f"changelog {topic!r} has a key or value that is not a JSON "
+                             f"object: {exc}") from None
+    frame["key"] = pd.array([k.decode() for k in keys], dtype=object) if n else []
+    key_columns = key_table.column_names
+    value_columns = value_table.column_names
+    for name in key_columns:
+        if name in RECORD_COLUMNS:
+            raise ChangelogError(f"changelog {topic!r} has a key column named {name!r}, which "
+                                 f"clashes with the record columns {RECORD_COLUMNS}")
+        frame[name] = _pandas_column(key_table[name])
+    put_rows = np.flatnonzero(~tomb)
+    for name in value_columns:
+        if name in key_columns or name in RECORD_COLUMNS:
+            raise ChangelogError(f"changelog {topic!r} has a value column named {name!r}, "
+                                 f"also a key or record column")
+        column = _pandas_column(value_table[name])
+        if isinstance(column.dtype, pd.Int64Dtype) or pd.api.types.is_integer_dtype(column):
+            full = pd.array(np.zeros(n, dtype=np.int64), dtype="Int64")
+            full[:] = pd.NA
+            full[put_rows] = column.to_numpy()
+        else:
+            full = pd.Series(np.full(n, np.nan), dtype="float64" if column.dtype.kind == "f"
+                             else object)
+            full.iloc[put_rows] = column.to_numpy()
+        frame[name] = full
+    frame = fmt.parse_times(frame)
+    frame = frame.sort_values(["partition", "offset"], kind="stable", ignore_index=True)
+    frame.attrs.update(key_columns=list(key_columns), value_columns=list(value_columns))
+    return frame
+
+
+def _pandas_column(column: pa.ChunkedArray) -> pd.Series:
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.timestamp("ns"))
+    if pa.types.is_integer(column.type):
+        return pd.Series(column.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get))
+    return pd.Series(column.to_pandas())
+
+
+def _check_whole(frame: pd.DataFrame, topic: str, partition: int, low: int) -> None:
+    """Refuse a partition whose records skip or repeat a batch (unless the broker compacted it)."""
+    part = frame[frame["partition"] == partition]
+    if not len(part):
+        return
+    off, batch, seq, count, prev = (part[c].to_numpy() for c in
+                                    ("offset", "batch", "seq", "_count", "_prev"))
+    if len(off) != off[-1] - off[0] + 1:
+        return  # offsets missing: the broker compacted this log, so records are gone on purpose
+
+    def fail(i: int, expected: str) -> None:
+        raise ChangelogError(
+            f"changelog {topic!r} partition {partition} has a gap or repeat in its batches: "
+            f"at offset {off[i]} it holds batch {batch[i]} record {seq[i] + 1} of {count[i]} "
+            f"(previous batch here {prev[i]}), expected {expected}")
+
+    if off[0] == 0 and (seq[0] != 0 or prev[0] != -1):
+        fail(0, "the first record of the first batch")
+    same = batch[1:] == batch[:-1]
+    ok_same = same & (seq[1:] == seq[:-1] + 1)
+    ok_next = (~same & (batch[1:] > batch[:-1]) & (seq[1:] == 0)
+               & (seq[:-1] == count[:-1] - 1) & (prev[1:] == batch[:-1]))
+    bad = np.flatnonzero(~(ok_same | ok_next))
+    if len(bad):
+        i = bad[0]
+        if same[i]:
+            fail(i + 1, f"record {seq[i] + 2} of batch {batch[i]}")
+        fail(i + 1, f"record 1 of a batch after {batch[i]}, whose record {seq[i] + 1} of "
+                    f"{count[i]} came before")
+    if seq[-1] != count[-1] - 1:
+        fail(len(off) - 1, f"{count[-1] - seq[-1] - 1} more records of batch {batch[-1]}")
+
+
+def materialize(changelog: pd.DataFrame, to_batch: int | None = None) -> pd.DataFrame:
+    """The table a changelog describes: the last record per key wins, tombstones delete.
+
+    Replays ``changelog`` (batches up to ``to_batch``) in offset order per
+    partition; returns key columns, value columns and ``partition``, sorted by keys.
+    """
+    missing = [c for c in ("partition", "offset", "batch", "tombstone", "key")
+               if c not in changelog.columns]
+    if missing:
+        raise BadArgument("changelog column", missing[0], RECORD_COLUMNS)
+    last = changelog.attrs.get("last_batch", int(changelog["batch"].max()) if len(changelog)
+                               else -1)
+    if to_batch is not None and to_batch > last:
+        raise ChangelogError(f"batch {to_batch} is beyond the end of the changelog: its last "
+                             f"batch is {last}")
+    log = changelog if to_batch is None else changelog[changelog["batch"] <= to_batch]
+    log = log.sort_values(["partition", "offset"], kind="stable")
+    latest = log.drop_duplicates(subset=["partition", "key"], keep="last")
+    table = latest[~latest["tombstone"]]
+    keys, values = changelog.attrs.get("key_columns", []), changelog.attrs.get("value_columns", [])
+    table = table[[*keys, *values, "partition"]].copy()
+    for column in values:  # a table holds only puts: integer columns have no holes
+        if isinstance(table[column].dtype, pd.Int64Dtype) and not table[column].isna().any():
+            table[column] = table[column].astype("int64")
+    return table.sort_values(keys, kind="stable", ignore_index=True)
