@@ -8,11 +8,12 @@ Example:
     >>> q.wait_until_drained(); q.snapshot()                              # doctest: +SKIP
 """
 
-from statekit import charts
+from statekit import changelog, charts
 from statekit.errors import (
     BadArgument,
     BatchNotRetained,
     BrokerUnreachable,
+    ChangelogError,
     CheckpointError,
     DataLoss,
     StatekitError,
@@ -31,6 +32,7 @@ __all__ = [
     "BadArgument",
     "BatchNotRetained",
     "BrokerUnreachable",
+    "ChangelogError",
     "CheckpointError",
     "DataLoss",
     "EmbeddedBroker",
@@ -41,6 +43,7 @@ __all__ = [
     "TopicNotFound",
     "WindowSpec",
     "apply_changes",
+    "changelog",
     "charts",
     "hopping",
     "session",

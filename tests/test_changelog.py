@@ -1,0 +1,283 @@
+"""Changelog topics end to end: real broker, real Spark, real state; kill -9 drills."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import statekit as sk
+from statekit.changelog import format as fmt
+from statekit.changelog.compaction import compact
+from statekit.changelog.reader import materialize, read_changelog
+from statekit.changelog.writer import ChangelogWriter
+from statekit.datasets import game_events
+from statekit.kafka.replay import replay
+from statekit.kafka.topics import create_topic, describe_topic_config, plain_consumer
+from statekit.state.reader import StateReader
+
+BATCH = 500
+WORKER = Path(__file__).with_name("changelog_worker.py")
+
+
+@pytest.fixture(scope="module")
+def games(broker):
+    replay(game_events(), broker.bootstrap_servers, "games-changelog", partitions=4,
+           progress=False)
+    return "games-changelog"
+
+
+@pytest.fixture(scope="module")
+def logged(spark, broker, games, tmp_path_factory):
+    """A drained query that ships its changelog, and the changelog read back."""
+    query = sk.start_query(games, spark=spark, bootstrap_servers=broker.bootstrap_servers,
+                           checkpoint=str(tmp_path_factory.mktemp("ck") / "logged"),
+                           name="board", store_name="counts", max_offsets_per_trigger=BATCH,
+                           trigger="100 milliseconds")
+    query.wait_until_drained()
+    yield query, query.read_changelog()
+    query.stop()
+
+
+def aligned(table: pd.DataFrame, snapshot: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    keys = list(table.columns[:3])
+    left = table.sort_values(keys, ignore_index=True)
+    right = snapshot[table.columns].sort_values(keys, ignore_index=True)
+    return left, right
+
+
+def test_topic_is_named_and_configured_like_kafka_streams(logged, broker):
+    query, log = logged
+    assert query.changelog_topic == "board-counts-changelog"
+    config = describe_topic_config(broker.bootstrap_servers, "board-counts-changelog")
+    assert config["cleanup.policy"] == "compact,delete"
+    # window 10 min + watermark 10 min + Kafka Streams' extra day
+    assert int(config["retention.ms"]) == (20 * 60 + 24 * 3600) * 1000
+    assert sk.kafka.partition_count(broker.bootstrap_servers, "board-counts-changelog") == 3
+
+
+def test_replaying_the_changelog_gives_every_snapshot(logged):
+    query, log = logged
+    last = query.last_batch
+    assert log.attrs["last_batch"] == last >= 8
+    for batch in sorted({0, 2, last // 2, last}):
+        table, snapshot = aligned(materialize(log, to_batch=batch), query.snapshot(batch))
+        assert len(table) > 0
+        pd.testing.assert_frame_equal(table, snapshot, check_dtype=False)
+
+
+def test_the_compacted_view_replays_to_the_same_snapshots(logged):
+    query, log = logged
+    for batch in sorted({1, query.last_batch // 2, query.last_batch}):
+        upto = log[log["batch"] <= batch]
+        compacted = compact(upto)
+        assert len(compacted) < len(upto)
+        table, snapshot = aligned(materialize(compacted), query.snapshot(batch))
+        pd.testing.assert_frame_equal(table, snapshot, check_dtype=False)
+
+
+def test_each_change_of_each_batch_is_in_the_log_once(logged):
+    query, log = logged
+    changes = query.changes(0)
+    per_batch = log.groupby(["batch", "partition"]).size()
+    expected = changes.groupby(["batch", "partition"]).size()
+    expected.index = expected.index.set_levels(expected.index.levels[1].astype("int32"), level=1)
+    assert per_batch.to_dict() == {(int(b), int(p)): n for (b, p), n in expected.items()}
+    assert log["tombstone"].sum() == (changes["change"] == "delete").sum() > 0
+    assert not log.duplicated(["partition", "batch", "seq"]).any()
+
+
+def test_records_sit_in_the_partition_of_their_state_partition(logged):
+    query, log = logged
+    changes = query.changes(0)
+    owner = dict(zip(zip(changes["player"], changes["window_start"]), changes["partition"],
+                     strict=True))
+    for row in log.itertuples():
+        assert owner[(row.player, row.window_start)] == row.partition
+
+
+def test_a_plain_kafka_consumer_reads_keys_values_and_tombstones(logged, broker):
+    query, log = logged
+    consumer = plain_consumer(broker.bootstrap_servers)
+    from confluent_kafka import TopicPartition
+
+    consumer.assign([TopicPartition("board-counts-changelog", 0, 0)])
+    seen, tombstones = [], 0
+    deadline = time.monotonic() + 30
+    while len(seen) < (log["partition"] == 0).sum() and time.monotonic() < deadline:
+        for msg in consumer.consume(500, timeout=0.5):
+            if msg.error():
+                continue
+            key = json.loads(msg.key())
+            assert list(key) == ["player", "window_start", "window_end"]
+            assert key["window_start"].endswith(".000Z")
+            headers = dict(msg.headers())
+            assert headers["statekit.format"] == b"1"
+            assert int(headers["statekit.seq"]) < int(headers["statekit.count"])
+            if msg.value() is None:
+                tombstones += 1
+            else:
+                value = json.loads(msg.value())
+                assert list(value) == ["count", "sum_score", "max_score"]
+                assert value["count"] >= 1
+            seen.append(msg)
+    consumer.close()
+    assert len(seen) == (log["partition"] == 0).sum()
+    assert tombstones == log[log["partition"] == 0]["tombstone"].sum() > 0
+
+
+def test_keys_written_by_spark_equal_keys_encoded_in_python(logged):
+    _, log = logged
+    row = log.iloc[0]
+    assert fmt.encode_key(row, ["window_start", "window_end", "player"]).decode() == row["key"]
+
+
+def test_a_range_of_batches_and_one_partition(logged, broker):
+    query, log = logged
+    part = read_changelog(broker.bootstrap_servers, query.changelog_topic, from_batch=2,
+                          to_batch=4, partitions=[1])
+    expected = log[(log["partition"] == 1) & log["batch"].between(2, 4)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(part, expected)
+
+
+def test_logging_can_be_switched_off(spark, broker, games, tmp_path):
+    query = sk.start_query(games, spark=spark, bootstrap_servers=broker.bootstrap_servers,
+                           checkpoint=str(tmp_path / "ck"), name="quiet", changelog=False,
+                           trigger="available-now")
+    query.query.awaitTermination(120)
+    query.stop()
+    assert query.changelog_topic is None
+    assert "quiet-aggregate-changelog" not in sk.kafka.list_topics(broker.bootstrap_servers)
+    with pytest.raises(sk.StatekitError, match="changelog switched off"):
+        query.read_changelog()
+
+
+def test_reshipping_after_a_lost_ledger_round_skips_what_is_there(spark, broker, games, tmp_path):
+    """A crash after producing a round but before recording it: the round is not repeated."""
+    query = sk.start_query(games, spark=spark, bootstrap_servers=broker.bootstrap_servers,
+                           checkpoint=str(tmp_path / "ck"), name="reship", changelog=False,
+                           trigger="available-now", max_offsets_per_trigger=1000)
+    query.query.awaitTermination(180)
+    query.stop()
+    writer = ChangelogWriter(query.state, broker.bootstrap_servers, "reship-agg-changelog")
+    assert writer.ship(through=1) == 1
+    saved = Path(writer.ledger_path).read_text()
+    last = writer.ship()
+    full = read_changelog(broker.bootstrap_servers, "reship-agg-changelog")
+    Path(writer.ledger_path).write_text(saved)  # as if the process died before the ledger write
+    again = ChangelogWriter(query.state, broker.bootstrap_servers, "reship-agg-changelog")
+    assert again.shipped_batch == 1
+    assert again.ship() == last
+    assert again.skipped == (full["batch"] > 1).sum() > 0
+    pd.testing.assert_frame_equal(
+        read_changelog(broker.bootstrap_servers, "reship-agg-changelog"), full)
+
+
+def _worker(broker, topic, checkpoint, name, mode) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), broker.bootstrap_servers, topic, str(checkpoint), name,
+         mode], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_kill_9_between_batches_then_restart_keeps_each_batch_once(spark, broker, games,
+                                                                    tmp_path):
+    checkpoint, name = tmp_path / "ck", "crashy"
+    ledger = checkpoint / "_statekit" / "changelog" / "crashy-aggregate-changelog.json"
+    worker = _worker(broker, games, checkpoint, name, "run")
+    try:
+        deadline = time.monotonic() + 240
+        while not (ledger.exists() and json.loads(ledger.read_text())["last_batch"] >= 3):
+            assert worker.poll() is None, worker.stdout.read()
+            assert time.monotonic() < deadline, "the worker shipped no batch in 240 s"
+            time.sleep(0.1)
+        time.sleep(random.uniform(0, 1.5))
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(30)
+    killed_at = json.loads(ledger.read_text())["last_batch"]
+    restart = _worker(broker, games, checkpoint, name, "drain")
+    out, _ = restart.communicate(timeout=300)
+    assert restart.returncode == 0, out
+
+    log = read_changelog(broker.bootstrap_servers, "crashy-aggregate-changelog")  # checks whole
+    state = StateReader(spark, str(checkpoint), sk.QuerySpec())
+    last = state.batch_range()[1]
+    assert killed_at < last == json.loads(ledger.read_text())["last_batch"]
+    changes = state.changes(0, last)
+    assert log.attrs["last_batch"] == changes["batch"].max()  # later batches changed nothing
+    assert len(log) == len(changes)
+    assert not log.duplicated(["partition", "batch", "seq"]).any()
+    table, snapshot = aligned(materialize(log), state.snapshot(last))
+    pd.testing.assert_frame_equal(table, snapshot, check_dtype=False)
+
+
+# --- bad input ------------------------------------------------------------------------
+def test_a_topic_that_is_not_a_changelog_is_named(broker, games):
+    with pytest.raises(sk.ChangelogError, match="'games-changelog' is not a statekit changelog"):
+        read_changelog(broker.bootstrap_servers, games)
+
+
+def test_a_batch_beyond_the_end_is_named(logged, broker):
+    query, _ = logged
+    with pytest.raises(sk.ChangelogError, match=f"batch 999 is beyond.*last batch is "
+                                                f"{query.last_batch}"):
+        read_changelog(broker.bootstrap_servers, query.changelog_topic, to_batch=999)
+    with pytest.raises(sk.ChangelogError, match="beyond"):
+        materialize(query.read_changelog(), to_batch=999)
+
+
+def _produce(broker, topic, records) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for key, value, head in records:
+        producer.produce(topic, key=key, value=value, partition=0, headers=head)
+    producer.flush(10)
+
+
+def test_a_gap_in_batches_is_named(broker, topic_name):
+    create_topic(broker.bootstrap_servers, topic_name, 1, {"cleanup.policy": "compact"})
+    key, value = b'{"player":"a"}', b'{"count":1}'
+    _produce(broker, topic_name, [(key, value, fmt.headers(0, 0, 1, -1)),
+                                  (key, value, fmt.headers(2, 0, 2, 0))])  # batch 2 cut short
+    with pytest.raises(sk.ChangelogError, match=r"partition 0 .* offset 1 .* batch 2 record 1 of "
+                                                r"2.*previous batch here 0"):
+        read_changelog(broker.bootstrap_servers, topic_name)
+
+
+def test_a_repeated_batch_is_named(broker, topic_name):
+    create_topic(broker.bootstrap_servers, topic_name, 1, {"cleanup.policy": "compact"})
+    key, value = b'{"player":"a"}', b'{"count":1}'
+    _produce(broker, topic_name, [(key, value, fmt.headers(0, 0, 1, -1)),
+                                  (key, value, fmt.headers(0, 0, 1, -1))])
+    with pytest.raises(sk.ChangelogError, match="offset 1 it holds batch 0 record 1 of 1"):
+        read_changelog(broker.bootstrap_servers, topic_name)
+
+
+def test_a_topic_with_foreign_records_is_not_shipped_to(spark, broker, games, logged, tmp_path):
+    query, _ = logged
+    copy = tmp_path / "copy"
+    shutil.copytree(query.checkpoint, copy)
+    os.remove(copy / "_statekit" / "changelog" / "board-counts-changelog.json")
+    writer = ChangelogWriter(StateReader(spark, str(copy), query.spec),
+                             broker.bootstrap_servers, "board-counts-changelog")
+    with pytest.raises(sk.ChangelogError, match="already holds records.*did not write"):
+        writer.ship()
+
+
+def test_bad_names_and_batches_are_named(broker, logged):
+    with pytest.raises(sk.BadArgument, match="store name: 'my store'"):
+        fmt.changelog_topic("app", "my store")
+    with pytest.raises(sk.BadArgument, match="to_batch: -1"):
+        read_changelog(broker.bootstrap_servers, logged[0].changelog_topic, to_batch=-1)
+    with pytest.raises(sk.BadArgument, match="partition: 7; accepted: partitions of"):
+        read_changelog(broker.bootstrap_servers, logged[0].changelog_topic, partitions=[7])
