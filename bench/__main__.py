@@ -4,22 +4,27 @@ from __future__ import annotations
 
 import argparse
 
-from bench import snapshot, throughput
+from bench import changelog, snapshot, throughput
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--keys", type=int, default=1_000_000, help="snapshot: keys in the store")
     parser.add_argument("--records", type=int, default=200_000, help="throughput: events")
+    parser.add_argument("--changelog-records", type=int, default=1_000_000,
+                        help="changelog: records in the topic")
     parser.add_argument("--batch", type=int, default=50_000, help="throughput: batch size")
     parser.add_argument("--repeats", type=int, help="timed repetitions (each's own default)")
-    parser.add_argument("--only", choices=["snapshot", "throughput"], help="run just one")
+    parser.add_argument("--only", choices=["snapshot", "throughput", "changelog"],
+                        help="run just one")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
     if args.only in (None, "snapshot"):
         snapshot.main(["--keys", str(args.keys), *repeats])
     if args.only in (None, "throughput"):
         throughput.main(["--records", str(args.records), "--batch", str(args.batch), *repeats])
+    if args.only in (None, "changelog"):
+        changelog.main(["--records", str(args.changelog_records), *repeats])
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -28,8 +29,17 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.streaming.noDataMicroBatches.enabled": "true",
     "spark.driver.memory": "2g",
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}",
 }
+
+
+def state_store_log() -> Path:
+    """The file where this process's Spark driver logs its state store's work (INFO)."""
+    return Path(tempfile.gettempdir()) / f"statekit-{os.getpid()}" / "state-store.log"
+
+
+def _java_options() -> str:
+    return (f"-Dlog4j2.configurationFile=file:{LOG_CONFIG} "
+            f"-Dstatekit.state.log={state_store_log()}")
 
 
 def spark_session(
@@ -50,7 +60,7 @@ def spark_session(
         conf: extra Spark settings, applied last.
         log_level: Spark's driver log level.
     """
-    settings = dict(DEFAULT_CONF)
+    settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": _java_options()}
     if shuffle_partitions is not None:
         settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     settings.update(conf or {})
