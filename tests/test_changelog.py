@@ -99,8 +99,8 @@ def test_each_change_of_each_batch_is_in_the_log_once(logged):
 def test_records_sit_in_the_partition_of_their_state_partition(logged):
     query, log = logged
     changes = query.changes(0)
-    owner = dict(zip(zip(changes["player"], changes["window_start"]), changes["partition"],
-                     strict=True))
+    keys = zip(changes["player"], changes["window_start"], strict=True)
+    owner = dict(zip(keys, changes["partition"], strict=True))
     for row in log.itertuples():
         assert owner[(row.player, row.window_start)] == row.partition
 

@@ -355,7 +355,8 @@ def test_broker_unreachable_and_topic_not_found_name_the_address_and_topic():
 # --- doctests ---------------------------------------------------------------------------
 @pytest.mark.parametrize("module", [
     "statekit.durations", "statekit.errors", "statekit.query.spec", "statekit.query.reference",
-    "statekit.query.progress", "statekit.state.changes",
+    "statekit.query.progress", "statekit.state.changes", "statekit.changelog.format",
+    "statekit.changelog", "statekit.changelog.compaction", "statekit.charts.changelog",
 ])
 def test_doctests(module):
     result = doctest.testmod(importlib.import_module(module), verbose=False)

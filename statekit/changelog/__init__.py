@@ -6,6 +6,7 @@ Example:
     'leaderboard-counts-changelog'
 """
 
+from statekit.changelog.compaction import compact, compaction_stats, upto_batch
 from statekit.changelog.format import changelog_topic, decode_json, encode_key
 from statekit.changelog.reader import materialize, read_changelog
 from statekit.changelog.writer import ChangelogWriter
@@ -13,8 +14,11 @@ from statekit.changelog.writer import ChangelogWriter
 __all__ = [
     "ChangelogWriter",
     "changelog_topic",
+    "compact",
+    "compaction_stats",
     "decode_json",
     "encode_key",
     "materialize",
     "read_changelog",
+    "upto_batch",
 ]

@@ -5,7 +5,22 @@ Example:
     >>> save_chart(chart, "statekit-out/state_rows")                     # doctest: +SKIP
 """
 
+from statekit.charts.changelog import (
+    compaction_stats_chart,
+    key_history_chart,
+    log_vs_compacted_chart,
+    state_files_chart,
+)
 from statekit.charts.output import offline, save_chart
 from statekit.charts.progress import change_feed_chart, state_rows_chart
 
-__all__ = ["change_feed_chart", "offline", "save_chart", "state_rows_chart"]
+__all__ = [
+    "change_feed_chart",
+    "compaction_stats_chart",
+    "key_history_chart",
+    "log_vs_compacted_chart",
+    "offline",
+    "save_chart",
+    "state_files_chart",
+    "state_rows_chart",
+]

@@ -1,0 +1,222 @@
+"""Spark's own compaction of RocksDB state: snapshot and changelog files, and what a restore reads.
+
+With changelog checkpointing, every committed version ``N`` of a state store
+partition (version ``N`` = the state after batch ``N - 1``) writes a small
+``N.changelog`` file: the rows put and deleted by that batch. Now and then the
+background maintenance task uploads a full snapshot ``N.zip`` (after
+``spark.sql.streaming.stateStore.minDeltasForSnapshot`` changelogs; the SST files
+it needs go to ``SSTs/``). Spark never rewrites old changelogs: a snapshot is its
+way of "compacting" them. With checkpoint format v2 the names carry a unique id:
+``N_<uuid>.changelog`` and ``N_<uuid>.zip``.
+
+A cold restore of version ``V`` (after a restart, or on a new executor) loads the
+newest snapshot with version ``<= V`` (or starts from an empty store, version 0)
+and replays the changelogs after it, up to ``V``. An executor that already holds
+``V - 1`` in memory skips all that and just applies the next batch.
+
+Layout read: ``<checkpoint>/state/<operator>/<partition>/`` (the default store of
+each operator; ``.crc`` files, ``SSTs/`` and ``_metadata/`` are not listed, SST files
+are counted in ``files.attrs["sst_files"]``).
+
+Example:
+    >>> files = state_files("/tmp/ck")                                   # doctest: +SKIP
+    >>> restore_plan(files)                                              # doctest: +SKIP
+       partition  target_version  snapshot_version  ...  changelog_files replay_versions
+    0          0              12                10  ...                2           11-12
+    >>> state_files_chart(with_restore_use(files))                       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from statekit.errors import BadArgument, CheckpointError
+
+#: ``N.changelog``, ``N.zip``, or with checkpoint format v2 ``N_<uuid>.changelog`` / ``.zip``.
+FILE_NAME = re.compile(r"^(?P<version>\d+)(?:_(?P<uid>[0-9A-Za-z-]+))?\.(?P<ext>changelog|zip)$")
+KINDS = {"changelog": "changelog", "zip": "snapshot"}
+COLUMNS = ["partition", "version", "batch", "kind", "file", "bytes", "modified", "unique_id"]
+
+
+def _ranges(values: Iterable[int]) -> str:
+    """``[1, 2, 3, 5, 7, 8]`` → ``"1-3, 5, 7-8"`` (``"none"`` when empty)."""
+    ordered = sorted(set(int(v) for v in values))
+    parts, start = [], None
+    for i, value in enumerate(ordered):
+        if start is None:
+            start = value
+        if i + 1 == len(ordered) or ordered[i + 1] != value + 1:
+            parts.append(str(start) if start == value else f"{start}-{value}")
+            start = None
+    return ", ".join(parts) or "none"
+
+
+def state_files(checkpoint: str | os.PathLike, operator_id: int = 0) -> pd.DataFrame:
+    """The snapshot and changelog files of one stateful operator, one row per file.
+
+    Columns: ``partition``, ``version``, ``batch`` (= version - 1), ``kind``
+    (``"snapshot"`` or ``"changelog"``), ``file`` (path), ``bytes``, ``modified``
+    (naive UTC), ``unique_id`` (checkpoint format v2, else None); sorted by partition,
+    version and kind. ``attrs``: ``checkpoint``, ``operator_id``, ``sst_files``
+    (partition → number of shared SST files).
+
+    Example:
+        >>> state_files("/tmp/ck").groupby("kind").size()                # doctest: +SKIP
+        kind
+        changelog    36
+        snapshot     18
+    """
+    root = Path(checkpoint)
+    if not root.is_dir():
+        raise CheckpointError(f"checkpoint {str(root)!r} does not exist or is not a directory")
+    state = root / "state"
+    operator = state / str(operator_id)
+    if not operator.is_dir():
+        present = sorted(p.name for p in state.iterdir() if p.is_dir() and p.name.isdigit()) \
+            if state.is_dir() else []
+        where = f"operators present: {', '.join(present)}" if present else \
+            "no stateful operator has committed state yet"
+        raise CheckpointError(f"checkpoint {str(root)!r} has no state folder {str(operator)!r}; "
+                              f"{where}")
+    rows, ssts = [], {}
+    for part_dir in sorted(operator.iterdir(), key=lambda p: p.name):
+        if not (part_dir.is_dir() and part_dir.name.isdigit()):
+            continue
+        partition = int(part_dir.name)
+        sst_dir = part_dir / "SSTs"
+        ssts[partition] = (sum(1 for p in sst_dir.iterdir() if p.suffix == ".sst")
+                           if sst_dir.is_dir() else 0)
+        with os.scandir(part_dir) as entries:
+            for entry in entries:
+                match = FILE_NAME.match(entry.name)
+                if not match or not entry.is_file():
+                    continue
+                stat = entry.stat()
+                version = int(match["version"])
+                rows.append((partition, version, version - 1, KINDS[match["ext"]], entry.path,
+                             stat.st_size, stat.st_mtime, match["uid"]))
+    files = pd.DataFrame(rows, columns=COLUMNS)
+    files = files.astype({"partition": "int64", "version": "int64", "batch": "int64",
+                          "bytes": "int64", "file": object, "kind": object})
+    files["modified"] = pd.to_datetime(files["modified"].astype("float64"), unit="s").astype(
+        "datetime64[ns]")
+    files = files.sort_values(["partition", "version", "kind", "modified"],
+                              ignore_index=True)
+    files.attrs = {"checkpoint": str(root), "operator_id": operator_id, "sst_files": ssts}
+    return files
+
+
+def _require_files(files: pd.DataFrame) -> None:
+    needed = ("partition", "version", "kind", "file")
+    if not isinstance(files, pd.DataFrame):
+        raise BadArgument("state files", type(files).__name__, "a frame from state_files()")
+    missing = [c for c in needed if c not in files.columns]
+    if missing:
+        raise BadArgument(f"state files frame: missing column {missing[0]!r}",
+                          sorted(map(str, files.columns)),
+                          f"a frame from state_files() (needs {', '.join(needed)})")
+
+
+def _target(files: pd.DataFrame, version: int | None) -> int:
+    if version is None:
+        if files.empty:
+            raise CheckpointError("no snapshot or changelog file: nothing to restore")
+        return int(files["version"].max())
+    if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
+        raise BadArgument("state version", version,
+                          "a version >= 0 (version N is the state after batch N - 1)")
+    return int(version)
+
+
+def _chosen(files: pd.DataFrame) -> pd.DataFrame:
+    """One file per (partition, version, kind): the last written when format v2 left several.
+
+    Spark picks among them by the lineage recorded in the commit log; the newest is a
+    good stand-in for a query that did not retry tasks.
+    """
+    if "modified" in files.columns:
+        files = files.sort_values(["partition", "version", "kind", "modified"])
+    return files.drop_duplicates(["partition", "version", "kind"], keep="last")
+
+
+def _plan_rows(files: pd.DataFrame, target: int) -> list[dict]:
+    checkpoint = files.attrs.get("checkpoint", "the state files")
+    rows = []
+    for partition, group in _chosen(files).groupby("partition", sort=True):
+        snaps = group[(group["kind"] == "snapshot") & (group["version"] <= target)]
+        snap = snaps.loc[snaps["version"].idxmax()] if len(snaps) else None
+        start = 0 if snap is None else int(snap["version"])
+        logs = group[group["kind"] == "changelog"].set_index("version")["file"]
+        needed = range(start + 1, target + 1)
+        missing = [v for v in needed if v not in logs.index]
+        if missing:
+            snapshots = group.loc[group["kind"] == "snapshot", "version"]
+            why = ("never committed" if missing[0] > group["version"].max() else
+                   "cleaned up, and no snapshot after it covers it")
+            raise CheckpointError(
+                f"cannot restore version {target} of partition {partition} from {checkpoint!r}: "
+                f"no changelog of version {missing[0]} ({why}); versions present: "
+                f"changelogs {_ranges(logs.index)}, snapshots {_ranges(snapshots)}")
+        rows.append({
+            "partition": int(partition), "target_version": target,
+            "snapshot_version": None if snap is None else start,
+            "snapshot_file": None if snap is None else snap["file"],
+            "changelog_files": len(needed),
+            "replay_versions": _ranges(needed),
+            "replay_files": [logs[v] for v in needed],
+        })
+    return rows
+
+
+def restore_plan(files: pd.DataFrame, version: int | None = None) -> pd.DataFrame:
+    """Per partition, what a cold restore of state ``version`` reads (latest when None).
+
+    Columns: ``partition``, ``target_version``, ``snapshot_version`` (nullable Int64:
+    the newest snapshot ``<= version``; NA = none, start from an empty store),
+    ``snapshot_file``, ``changelog_files`` (how many changelogs are replayed),
+    ``replay_versions`` (``"first-last"`` text, ``"none"`` when the snapshot is the
+    target), ``replay_files`` (their paths, a list).
+
+    Raises:
+        CheckpointError: a changelog needed for the replay is gone (cleaned up) and no
+            later snapshot covers it; the message names the version and what is present.
+
+    Example:
+        >>> restore_plan(state_files("/tmp/ck"), version=5)              # doctest: +SKIP
+    """
+    _require_files(files)
+    target = _target(files, version)
+    plan = pd.DataFrame(_plan_rows(files, target), columns=[
+        "partition", "target_version", "snapshot_version", "snapshot_file", "changelog_files",
+        "replay_versions", "replay_files"])
+    plan["snapshot_version"] = plan["snapshot_version"].astype("Int64")
+    plan = plan.astype({"partition": "int64", "target_version": "int64",
+                        "changelog_files": "int64"})
+    plan.attrs = dict(files.attrs)
+    return plan
+
+
+def with_restore_use(files: pd.DataFrame, version: int | None = None) -> pd.DataFrame:
+    """``files`` plus a bool column ``used_by_restore``: read by a restore of ``version``.
+
+    ``attrs["restore_version"]`` holds the version restored (the latest when None).
+
+    Example:
+        >>> used = with_restore_use(state_files("/tmp/ck"))              # doctest: +SKIP
+        >>> used.loc[used["used_by_restore"], ["partition", "version", "kind"]]  # doctest: +SKIP
+    """
+    plan = restore_plan(files, version)
+    used = set(plan["snapshot_file"].dropna())
+    for paths in plan["replay_files"]:
+        used.update(paths)
+    out = files.copy()
+    out["used_by_restore"] = out["file"].isin(used)
+    out.attrs = {**files.attrs, "restore_version": int(plan["target_version"].iloc[0])
+                 if len(plan) else _target(files, version)}
+    return out

@@ -1,0 +1,274 @@
+"""Spark's RocksDB state files (changelogs and snapshots) and what a restore reads.
+
+Unit tests on a file listing made of empty files, then one real checkpoint written
+by a tiny streaming aggregation with frequent snapshots.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import doctest
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+import statekit.state.files as files_module
+from statekit.charts.changelog import state_files_chart
+from statekit.errors import BadArgument, CheckpointError
+from statekit.state.files import restore_plan, state_files, with_restore_use
+from statekit.state.reader import committed_batches
+
+
+def make_checkpoint(root: Path, partitions=(0, 1), changelogs=range(1, 11), snapshots=(5, 10),
+                    operator: int = 0) -> Path:
+    """A checkpoint folder with empty state files named as Spark names them."""
+    for partition in partitions:
+        folder = root / "state" / str(operator) / str(partition)
+        (folder / "SSTs").mkdir(parents=True)
+        (folder / "_metadata").mkdir()
+        (folder / "_metadata" / "schema").write_text("")
+        for n in ("000008-aa.sst", "000009-bb.sst"):
+            (folder / "SSTs" / n).write_text("")
+        for version in changelogs:
+            (folder / f"{version}.changelog").write_text("x" * version)
+            (folder / f".{version}.changelog.crc").write_text("")
+        for version in snapshots:
+            (folder / f"{version}.zip").write_text("zip")
+    (root / "state" / str(operator) / "_metadata").mkdir(exist_ok=True)
+    return root
+
+
+# --- listing ----------------------------------------------------------------------------------
+def test_listing_has_one_row_per_snapshot_and_changelog(tmp_path):
+    files = state_files(make_checkpoint(tmp_path))
+    assert list(files.columns) == ["partition", "version", "batch", "kind", "file", "bytes",
+                                   "modified", "unique_id"]
+    assert len(files) == 2 * (10 + 2)
+    assert files.groupby("kind").size().to_dict() == {"changelog": 20, "snapshot": 4}
+    assert (files["batch"] == files["version"] - 1).all()
+    p0 = files[files["partition"] == 0]
+    assert p0.loc[p0["kind"] == "changelog", "version"].tolist() == list(range(1, 11))
+    assert p0.loc[p0["kind"] == "snapshot", "version"].tolist() == [5, 10]
+    assert p0.loc[p0["version"] == 7, "bytes"].tolist() == [7]
+    assert not files["file"].str.contains("crc|sst|_metadata").any()
+    assert files["modified"].dtype == "datetime64[ns]"
+    assert files.attrs["sst_files"] == {0: 2, 1: 2}
+    assert files.attrs["operator_id"] == 0
+
+
+def test_checkpoint_format_v2_names_carry_a_unique_id(tmp_path):
+    folder = make_checkpoint(tmp_path, partitions=(0,), changelogs=(), snapshots=()) \
+        / "state" / "0" / "0"
+    for name in ("1_0a1b-c2.changelog", "2_77ff-01.changelog", "2_77ff-01.zip"):
+        (folder / name).write_text("")
+    files = state_files(tmp_path)
+    assert files[["version", "kind", "unique_id"]].values.tolist() == [
+        [1, "changelog", "0a1b-c2"], [2, "changelog", "77ff-01"], [2, "snapshot", "77ff-01"]]
+    assert restore_plan(files)["snapshot_version"].tolist() == [2]
+
+
+def test_missing_checkpoint_or_state_folder_names_the_path(tmp_path):
+    with pytest.raises(CheckpointError, match="nowhere"):
+        state_files(tmp_path / "nowhere")
+    (tmp_path / "commits").mkdir()
+    with pytest.raises(CheckpointError, match=str(tmp_path)) as err:
+        state_files(tmp_path)
+    assert "no stateful operator" in str(err.value)
+    make_checkpoint(tmp_path / "ck")
+    with pytest.raises(CheckpointError, match="operators present: 0"):
+        state_files(tmp_path / "ck", operator_id=3)
+
+
+# --- restore plan -----------------------------------------------------------------------------
+def test_restore_loads_the_newest_snapshot_and_replays_the_changelogs_after_it(tmp_path):
+    files = state_files(make_checkpoint(tmp_path))
+    latest = restore_plan(files)
+    assert latest["target_version"].tolist() == [10, 10]
+    assert latest["snapshot_version"].tolist() == [10, 10]
+    assert latest["changelog_files"].tolist() == [0, 0]
+    assert latest["replay_versions"].tolist() == ["none", "none"]
+    seven = restore_plan(files, version=7).iloc[0]
+    assert seven["snapshot_version"] == 5
+    assert seven["snapshot_file"].endswith("/0/0/5.zip")
+    assert seven["changelog_files"] == 2 and seven["replay_versions"] == "6-7"
+    assert [Path(f).name for f in seven["replay_files"]] == ["6.changelog", "7.changelog"]
+
+
+def test_before_the_first_snapshot_a_restore_starts_empty(tmp_path):
+    plan = restore_plan(state_files(make_checkpoint(tmp_path)), version=4)
+    assert plan["snapshot_version"].isna().all()
+    assert plan["snapshot_version"].dtype == "Int64"
+    assert plan["replay_versions"].tolist() == ["1-4", "1-4"]
+    assert restore_plan(state_files(tmp_path), version=1)["replay_versions"].tolist() == ["1", "1"]
+    assert restore_plan(state_files(tmp_path), version=0)["changelog_files"].tolist() == [0, 0]
+
+
+def test_cleaned_up_changelogs_without_a_snapshot_cannot_be_restored(tmp_path):
+    make_checkpoint(tmp_path, partitions=(0,), changelogs=range(4, 11), snapshots=(5, 10))
+    files = state_files(tmp_path)
+    assert restore_plan(files, version=8)["replay_versions"].tolist() == ["6-8"]
+    with pytest.raises(CheckpointError) as err:
+        restore_plan(files, version=4)
+    message = str(err.value)
+    assert "version 4" in message and "version 1 (cleaned up" in message
+    assert "changelogs 4-10, snapshots 5, 10" in message
+    with pytest.raises(CheckpointError, match="version 11 .never committed"):
+        restore_plan(files, version=11)
+
+
+def test_a_missing_changelog_in_the_middle_is_named(tmp_path):
+    make_checkpoint(tmp_path, partitions=(0,), snapshots=(5,))
+    (tmp_path / "state" / "0" / "0" / "7.changelog").unlink()
+    with pytest.raises(CheckpointError, match="no changelog of version 7"):
+        restore_plan(state_files(tmp_path), version=9)
+    assert restore_plan(state_files(tmp_path), version=6)["replay_versions"].tolist() == ["6"]
+
+
+def test_with_restore_use_marks_the_files_read(tmp_path):
+    files = state_files(make_checkpoint(tmp_path))
+    used = with_restore_use(files, version=8)
+    read = used[used["used_by_restore"] & (used["partition"] == 0)]
+    assert read[["version", "kind"]].values.tolist() == [
+        [5, "snapshot"], [6, "changelog"], [7, "changelog"], [8, "changelog"]]
+    assert used["used_by_restore"].sum() == 8
+    assert used.attrs["restore_version"] == 8
+    assert "used_by_restore" not in files.columns
+    chart = state_files_chart(used).to_dict()
+    assert "restore of version 8" in chart["title"]["text"]
+
+
+def test_of_duplicate_v2_files_the_newest_is_used(tmp_path):
+    folder = make_checkpoint(tmp_path, partitions=(0,), changelogs=(1,), snapshots=()) \
+        / "state" / "0" / "0"
+    old, new = folder / "2_aaaa.changelog", folder / "2_bbbb.changelog"
+    old.write_text("")
+    new.write_text("")
+    os.utime(old, (1_700_000_000, 1_700_000_000))
+    used = with_restore_use(state_files(tmp_path))
+    assert used.loc[used["used_by_restore"], "unique_id"].tolist() == [None, "bbbb"]
+
+
+def test_bad_arguments(tmp_path):
+    files = state_files(make_checkpoint(tmp_path))
+    with pytest.raises(BadArgument, match="state version"):
+        restore_plan(files, version=-1)
+    with pytest.raises(BadArgument, match="missing column 'kind'"):
+        restore_plan(files.drop(columns="kind"))
+    with pytest.raises(CheckpointError, match="nothing to restore"):
+        restore_plan(files.iloc[:0])
+
+
+def test_doctests():
+    result = doctest.testmod(files_module, verbose=False)
+    assert result.failed == 0
+
+
+# --- a real checkpoint ------------------------------------------------------------------------
+SNAPSHOT_CONF = {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
+                 "spark.sql.streaming.stateStore.maintenanceInterval": "1s"}
+
+
+def _restart_maintenance(spark) -> None:
+    """Stop Spark's state store maintenance task so the next query starts it with the current
+    interval (it keeps the interval of the first query that started it; local mode only)."""
+    with contextlib.suppress(Exception):
+        jvm = spark.sparkContext._jvm
+        module = jvm.java.lang.Class.forName(
+            "org.apache.spark.sql.execution.streaming.state.StateStore$")
+        module.getField("MODULE$").get(None).stopMaintenanceTask()
+
+
+@pytest.fixture(scope="module")
+def real_checkpoint(spark, tmp_path_factory):
+    """A checkpoint of a windowed count over JSON files, ~6 batches, with zip snapshots."""
+    base = tmp_path_factory.mktemp("state-files")
+    source, checkpoint = base / "in", base / "ck"
+    source.mkdir()
+
+    def add_file(i: int) -> None:
+        rows = [{"player": f"p{j % 5}", "score": j, "ts": f"2026-01-05T10:{i:02d}:{j:02d}"}
+                for j in range(12)]
+        tmp = source / f".f{i}.tmp"
+        tmp.write_text("\n".join(json.dumps(r) for r in rows))
+        tmp.rename(source / f"f{i:02d}.json")
+
+    old = {key: spark.conf.get(key, None) for key in SNAPSHOT_CONF}
+    for key, value in SNAPSHOT_CONF.items():
+        spark.conf.set(key, value)
+    _restart_maintenance(spark)
+    query = None
+    try:
+        events = spark.readStream.schema("player string, score long, ts timestamp") \
+            .option("maxFilesPerTrigger", 1).json(str(source))
+        counts = events.withWatermark("ts", "1 minute") \
+            .groupBy(F.window("ts", "2 minutes"), "player").count()
+        add_file(0)
+        query = counts.writeStream.format("noop").outputMode("update") \
+            .option("checkpointLocation", str(checkpoint)) \
+            .trigger(processingTime="200 milliseconds").start()
+        query.processAllAvailable()
+        for i in range(1, 6):
+            add_file(i)
+            query.processAllAvailable()
+        deadline = time.monotonic() + 25
+        operator = checkpoint / "state" / "0"
+        while time.monotonic() < deadline:  # maintenance uploads snapshots in the background
+            parts = [p for p in operator.iterdir() if p.name.isdigit()]
+            if parts and all(any(f.suffix == ".zip" for f in p.iterdir()) for p in parts):
+                break
+            time.sleep(0.5)
+        query.stop()
+        query = None
+    finally:
+        if query is not None:
+            query.stop()
+        for key, value in old.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+        _restart_maintenance(spark)
+    return checkpoint
+
+
+def test_real_checkpoint_lists_a_changelog_per_committed_version(real_checkpoint):
+    files = state_files(real_checkpoint)
+    last_version = committed_batches(str(real_checkpoint))[-1] + 1
+    assert last_version >= 6
+    assert set(files["partition"]) == {0, 1, 2}   # the session's 3 shuffle partitions
+    for _, group in files.groupby("partition"):
+        logs = group[group["kind"] == "changelog"]
+        assert logs["version"].tolist() == list(range(1, last_version + 1))
+        assert (logs["bytes"] > 0).all()
+        assert group["file"].map(os.path.isfile).all()
+    assert (files["batch"] == files["version"] - 1).all()
+    assert files["unique_id"].isna().all()   # checkpoint format v1
+    assert sum(files.attrs["sst_files"].values()) > 0
+
+
+def test_real_checkpoint_has_snapshots_and_a_restore_plan_that_uses_them(real_checkpoint):
+    files = state_files(real_checkpoint)
+    snapshots = files[files["kind"] == "snapshot"]
+    assert set(snapshots["partition"]) == {0, 1, 2}, "maintenance uploaded no snapshot"
+    last_version = int(files["version"].max())
+    plan = restore_plan(files).set_index("partition")
+    for partition, group in snapshots.groupby("partition"):
+        newest = int(group["version"].max())
+        row = plan.loc[partition]
+        assert row["target_version"] == last_version
+        assert row["snapshot_version"] == newest
+        assert row["changelog_files"] == last_version - newest
+        assert Path(row["snapshot_file"]).name == f"{newest}.zip"
+    # before the first snapshot: everything from version 1 is replayed
+    first = int(snapshots["version"].min())
+    early = restore_plan(files, version=first - 1)
+    assert early["snapshot_version"].isna().all()
+    assert (early["changelog_files"] == first - 1).all()
+    used = with_restore_use(files)
+    assert used["used_by_restore"].sum() == plan["changelog_files"].sum() + len(plan)
+    assert isinstance(state_files_chart(used).to_dict(), dict)
+
