@@ -13,8 +13,10 @@ from statekit.charts.changelog import (
 )
 from statekit.charts.output import offline, save_chart
 from statekit.charts.progress import change_feed_chart, state_rows_chart
+from statekit.charts.scrubber import ChangelogScrubber
 
 __all__ = [
+    "ChangelogScrubber",
     "change_feed_chart",
     "compaction_stats_chart",
     "key_history_chart",

@@ -1,0 +1,229 @@
+"""RocksDB stores (``rocksdict``, raw bytes mode), one directory per store partition.
+
+Directory layout: ``statekit-store.json`` (who the store is, see ``metadata``),
+``statekit-store.checkpoint`` (restored changelog offsets) and ``rocksdb/``.
+Writes go through write batches with RocksDB's write-ahead log off: the
+changelog is the durable copy, and ``write_checkpoint`` and ``close`` flush the
+memtables before they record anything, so after a crash the store restores
+from its last checkpoint (replaying a changelog is idempotent).
+
+Example:
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> with RocksDBWindowStore(folder, "counts", 0, key_columns=["player"],
+    ...                         value_columns=["count"], window_size_ms=600_000) as store:
+    ...     store.write_raw([(b'{"player":"p07","window_start":"1970-01-01T00:10:00.000Z",'
+    ...                       b'"window_end":"1970-01-01T00:20:00.000Z"}', b'{"count":3}')])
+    1
+    >>> with RocksDBWindowStore(folder, "counts", 0) as store:   # columns from the directory
+    ...     with store.fetch({"player": "p07"}, 0, 600_000) as it:
+    ...         list(it)
+    [(600000, {'count': 3})]
+    >>> import shutil; shutil.rmtree(folder)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+
+from statekit.errors import BadArgument
+from statekit.stores.backend import Backend, bad_record
+from statekit.stores.errors import StoreLocked, StoreMismatch
+from statekit.stores.keys import store_columns
+from statekit.stores.keyvalue import BackedKeyValueStore
+from statekit.stores.metadata import (
+    METADATA_FILE,
+    StoreMetadata,
+    check_metadata,
+    read_checkpoint_file,
+    read_metadata,
+    write_checkpoint_file,
+    write_metadata,
+)
+from statekit.stores.serde import ChangelogJsonSerde, Serde
+from statekit.stores.session import BackedSessionStore
+from statekit.stores.window import BackedWindowStore
+
+DB_DIRECTORY = "rocksdb"
+#: Records per RocksDB write batch in ``write``.
+BATCH_SIZE = 50_000
+
+
+class RocksDBBackend(Backend):
+    """A sorted bytes map in a RocksDB database (``rocksdict.Rdict`` in raw mode).
+
+    Args:
+        directory: the store directory (the database is its ``rocksdb/``).
+        disable_wal: skip RocksDB's write-ahead log (the changelog is the durable copy).
+        batch_size: records per write batch in ``write``.
+    """
+
+    def __init__(self, directory: str | os.PathLike, *, disable_wal: bool = True,
+                 batch_size: int = BATCH_SIZE):
+        self.directory = Path(directory)
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        path = str(self.directory / DB_DIRECTORY)
+        try:
+            self._db = Rdict(path, options)
+        except Exception as exc:  # rocksdict raises a bare Exception for RocksDB errors
+            if "lock" in str(exc).lower():
+                raise StoreLocked(self.directory, str(exc)) from exc
+            raise
+        self._write_options = WriteOptions()
+        self._write_options.disable_wal = disable_wal
+        self.batch_size = batch_size
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._db.get(key)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self._db.put(key, value, self._write_options)
+
+    def delete(self, key: bytes) -> None:
+        self._db.delete(key, self._write_options)
+
+    def write(self, records: Iterable[tuple[bytes, bytes | None]]) -> int:
+        db, options, size = self._db, self._write_options, self.batch_size
+        written = pending = 0
+        batch = WriteBatch(raw_mode=True)
+        put, delete = batch.put, batch.delete
+        record = None
+        try:
+            for record in records:
+                key, value = record
+                if value is None:
+                    delete(key)
+                else:
+                    put(key, value)
+                pending += 1
+                if pending == size:
+                    db.write(batch, options)
+                    written, pending = written + pending, 0
+                    batch = WriteBatch(raw_mode=True)
+                    put, delete = batch.put, batch.delete
+        except (TypeError, ValueError, KeyError) as exc:  # rocksdict: KeyError for a bad key
+            if pending:  # the records before the bad one
+                db.write(batch, options)
+            if exc.__traceback__ is not None and exc.__traceback__.tb_next is not None:
+                raise  # raised inside `records` (e.g. by a serde), not by a record here
+            raise bad_record(written + pending, record) from exc
+        if pending:
+            db.write(batch, options)
+        return written + pending
+
+    def scan(self, lower: bytes | None, upper: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        read_options = ReadOptions()
+        if upper is not None:
+            read_options.set_iterate_upper_bound(upper)
+        return self._entries(self._db.items(from_key=lower, read_opt=read_options), read_options)
+
+    @staticmethod
+    def _entries(items: Iterator[tuple[bytes, bytes]],
+                 read_options: ReadOptions) -> Iterator[tuple[bytes, bytes]]:
+        # A generator: close() drops the RocksDB iterator, which pins the database open.
+        # It holds read_options too: RocksDB reads the upper bound as long as it iterates.
+        try:
+            yield from items
+        finally:
+            del items, read_options
+
+    def count(self) -> int:
+        return self._db.property_int_value("rocksdb.estimate-num-keys") or 0
+
+    def read_checkpoint(self) -> dict[int, int]:
+        return read_checkpoint_file(self.directory)
+
+    def write_checkpoint(self, offsets: Mapping[int, int]) -> None:
+        write_checkpoint_file(self.directory, offsets)
+
+    def flush(self) -> None:
+        self._db.flush(True)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def open_directory(path: str | os.PathLike, kind: str, name: str, partition: int,
+                   key_columns: Sequence[str] | None, value_columns: Sequence[str] | None,
+                   window_size_ms: int | None = None, changelog_topic: str | None = None,
+                   ) -> tuple[StoreMetadata, RocksDBBackend]:
+    """Check (or create) the store directory ``path`` and open its database.
+
+    Columns, window size and changelog topic left None are taken from the
+    directory; given ones must match it. Raises StoreMismatch for a directory of
+    another store, of a newer format, or with other files and no metadata.
+    """
+    directory = Path(path)
+    identity = StoreMetadata(name, kind, partition, ())  # checks the arguments first
+    found = read_metadata(directory)
+    if found is None:
+        others = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
+        if directory.exists() and not directory.is_dir():
+            others = [directory.name]
+        if others:
+            shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+            raise StoreMismatch(
+                directory, METADATA_FILE, None, METADATA_FILE,
+                "open an empty or new directory, or delete this one",
+                message=(f"{str(directory)!r} is not a statekit store directory: it has no "
+                         f"{METADATA_FILE} but holds {shown}"))
+        if key_columns is None:
+            raise BadArgument("key_columns", None,
+                              "the key columns of a new store, e.g. ['player'] (only an "
+                              "existing store directory knows its own)")
+        keys, values = store_columns(kind, key_columns, value_columns, window_size_ms)
+        meta = StoreMetadata(name, kind, partition, keys, values, changelog_topic,
+                             window_size_ms)
+        directory.mkdir(parents=True, exist_ok=True)
+        write_metadata(directory, meta)
+    else:
+        check_metadata(directory, found, identity, layout=False)
+        size = found.window_size_ms if window_size_ms is None else window_size_ms
+        keys, values = store_columns(
+            kind, found.key_columns if key_columns is None else key_columns, value_columns, size)
+        check_metadata(directory, found, StoreMetadata(
+            name, kind, partition, keys, None if value_columns is None else values,
+            changelog_topic, window_size_ms))
+        meta = found
+    return meta, RocksDBBackend(directory)
+
+
+class RocksDBKeyValueStore(BackedKeyValueStore):
+    """A key-value store in RocksDB at ``path`` (see ``keyvalue.BackedKeyValueStore``)."""
+
+    def __init__(self, path: str | os.PathLike, name: str, partition: int = 0, *,
+                 key_columns: Sequence[str] | None = None,
+                 value_columns: Sequence[str] | None = None, serde: Serde | None = None,
+                 changelog_topic: str | None = None):
+        meta, backend = open_directory(path, "key-value", name, partition, key_columns,
+                                       value_columns, None, changelog_topic)
+        super().__init__(backend, meta, serde)
+
+
+class RocksDBWindowStore(BackedWindowStore):
+    """A window store in RocksDB at ``path`` (see ``window.BackedWindowStore``)."""
+
+    def __init__(self, path: str | os.PathLike, name: str, partition: int = 0, *,
+                 key_columns: Sequence[str] | None = None,
+                 value_columns: Sequence[str] | None = None, window_size_ms: int | None = None,
+                 serde: ChangelogJsonSerde | None = None, changelog_topic: str | None = None):
+        meta, backend = open_directory(path, "window", name, partition, key_columns,
+                                       value_columns, window_size_ms, changelog_topic)
+        super().__init__(backend, meta, serde)
+
+
+class RocksDBSessionStore(BackedSessionStore):
+    """A session store in RocksDB at ``path`` (see ``session.BackedSessionStore``)."""
+
+    def __init__(self, path: str | os.PathLike, name: str, partition: int = 0, *,
+                 key_columns: Sequence[str] | None = None,
+                 value_columns: Sequence[str] | None = None,
+                 serde: ChangelogJsonSerde | None = None, changelog_topic: str | None = None):
+        meta, backend = open_directory(path, "session", name, partition, key_columns,
+                                       value_columns, None, changelog_topic)
+        super().__init__(backend, meta, serde)

@@ -1,0 +1,129 @@
+"""What the typed stores share, over a bytes ``Backend``: identity, raw writes,
+checkpoints, iterator accounting, ``to_pandas`` and closing.
+
+Example:
+    >>> from statekit.stores import InMemoryKeyValueStore
+    >>> store = InMemoryKeyValueStore("totals", key_columns=["player"])
+    >>> store.write_raw([(b'{"player":"p07"}', b'{"total":5}')])
+    1
+    >>> store.to_pandas()
+      player  total
+    0    p07      5
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+
+import pandas as pd
+
+from statekit.changelog.format import parse_times
+from statekit.stores.backend import Backend
+from statekit.stores.base import RawRecord, StateStore
+from statekit.stores.errors import StoreClosed
+from statekit.stores.iterators import IteratorTracker, StoreIterator
+from statekit.stores.metadata import StoreMetadata
+
+
+class BackedStore(StateStore):
+    """The common part of every store; subclasses add the typed methods of their kind."""
+
+    def __init__(self, backend: Backend, metadata: StoreMetadata):
+        self._backend: Backend | None = backend
+        self.metadata = metadata
+        self._tracker = IteratorTracker(f"{metadata.name}/{metadata.partition}")
+
+    # --- identity ---------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def partition(self) -> int:
+        return self.metadata.partition
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        return self.metadata.key_columns
+
+    @property
+    def value_columns(self) -> tuple[str, ...] | None:
+        return self.metadata.value_columns
+
+    @property
+    def is_open(self) -> bool:
+        return self._backend is not None
+
+    @property
+    def open_iterators(self) -> int:
+        return self._tracker.open_count
+
+    def _open(self) -> Backend:
+        backend = self._backend
+        if backend is None:
+            raise StoreClosed(self.metadata.describe())
+        return backend
+
+    def _iterate(self, lower: bytes | None, upper: bytes | None,
+                 convert: Callable[[bytes, bytes], object] | None) -> StoreIterator:
+        return StoreIterator(self._open().scan(lower, upper), self._tracker, convert)
+
+    # --- raw bytes, checkpoint ----------------------------------------------------------
+    def write_raw(self, records: Iterable[RawRecord]) -> int:
+        return self._open().write(records)
+
+    def approximate_num_entries(self) -> int:
+        return self._open().count()
+
+    def read_checkpoint(self) -> dict[int, int]:
+        return self._open().read_checkpoint()
+
+    def write_checkpoint(self, offsets: Mapping[int, int]) -> None:
+        backend = self._open()
+        backend.flush()  # the data first: a checkpoint never runs ahead of what is durable
+        backend.write_checkpoint(offsets)
+
+    # --- pandas -------------------------------------------------------------------------
+    def _row(self, key: bytes, value: bytes) -> dict:
+        return {**json.loads(key), **json.loads(value)}
+
+    def to_pandas(self) -> pd.DataFrame:
+        scan = self._open().scan(None, None)
+        try:
+            rows = [self._row(k, v) for k, v in scan]
+        finally:
+            getattr(scan, "close", lambda: None)()
+        columns = list(self.key_columns)
+        if self.value_columns is not None:
+            columns += self.value_columns
+        else:
+            for row in rows:
+                columns += [c for c in row if c not in columns]
+        return parse_times(pd.DataFrame.from_records(rows, columns=columns))
+
+    # --- lifecycle ----------------------------------------------------------------------
+    def flush(self) -> None:
+        self._open().flush()
+
+    def close(self) -> None:
+        backend, self._backend = self._backend, None
+        if backend is None:
+            return
+        left = self._tracker.close_all()
+        try:
+            if left:
+                warnings.warn(
+                    f"store {self.metadata.describe()} closed with {left} open iterator(s); "
+                    "they are closed now: close iterators with `with store.all() as it:` "
+                    "or it.close()", ResourceWarning, stacklevel=2)
+        finally:
+            try:
+                backend.flush()
+            finally:
+                backend.close()
+
+    def __repr__(self) -> str:
+        state = "open" if self.is_open else "closed"
+        return f"<{type(self).__name__} {self.metadata.describe()}, {state}>"
