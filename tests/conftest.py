@@ -30,3 +30,28 @@ def topic_name(request) -> str:
     """A topic name unique within the test session."""
     base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:40]
     return f"t-{base}-{next(_names)}"
+
+
+@pytest.fixture(scope="session")
+def games(broker) -> str:
+    """The 5,000 game events in a 4-partition topic."""
+    from statekit.datasets import game_events
+    from statekit.kafka.replay import replay
+
+    replay(game_events(), broker.bootstrap_servers, "games-changelog", partitions=4,
+           progress=False)
+    return "games-changelog"
+
+
+@pytest.fixture(scope="session")
+def logged(spark, broker, games, tmp_path_factory):
+    """A drained query (500 records a batch) that shipped its changelog, and that changelog."""
+    import statekit as sk
+
+    query = sk.start_query(games, spark=spark, bootstrap_servers=broker.bootstrap_servers,
+                           checkpoint=str(tmp_path_factory.mktemp("ck") / "logged"),
+                           name="board", store_name="counts", max_offsets_per_trigger=500,
+                           trigger="100 milliseconds")
+    query.wait_until_drained()
+    yield query, query.read_changelog()
+    query.stop()

@@ -20,32 +20,10 @@ from statekit.changelog import format as fmt
 from statekit.changelog.compaction import compact
 from statekit.changelog.reader import materialize, read_changelog
 from statekit.changelog.writer import ChangelogWriter
-from statekit.datasets import game_events
-from statekit.kafka.replay import replay
 from statekit.kafka.topics import create_topic, describe_topic_config, plain_consumer
 from statekit.state.reader import StateReader
 
-BATCH = 500
 WORKER = Path(__file__).with_name("changelog_worker.py")
-
-
-@pytest.fixture(scope="module")
-def games(broker):
-    replay(game_events(), broker.bootstrap_servers, "games-changelog", partitions=4,
-           progress=False)
-    return "games-changelog"
-
-
-@pytest.fixture(scope="module")
-def logged(spark, broker, games, tmp_path_factory):
-    """A drained query that ships its changelog, and the changelog read back."""
-    query = sk.start_query(games, spark=spark, bootstrap_servers=broker.bootstrap_servers,
-                           checkpoint=str(tmp_path_factory.mktemp("ck") / "logged"),
-                           name="board", store_name="counts", max_offsets_per_trigger=BATCH,
-                           trigger="100 milliseconds")
-    query.wait_until_drained()
-    yield query, query.read_changelog()
-    query.stop()
 
 
 def aligned(table: pd.DataFrame, snapshot: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

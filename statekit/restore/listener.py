@@ -1,0 +1,85 @@
+"""Restore listeners: hear a store being rebuilt from its changelog, as Kafka Streams'
+``StateRestoreListener`` does (start, each batch written, end).
+
+Example:
+    >>> recorder = RecordingListener()
+    >>> recorder.on_restore_start(0, 0, 3); recorder.on_batch_restored(0, 2, 3)
+    >>> recorder.on_restore_end(0, 3)
+    >>> recorder.frame()[["partition", "event", "offset", "records", "total"]]
+       partition  event  offset  records  total
+    0          0  start       0        0      0
+    1          0  batch       2        3      3
+    2          0    end       3        0      3
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+import pandas as pd
+
+
+class RestoreListener:
+    """Called while a store partition is restored; override the events you need."""
+
+    def on_restore_start(self, partition: int, start_offset: int, end_offset: int) -> None:
+        """Restoring ``partition`` from ``start_offset`` up to (not including) ``end_offset``."""
+
+    def on_batch_restored(self, partition: int, batch_end_offset: int, n: int) -> None:
+        """``n`` more records written, the last at ``batch_end_offset``."""
+
+    def on_restore_end(self, partition: int, total: int) -> None:
+        """``partition`` restored: ``total`` records written."""
+
+
+class RecordingListener(RestoreListener):
+    """Keeps every event with its wall-clock time; ``frame()`` gives them as pandas."""
+
+    def __init__(self, label: str | None = None):
+        self.label = label
+        self.events: list[tuple] = []
+        self._totals: dict[int, int] = {}
+        self._next: dict[int, int] = {}
+
+    def on_restore_start(self, partition: int, start_offset: int, end_offset: int) -> None:
+        self._totals[partition], self._next[partition] = 0, start_offset
+        self.events.append((time.time(), partition, "start", start_offset, 0, 0, end_offset))
+
+    def on_batch_restored(self, partition: int, batch_end_offset: int, n: int) -> None:
+        self._totals[partition] = self._totals.get(partition, 0) + n
+        self._next[partition] = batch_end_offset + 1
+        self.events.append((time.time(), partition, "batch", batch_end_offset, n,
+                            self._totals[partition], None))
+
+    def on_restore_end(self, partition: int, total: int) -> None:
+        self.events.append((time.time(), partition, "end", self._next.get(partition, 0), 0,
+                            total, None))
+
+    def frame(self) -> pd.DataFrame:
+        """time (naive UTC), partition, event (start/batch/end), offset, records, total."""
+        frame = pd.DataFrame(self.events, columns=["time", "partition", "event", "offset",
+                                                   "records", "total", "end_offset"])
+        frame["time"] = pd.to_datetime(frame["time"], unit="s")
+        if self.label is not None:
+            frame["source"] = self.label
+        return frame.drop(columns="end_offset")
+
+
+class Listeners(RestoreListener):
+    """Several listeners heard as one."""
+
+    def __init__(self, listeners: Iterable[RestoreListener]):
+        self.listeners = list(listeners)
+
+    def on_restore_start(self, partition: int, start_offset: int, end_offset: int) -> None:
+        for listener in self.listeners:
+            listener.on_restore_start(partition, start_offset, end_offset)
+
+    def on_batch_restored(self, partition: int, batch_end_offset: int, n: int) -> None:
+        for listener in self.listeners:
+            listener.on_batch_restored(partition, batch_end_offset, n)
+
+    def on_restore_end(self, partition: int, total: int) -> None:
+        for listener in self.listeners:
+            listener.on_restore_end(partition, total)

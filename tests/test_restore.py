@@ -1,0 +1,224 @@
+"""Restoring local rocksdict stores from a real changelog topic; crash drills with kill -9."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import statekit as sk
+from statekit.changelog.reader import materialize, read_changelog
+from statekit.datasets import game_events, parse_game_events
+from statekit.kafka.topics import create_topic, delete_topic
+from statekit.query.reference import windowed_reference
+from statekit.restore import RestoreListener, compacted_copy, restore_stores
+from statekit.state.reader import StateReader
+from statekit.stores import StoreMismatch
+
+WORKER = Path(__file__).with_name("changelog_worker.py")
+
+
+def same_rows(table: pd.DataFrame, snapshot: pd.DataFrame) -> None:
+    columns = [c for c in snapshot.columns if c in table.columns]
+    keys = ["window_start", "window_end", "player"]
+    left = table[columns].sort_values(keys, ignore_index=True)
+    right = snapshot[columns].sort_values(keys, ignore_index=True)
+    pd.testing.assert_frame_equal(left, right, check_dtype=False)
+
+
+def test_a_store_restored_up_to_a_batch_equals_that_snapshot(logged, broker, tmp_path):
+    query, _ = logged
+    for batch in sorted({1, query.last_batch // 2, query.last_batch}):
+        with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
+                            tmp_path / f"b{batch}", to_batch=batch) as restored:
+            assert sorted(restored.stores) == [0, 1, 2]
+            same_rows(restored.table(), query.snapshot(batch))
+
+
+def test_in_memory_stores_restore_the_same(logged, broker):
+    query, _ = logged
+    with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec) as restored:
+        same_rows(restored.table(), query.snapshot())
+
+
+def test_the_compacted_view_restores_the_same_store_from_fewer_records(logged, broker, tmp_path):
+    query, log = logged
+    copy = compacted_copy(broker.bootstrap_servers, query.changelog_topic)
+    with restore_stores(broker.bootstrap_servers, copy, query.spec, tmp_path,
+                        store_name="counts") as restored:
+        same_rows(restored.table(), query.snapshot())
+        assert restored.report["records"].sum() == len(sk.changelog.compact(log)) < len(log)
+    assert len(read_changelog(broker.bootstrap_servers, copy, check=False)) < len(log)
+
+
+def test_a_second_restore_reads_only_the_new_offsets(logged, broker, tmp_path):
+    query, log = logged
+    half = query.last_batch // 2
+    with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec, tmp_path,
+                        to_batch=half) as first:
+        first_report = first.report.set_index("partition")
+    with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
+                        tmp_path) as second:
+        report = second.report.set_index("partition")
+        same_rows(second.table(), query.snapshot())
+    assert (report["start_offset"] == first_report["end_offset"]).all()
+    tail = log[log["batch"] > half].groupby("partition").size()
+    assert report["records"].to_dict() == tail.to_dict()
+    with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
+                        tmp_path) as third:
+        assert third.report["records"].sum() == 0  # nothing new: nothing replayed
+
+
+def test_listeners_hear_start_batches_and_end(logged, broker):
+    query, log = logged
+    heard = []
+
+    class Recorder(RestoreListener):
+        def on_restore_start(self, partition, start_offset, end_offset):
+            heard.append(("start", partition, start_offset, end_offset))
+
+        def on_batch_restored(self, partition, batch_end_offset, n):
+            heard.append(("batch", partition, batch_end_offset, n))
+
+        def on_restore_end(self, partition, total):
+            heard.append(("end", partition, total))
+
+    with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
+                        listeners=[Recorder()], chunk=100) as restored:
+        events = restored.events
+    sizes = log.groupby("partition").size()
+    for p in range(3):
+        mine = [e for e in heard if e[1] == p]
+        assert mine[0] == ("start", p, 0, sizes[p])
+        assert mine[-1] == ("end", p, sizes[p])
+        batches = [e for e in mine if e[0] == "batch"]
+        assert sum(e[3] for e in batches) == sizes[p] and len(batches) >= sizes[p] // 100
+        assert batches[-1][2] == sizes[p] - 1
+    assert events.groupby("partition")["records"].sum().to_dict() == sizes.to_dict()
+
+
+def test_iterators_left_open_are_reported(logged, broker, tmp_path):
+    query, _ = logged
+    restored = restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
+                              tmp_path)
+    left_open = restored.stores[0].all()
+    next(iter(left_open))
+    assert restored.stores[0].open_iterators == 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        restored.close()
+    assert any("1" in str(w.message) and issubclass(w.category, ResourceWarning)
+               for w in caught)
+
+
+# --- bad input --------------------------------------------------------------------------
+def test_a_directory_of_another_store_is_refused(logged, broker, tmp_path):
+    query, _ = logged
+    restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec, tmp_path,
+                   partitions=[0]).close()
+    other = sk.QuerySpec(keys=["game"], aggregates=["count"])
+    with pytest.raises(StoreMismatch, match="player"):
+        restore_stores(broker.bootstrap_servers, query.changelog_topic, other, tmp_path,
+                       partitions=[0])
+
+
+def test_a_directory_of_a_newer_format_is_refused(logged, broker, tmp_path):
+    query, _ = logged
+    restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec, tmp_path,
+                   partitions=[0]).close()
+    meta = next(tmp_path.rglob("statekit-store.json"))
+    data = json.loads(meta.read_text())
+    data["format_version"] = data.get("format_version", 1) + 1
+    meta.write_text(json.dumps(data))
+    with pytest.raises(sk.StatekitError, match="format"):
+        restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec, tmp_path,
+                       partitions=[0])
+
+
+def test_a_checkpoint_beyond_a_recreated_topic_is_named(logged, broker, tmp_path, topic_name):
+    query, log = logged
+    topic = f"{topic_name}-changelog"
+    copy = compacted_copy(broker.bootstrap_servers, query.changelog_topic, topic)
+    restore_stores(broker.bootstrap_servers, copy, query.spec, tmp_path).close()
+    delete_topic(broker.bootstrap_servers, topic)
+    time.sleep(0.5)
+    create_topic(broker.bootstrap_servers, topic, 3, {"cleanup.policy": "compact"})
+    with pytest.raises(sk.ChangelogError, match=r"restored up to offset \d+ .* now ends at "
+                                                r"offset 0: the topic was deleted or recreated"):
+        restore_stores(broker.bootstrap_servers, topic, query.spec, tmp_path)
+
+
+def test_a_partition_that_does_not_exist_is_named(logged, broker):
+    query, _ = logged
+    with pytest.raises(sk.BadArgument, match="partition: 3; accepted: partitions of"):
+        restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
+                       partitions=[3])
+
+
+def test_a_topic_that_is_not_a_changelog_is_refused(games, broker, logged):
+    with pytest.raises(sk.ChangelogError, match="not a statekit changelog"):
+        restore_stores(broker.bootstrap_servers, games, logged[0].spec, partitions=[0])
+
+
+# --- crash drill --------------------------------------------------------------------------
+def _worker(broker, topic, checkpoint, mode) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), broker.bootstrap_servers, topic, str(checkpoint), "drill",
+         mode], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _committed(checkpoint: Path) -> int:
+    commits = checkpoint / "commits"
+    return max((int(p.name) for p in commits.iterdir() if p.name.isdigit()), default=-1) \
+        if commits.exists() else -1
+
+
+def test_crash_drill_five_kills_then_finish_matches_pandas(spark, broker, games, tmp_path):
+    """kill -9 at a random moment five times, restarting each time; then finish the input."""
+    checkpoint = tmp_path / "ck"
+    rng = random.Random(7)
+    kills = []
+    for _ in range(5):
+        before = _committed(checkpoint)
+        worker = _worker(broker, games, checkpoint, "run")
+        try:
+            deadline = time.monotonic() + 240
+            while _committed(checkpoint) <= before:  # let each run get somewhere
+                assert worker.poll() is None, worker.stdout.read()
+                assert time.monotonic() < deadline, "no batch committed in 240 s"
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0, 2))
+        finally:
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(30)
+        kills.append(_committed(checkpoint))
+    finish = _worker(broker, games, checkpoint, "drain")
+    out, _ = finish.communicate(timeout=300)
+    assert finish.returncode == 0, out
+
+    spec = sk.QuerySpec(aggregates=["count", "sum(score)", "max(score)"])
+    state = StateReader(spark, str(checkpoint), spec)
+    last = state.batch_range()[1]
+    assert kills == sorted(kills) and kills[-1] < last
+    with open(checkpoint / "offsets" / str(last)) as src:
+        src.readline()
+        watermark = pd.Timestamp(json.loads(src.readline())["batchWatermarkMs"], unit="ms")
+    good, _ = parse_game_events(game_events().records["value"].tolist())
+    events = good.rename(columns={"event_time": "ts"})
+    events["ts"] = events["ts"].dt.tz_convert("UTC").dt.tz_localize(None)
+    expected = windowed_reference(events, spec, watermark=watermark)
+    snapshot = state.snapshot(last, sort=True).drop(columns="partition")
+    mismatches = snapshot.merge(expected, how="outer", indicator=True)
+    assert (mismatches["_merge"] != "both").sum() == 0
+    pd.testing.assert_frame_equal(snapshot, expected, check_dtype=False)
+
+    log = read_changelog(broker.bootstrap_servers, "drill-aggregate-changelog")
+    same_rows(materialize(log), state.snapshot(last))
