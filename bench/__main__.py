@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench import changelog, snapshot, throughput
+from bench import changelog, restore, snapshot, throughput
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="changelog: records in the topic")
     parser.add_argument("--batch", type=int, default=50_000, help="throughput: batch size")
     parser.add_argument("--repeats", type=int, help="timed repetitions (each's own default)")
-    parser.add_argument("--only", choices=["snapshot", "throughput", "changelog"],
+    parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore"],
                         help="run just one")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> None:
         throughput.main(["--records", str(args.records), "--batch", str(args.batch), *repeats])
     if args.only in (None, "changelog"):
         changelog.main(["--records", str(args.changelog_records), *repeats])
+    if args.only in (None, "restore"):
+        restore.main(["--records", str(args.changelog_records), *repeats])
 
 
 if __name__ == "__main__":

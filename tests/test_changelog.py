@@ -8,7 +8,6 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,9 +20,8 @@ from statekit.changelog.compaction import compact
 from statekit.changelog.reader import materialize, read_changelog
 from statekit.changelog.writer import ChangelogWriter
 from statekit.kafka.topics import create_topic, describe_topic_config, plain_consumer
+from statekit.restore.worker import query_config, start_worker
 from statekit.state.reader import StateReader
-
-WORKER = Path(__file__).with_name("changelog_worker.py")
 
 
 def aligned(table: pd.DataFrame, snapshot: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -161,9 +159,8 @@ def test_reshipping_after_a_lost_ledger_round_skips_what_is_there(spark, broker,
 
 
 def _worker(broker, topic, checkpoint, name, mode) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), broker.bootstrap_servers, topic, str(checkpoint), name,
-         mode], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return start_worker("query", query_config(topic, broker.bootstrap_servers, str(checkpoint),
+                                              name, mode=mode))
 
 
 def test_kill_9_between_batches_then_restart_keeps_each_batch_once(spark, broker, games,

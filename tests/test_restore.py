@@ -6,7 +6,6 @@ import json
 import random
 import signal
 import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -20,10 +19,9 @@ from statekit.datasets import game_events, parse_game_events
 from statekit.kafka.topics import create_topic, delete_topic
 from statekit.query.reference import windowed_reference
 from statekit.restore import RestoreListener, compacted_copy, restore_stores
+from statekit.restore.worker import query_config, start_worker
 from statekit.state.reader import StateReader
 from statekit.stores import StoreMismatch
-
-WORKER = Path(__file__).with_name("changelog_worker.py")
 
 
 def same_rows(table: pd.DataFrame, snapshot: pd.DataFrame) -> None:
@@ -170,9 +168,9 @@ def test_a_topic_that_is_not_a_changelog_is_refused(games, broker, logged):
 
 # --- crash drill --------------------------------------------------------------------------
 def _worker(broker, topic, checkpoint, mode) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), broker.bootstrap_servers, topic, str(checkpoint), "drill",
-         mode], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    spec = sk.QuerySpec(aggregates=["count", "sum(score)", "max(score)"])
+    return start_worker("query", query_config(topic, broker.bootstrap_servers, str(checkpoint),
+                                              "drill", mode=mode, spec=spec))
 
 
 def _committed(checkpoint: Path) -> int:

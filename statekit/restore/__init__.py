@@ -11,14 +11,19 @@ from statekit.restore.changelog import (
     restore_stores,
     store_kind,
 )
+from statekit.restore.drill import SCENARIOS, failover_drill
 from statekit.restore.listener import Listeners, RecordingListener, RestoreListener
+from statekit.restore.standby import StandbyReplica
 
 __all__ = [
+    "SCENARIOS",
     "Listeners",
     "RecordingListener",
     "RestoreListener",
     "RestoreResult",
+    "StandbyReplica",
     "compacted_copy",
+    "failover_drill",
     "open_partition_store",
     "restore_stores",
     "store_kind",

@@ -217,7 +217,8 @@ def _upto_batch(messages: list, to_batch: int) -> list:
 
 
 def compacted_copy(bootstrap_servers: str, topic: str, target: str | None = None, *,
-                   kafka_config: Mapping[str, str] | None = None, **compact_options) -> str:
+                   kafka_config: Mapping[str, str] | None = None, progress: bool | None = None,
+                   **compact_options) -> str:
     """Write what compaction keeps of ``topic`` to ``target`` (default ``<topic>-compacted``).
 
     The records keep their keys, values (re-encoded from the decoded columns),
@@ -230,7 +231,7 @@ def compacted_copy(bootstrap_servers: str, topic: str, target: str | None = None
     from statekit.changelog.reader import read_changelog
 
     target = target or f"{topic}-compacted"
-    log = read_changelog(bootstrap_servers, topic, kafka_config=kafka_config)
+    log = read_changelog(bootstrap_servers, topic, kafka_config=kafka_config, progress=progress)
     kept = compact(log, **compact_options)
     n = partition_count(bootstrap_servers, topic, kafka_config)
     delete_topic(bootstrap_servers, target, kafka_config)

@@ -1,0 +1,68 @@
+"""Standby replicas tailing a live changelog, and the failover drill (real processes killed)."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import pytest
+
+import statekit as sk
+from statekit.kafka.topics import end_offsets, plain_consumer
+from statekit.restore.drill import failover_drill
+from statekit.restore.standby import StandbyReplica
+
+
+def test_a_standby_tails_a_running_query_and_ends_equal_to_its_store(spark, broker, games,
+                                                                    tmp_path):
+    query = sk.start_query(games, spark=spark, bootstrap_servers=broker.bootstrap_servers,
+                           checkpoint=str(tmp_path / "ck"), name="tailed",
+                           max_offsets_per_trigger=500, trigger="100 milliseconds")
+    try:
+        query.changelog.wait_shipped(0)
+        with StandbyReplica(broker.bootstrap_servers, query.changelog_topic, query.spec,
+                            tmp_path / "standby", sample_every=0.05) as standby:
+            query.wait_until_drained()
+            consumer = plain_consumer(broker.bootstrap_servers)
+            ends = {p: hi for p, (_, hi) in
+                    end_offsets(consumer, query.changelog_topic, [0, 1, 2]).items()}
+            consumer.close()
+            deadline = time.monotonic() + 30
+            while standby.positions != ends and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert standby.positions == ends
+            time.sleep(0.2)
+            table = pd.concat([s.to_pandas().assign(partition=p)
+                               for p, s in standby.stores.items()], ignore_index=True)
+            lag = standby.lag()
+    finally:
+        query.stop()
+    snapshot = query.snapshot()
+    keys = ["window_start", "window_end", "player"]
+    pd.testing.assert_frame_equal(
+        table[snapshot.columns].sort_values(keys, ignore_index=True),
+        snapshot.sort_values(keys, ignore_index=True), check_dtype=False)
+    assert len(lag) > 0 and set(lag["partition"]) == {0, 1, 2}
+    assert (lag.groupby("partition")["lag"].last() == 0).all()
+    assert (lag["lag"] >= 0).all() and set(lag["replica"]) == {"standby"}
+
+
+def test_failover_with_and_without_a_standby(logged, broker, tmp_path):
+    query, log = logged
+    report = failover_drill(broker.bootstrap_servers, query.changelog_topic, query.spec,
+                            tmp_path).set_index("scenario")
+    assert list(report.index) == ["no standby", "standby", "stale standby"]
+    assert report["correct"].all()
+    assert report.loc["no standby", "records_replayed"] == len(log)
+    assert report.loc["standby", "records_replayed"] == 0
+    half = log.attrs["last_batch"] // 2
+    assert report.loc["stale standby", "records_replayed"] == (log["batch"] > half).sum()
+    assert (report["seconds_to_serve"] > 0).all()
+
+
+def test_an_unknown_scenario_is_named(logged, broker, tmp_path):
+    query, _ = logged
+    with pytest.raises(sk.BadArgument, match="failover scenario: 'hot spare'; accepted: no "
+                                             "standby, standby, stale standby"):
+        failover_drill(broker.bootstrap_servers, query.changelog_topic, query.spec, tmp_path,
+                       scenarios=["hot spare"])
