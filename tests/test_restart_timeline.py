@@ -217,6 +217,26 @@ def test_reading_from_an_offset_reads_only_what_followed(log_file):
     assert only.empty
 
 
+def test_a_line_still_being_written_is_left_for_the_next_read(log_file):
+    complete = log_file.read_text()
+    with open(log_file, "a") as out:
+        out.write("2026-11-22T08:50:27.100 INFO RocksDB " + _IDS["P0"] + " [x]: Loadi")
+    events = state_store_events(log_file)
+    assert events.attrs["next_offset"] == len(complete.encode())
+    with open(log_file, "a") as out:
+        out.write("ng 11 with stateStoreCkptId:\n")
+    more = state_store_events(log_file, since=events.attrs["next_offset"])
+    assert more[["partition", "event", "version"]].values.tolist() == [[0, "load start", 11]]
+
+
+def test_thread_names_with_brackets():
+    line = ("2026-11-22T08:50:27.100 INFO RocksDB " + _IDS["P0"] + " [stream execution thread "
+            "for q [id = 1b, runId = 2c]]: Loaded 3")
+    events = parse_lines([line])
+    assert events[["thread", "event", "version"]].values.tolist() == [
+        ["stream execution thread for q [id = 1b, runId = 2c]", "loaded", 3]]
+
+
 def test_bad_log_arguments(log_file, tmp_path):
     with pytest.raises(StatekitError, match="no state store log at .*spark_session"):
         state_store_events(tmp_path / "nowhere.log")

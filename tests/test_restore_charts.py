@@ -129,6 +129,19 @@ def test_gantt_of_a_changelog_restore_and_facets_per_scenario():
     assert len(encoding(spec)["y"]["sort"]) == 2
 
 
+def test_gantt_of_a_restore_report_from_the_changelog():
+    report = pd.DataFrame({"partition": [0, 1], "start_offset": [0, 0],
+                           "end_offset": [1200, 900], "records": [1200, 900],
+                           "seconds": [0.8, 0.6], "records_per_s": [1500.0, 1500.0],
+                           "started": [T0, T0 + seconds(0.8)],
+                           "finished": [T0 + seconds(0.8), T0 + seconds(1.4)]})
+    spec = restore_gantt_chart(report).to_dict()
+    data = pd.DataFrame(rows(spec))
+    assert data["phase"].unique().tolist() == ["consume + write"]
+    assert data["to_s"].tolist() == pytest.approx([0.8, 1.4])
+    assert "records" in {t["field"] for t in encoding(spec)["tooltip"]}
+
+
 def test_gantt_facets_by_run_and_by_a_named_column():
     both = pd.concat([spark_timeline().assign(run="snapshot every 2"),
                       spark_timeline().assign(run="snapshot every 10")], ignore_index=True)
@@ -278,6 +291,21 @@ def test_failover_restore_seconds_and_several_rows_per_scenario():
     assert data.loc["no standby", "seconds_to_serve"] == 4.2
     assert data.loc["standby", "label"] == "1 record replayed"
     assert spec["layer"][0]["encoding"]["color"]["scale"]["domain"][-1] == "drill"
+
+
+def test_failover_report_of_a_drill_shows_wrong_contents():
+    report = pd.DataFrame({"scenario": ["no standby", "standby", "stale standby"],
+                           "records_replayed": [1168, 0, 300],
+                           "restore_seconds": [0.041, 0.001, 0.01],
+                           "seconds_to_serve": [0.046, 0.004, 0.02],
+                           "correct": [True, True, False],
+                           "standby_lag_at_kill": [None, 0, 300]})
+    spec = failover_chart(report).to_dict()
+    data = pd.DataFrame(rows(spec)).set_index("scenario")
+    assert data.loc["stale standby", "label"] == "300 records replayed (wrong contents!)"
+    assert data.loc["standby", "label"] == "0 records replayed"
+    tips = {t["field"] for t in spec["layer"][0]["encoding"]["tooltip"]}
+    assert {"correct", "standby_lag_at_kill", "restore_seconds"} <= tips
 
 
 def test_failover_bad_input():

@@ -13,16 +13,26 @@ from statekit.charts.changelog import (
 )
 from statekit.charts.output import offline, save_chart
 from statekit.charts.progress import change_feed_chart, state_rows_chart
+from statekit.charts.restore import (
+    failover_chart,
+    restore_gantt_chart,
+    restore_rate_chart,
+    standby_lag_chart,
+)
 from statekit.charts.scrubber import ChangelogScrubber
 
 __all__ = [
     "ChangelogScrubber",
     "change_feed_chart",
     "compaction_stats_chart",
+    "failover_chart",
     "key_history_chart",
     "log_vs_compacted_chart",
     "offline",
+    "restore_gantt_chart",
+    "restore_rate_chart",
     "save_chart",
+    "standby_lag_chart",
     "state_files_chart",
     "state_rows_chart",
 ]

@@ -1,0 +1,530 @@
+"""Spark's own restore after a restart, as a timeline: snapshot load, changelog replay, first batch.
+
+When a query restarts from its checkpoint, every state store partition is cold:
+its first task loads the newest snapshot ``<= V`` (``V`` = the version to resume
+from), opens RocksDB on it and replays the changelogs after it, up to ``V``. The
+driver of a statekit Spark session logs that work (logger
+``org.apache.spark.sql.execution.streaming.state``, see
+``statekit.spark.session.state_store_log``); this module reads that log back:
+
+- ``state_store_events``: the log lines that matter for a restore and for the
+  maintenance snapshot uploads, one row each;
+- ``restart_timeline``: per partition, the phases of its first load in one run,
+  plus the run's first batch (from the progress JSON statekit keeps), cross-checked
+  with the files in the checkpoint (``statekit.state.files.restore_plan``);
+- ``restart_summary``: one row per partition.
+
+Example:
+    >>> lines = [
+    ...     "2026-11-22T08:50:26.285 INFO RocksDB StateStoreProviderId[ storeId=StateStoreId["
+    ...     " operatorId=0, partitionId=1, storeName=default ], queryRunId=c947 ] [task 1]: "
+    ...     "Loading 9 with stateStoreCkptId: ",
+    ...     "2026-11-22T08:50:26.660 INFO RocksDBFileManager [task 1]: "
+    ...     "RocksDB file mapping after loading checkpoint version 8 from DFS:",
+    ...     "HashMap(000011.sst -> (8,RocksDBSstFile(000011.sst,000011-ebb4.sst,2184)))"]
+    >>> parse_lines(lines)[["partition", "run_id", "event", "version"]]
+       partition run_id       event  version
+    0          1   c947  load start        9
+    >>> restart_timeline("/tmp/ck", state_store_log(), since=mark)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from statekit.errors import BadArgument, CheckpointError, StatekitError
+from statekit.state.files import restore_plan, state_files
+
+#: The events kept from the log, in the order they happen in a load / an upload.
+EVENTS = (
+    "load start",         # RocksDB: Loading <version>                (a task asks for a version)
+    "load snapshot",      # RocksDBFileManager: Loading checkpoint files for version <snapshot>
+    "snapshot copied",    # RocksDBFileManager: Copied <n> files (<b> bytes) from DFS to local
+    "opened",             # RocksDB: Opened DB with conf ...
+    "replay",             # RocksDB: Replaying changelog from version <from> -> Some(<to>)
+    "replay file",        # RocksDB: replaying changelog from version <v> ...   (one per file)
+    "loaded",             # RocksDB: Loaded <version>
+    "committed",          # RocksDB: Committed <version>, stats = ...
+    "upload start",       # RocksDBFileManager: Saving RocksDB files to DFS for version <v>
+    "snapshot uploaded",  # RocksDB: ...: Upload snapshot of version <v>, ... time taken: <ms>
+)
+EVENT_COLUMNS = ["time", "partition", "operator_id", "store", "run_id", "event", "version",
+                 "from_version", "to_version", "files", "bytes", "thread", "message"]
+TIMELINE_COLUMNS = ["partition", "phase", "start", "end", "seconds", "detail", "operator_id",
+                    "store", "run_id", "version", "snapshot_version", "changelog_files",
+                    "plan_snapshot_version", "plan_changelog_files", "matches_plan"]
+PHASES = ("load snapshot", "replay changelog", "first batch")
+QUERY_ROW = -1  # ``partition`` of the query-wide 'first batch' row
+REMEDY = ("restart the query with a statekit Spark session (statekit.spark_session()) so the "
+          "state store log is written, take os.path.getsize(state_store_log()) just before "
+          "the restart and pass it as since=")
+
+_ENTRY = re.compile(r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?) (?P<level>[A-Z]+) "
+                    r"(?P<logger>\S+) (?P<rest>.*)$")
+#: ``[<thread>]: <message>``; a thread name may hold one level of brackets ("stream execution
+#: thread for q [id = ..., runId = ...]").
+_THREAD = re.compile(r"^(?P<prefix>.*?)\s*\[(?P<thread>(?:[^\[\]]|\[[^\[\]]*\])*)\]: "
+                     r"(?P<message>.*)$", re.DOTALL)
+#: Spark 4: ``StateStoreProviderId[ storeId=StateStoreId[ operatorId=0, partitionId=1,
+#: storeName=default ], queryRunId=<uuid> ]``; older lines: ``StateStoreId[ ... ]`` or
+#: ``StateStoreId(opId=0,partId=1,name=default)``.
+_PROVIDER = re.compile(r"StateStoreProviderId\[ storeId=StateStoreId\[ operatorId=(\d+), "
+                       r"partitionId=(\d+), storeName=([^\s\],]+) \], queryRunId=([0-9A-Za-z-]+)"
+                       r" \](?::\s*)?")
+_STORE_IDS = (re.compile(r"StateStoreId\[ operatorId=(\d+), partitionId=(\d+), "
+                         r"storeName=([^\s\],]+) \]"),
+              re.compile(r"StateStoreId\(opId=(\d+),partId=(\d+),name=([^)]+)\)"))
+#: A cheap test before the full parse: does the line hold one of the kept events?
+_INTERESTING = re.compile(r"Loading \d|Loading checkpoint files|Opened DB|eplaying changelog|"
+                          r"Loaded \d|Copied \d+ files \(|Committed \d+,|Saving RocksDB files|"
+                          r"Saving checkpoint files|Upload snapshot of version")
+#: (event, pattern on the message, groups → columns); the first that matches wins.
+_RULES: tuple[tuple[str, re.Pattern, tuple[str, ...]], ...] = (
+    ("load snapshot", re.compile(r"^Loading checkpoint files for version (\d+)"), ("version",)),
+    ("load start", re.compile(r"^Loading (\d+)(?:\s|$)"), ("version",)),
+    ("snapshot copied", re.compile(r"^Copied (\d+) files \((\d+) bytes\) from DFS to local"),
+     ("files", "bytes")),
+    ("opened", re.compile(r"^Opened DB\b"), ()),
+    ("replay", re.compile(r"^Replaying changelog from version (\d+) -> (?:Some\()?(\d+)"),
+     ("from_version", "to_version")),
+    ("replay file", re.compile(r"^replaying changelog from version (\d+)"), ("version",)),
+    ("loaded", re.compile(r"^Loaded (\d+)(?:\s|$)"), ("version",)),
+    ("committed", re.compile(r"^Committed (\d+),"), ("version",)),
+    ("upload start", re.compile(r"^Saving (?:RocksDB|checkpoint) files (?:to DFS )?for "
+                                r"version (\d+)"), ("version",)),
+    ("snapshot uploaded", re.compile(r"^Upload snapshot of version (\d+)"), ("version",)),
+)
+_INT_COLUMNS = ("version", "from_version", "to_version", "files", "bytes")
+
+
+# --- the log --------------------------------------------------------------------------------
+def _entries(lines: Iterable[str]) -> Iterator[tuple[str, str, str]]:
+    """(time, logger, rest) of the entries that hold an event or name a store.
+
+    Continuation lines (no timestamp) are appended to their entry.
+    """
+    current: list[str] | None = None
+    head: tuple[str, str] | None = None
+    for raw in lines:
+        line = raw.rstrip("\r\n")
+        match = _ENTRY.match(line)
+        if match is None:  # a continuation of the previous entry (no timestamp)
+            if current is not None:
+                current.append(line)
+            continue
+        if current is not None:
+            yield (*head, "\n".join(current))
+            current = None
+        rest = match["rest"]
+        if "StateStoreId" in rest or _INTERESTING.search(rest):
+            head, current = (match["time"], match["logger"]), [rest]
+    if current is not None:
+        yield (*head, "\n".join(current))
+
+
+def _identity(prefix: str, message: str) -> tuple[int, int, str, str | None] | None:
+    """(operator, partition, store, run id) named in a line, None when it names no store."""
+    for text in (prefix, message):
+        found = _PROVIDER.search(text)
+        if found:
+            return int(found[1]), int(found[2]), found[3], found[4]
+    for text in (prefix, message):
+        for pattern in _STORE_IDS:
+            found = pattern.search(text)
+            if found:
+                return int(found[1]), int(found[2]), found[3], None
+    return None
+
+
+def _match(message: str) -> tuple[str, tuple[str, ...], re.Match] | None:
+    for event, pattern, names in _RULES:
+        found = pattern.match(message)
+        if found:
+            return event, names, found
+    return None
+
+
+def parse_lines(lines: Iterable[str]) -> pd.DataFrame:
+    """``state_store_events`` over lines already read (the log layout of statekit sessions).
+
+    Example:
+        >>> parse_lines(["not a log line"]).columns.tolist()[:6]
+        ['time', 'partition', 'operator_id', 'store', 'run_id', 'event']
+    """
+    rows, by_thread = [], {}
+    for time, _logger, rest in _entries(lines):
+        split = _THREAD.match(rest)
+        if split is None:
+            continue
+        prefix, thread, message = split["prefix"], split["thread"], split["message"]
+        first = _PROVIDER.sub("", message.split("\n", 1)[0], count=1) \
+            if message.startswith("StateStoreProviderId[") else message
+        named = _identity(prefix, message)
+        if named is not None:  # remembered for lines of the same thread that name no store
+            by_thread[thread] = named
+        matched = _match(first)
+        if matched is None:
+            continue
+        event, names, found = matched
+        who = named or by_thread.get(thread)
+        if who is None:
+            continue
+        values = dict.fromkeys(_INT_COLUMNS)
+        values.update({name: int(value) for name, value in zip(names, found.groups(),
+                                                                strict=True)})
+        rows.append((time, who[1], who[0], who[2], who[3], event, *values.values(), thread,
+                     message))
+    frame = pd.DataFrame(rows, columns=EVENT_COLUMNS)
+    frame["time"] = pd.to_datetime(frame["time"], format="ISO8601").astype("datetime64[ns]")
+    frame = frame.astype({"partition": "int64", "operator_id": "int64", "store": object,
+                          "run_id": object, "event": object, "thread": object,
+                          "message": object, **dict.fromkeys(_INT_COLUMNS, "Int64")})
+    return frame
+
+
+def state_store_events(
+    log_path: str | os.PathLike, since: int = 0, query_run_id: str | None = None
+) -> pd.DataFrame:
+    """The restore and snapshot-upload events of a state store log, one row per log entry.
+
+    Args:
+        log_path: a statekit session's state store log (``state_store_log()``).
+        since: byte offset to start from: take the file's size before a restart to read
+            only what followed (a partial line at the offset is skipped).
+        query_run_id: keep only the events of this run (``StreamingQuery.runId``).
+
+    Columns: ``time`` (naive UTC), ``partition``, ``operator_id``, ``store``, ``run_id``
+    (None on lines that do not name it), ``event`` (one of ``EVENTS``), ``version``,
+    ``from_version`` / ``to_version`` (a replay: from the snapshot loaded to the version
+    reached), ``files`` / ``bytes`` (snapshot files copied), ``thread``, ``message``.
+    ``attrs``: ``log_path``, ``since``, ``next_offset`` (where to go on reading later).
+
+    Example:
+        >>> mark = os.path.getsize(state_store_log())   # then restart the query  # doctest: +SKIP
+        >>> events = state_store_events(state_store_log(), since=mark)   # doctest: +SKIP
+        >>> events.groupby(["partition", "event"]).size()                # doctest: +SKIP
+    """
+    path = Path(log_path)
+    if not path.is_file():
+        raise StatekitError(f"no state store log at {str(path)!r}; {REMEDY}")
+    size = path.stat().st_size
+    if isinstance(since, bool) or not isinstance(since, (int, np.integer)) \
+            or not 0 <= since <= size:
+        raise BadArgument("log offset (since)", since,
+                          f"a byte offset from 0 to {size} (the size of {str(path)!r} now)")
+    read = {"end": since}
+
+    def complete_lines(src) -> Iterator[str]:
+        for raw in src:
+            if not raw.endswith(b"\n"):
+                break  # still being written: left for the next read (from next_offset)
+            read["end"] += len(raw)
+            yield raw.decode("utf-8", errors="replace")
+
+    with open(path, "rb") as src:
+        if since:
+            src.seek(since - 1)
+            if src.read(1) != b"\n":
+                read["end"] += len(src.readline())  # inside a line: start at the next one
+        frame = parse_lines(complete_lines(src))
+    if query_run_id is not None:
+        frame = frame[frame["run_id"] == str(query_run_id)].reset_index(drop=True)
+    frame.attrs = {"log_path": str(path), "since": int(since), "next_offset": read["end"]}
+    return frame
+
+
+# --- the progress of a run ------------------------------------------------------------------
+def _progress(checkpoint: Path) -> pd.DataFrame:
+    """runId, batch, start, end and the first state operator's metrics of every report."""
+    rows = []
+    # statekit's progress recorder writes them there (statekit.query.stateful)
+    for name in sorted(glob.glob(str(checkpoint / "_statekit" / "progress" / "*.json"))):
+        try:
+            with open(name) as src:
+                report = json.load(src)
+        except (OSError, ValueError):
+            continue
+        ops = report.get("stateOperators") or [{}]
+        duration = report.get("batchDuration",
+                              (report.get("durationMs") or {}).get("triggerExecution"))
+        rows.append((report.get("runId"), report.get("batchId"), report.get("timestamp"),
+                     duration, ops[0].get("customMetrics") or {}))
+    frame = pd.DataFrame(rows, columns=["run_id", "batch", "start", "ms", "metrics"])
+    frame["start"] = pd.to_datetime(frame["start"], utc=True, format="ISO8601") \
+        .dt.tz_localize(None).astype("datetime64[ns]")
+    frame["end"] = frame["start"] + pd.to_timedelta(frame["ms"].astype("float64"), unit="ms")
+    return frame.sort_values(["start", "batch"], ignore_index=True)
+
+
+def _pick_run(progress: pd.DataFrame, loads: pd.DataFrame, run_id: str | None) -> str | None:
+    if run_id is not None:
+        return str(run_id)
+    logged = set(loads["run_id"].dropna())
+    runs = list(dict.fromkeys(progress["run_id"].dropna()))  # oldest first
+    for run in reversed(runs):
+        if run in logged:
+            return run
+    if runs:
+        return runs[-1]
+    named = loads["run_id"].dropna()
+    return named.iloc[-1] if len(named) else None
+
+
+# --- the timeline ---------------------------------------------------------------------------
+def _first_load(events: pd.DataFrame) -> dict | None:
+    """The first load of one store partition: its events by name (times and values)."""
+    starts = events.index[events["event"] == "load start"]
+    if not len(starts):
+        return None
+    start = events.loc[starts[0]]
+    after = events.loc[starts[0]:]
+    done = after[(after["event"] == "loaded") & (after["version"] == start["version"])]
+    if len(done):
+        after = after.loc[:done.index[0]]
+    found = {"load start": start, "loaded": done.iloc[0] if len(done) else None}
+    for event in ("load snapshot", "snapshot copied", "opened", "replay"):
+        hits = after[after["event"] == event]
+        found[event] = hits.iloc[0] if len(hits) else None
+    found["replay files"] = after.loc[after["event"] == "replay file", "version"].tolist()
+    return found
+
+
+def _range_text(first: int, last: int) -> str:
+    return f"changelog {first}" if first == last else \
+        f"changelogs {first}-{last} ({last - first + 1} files)"
+
+
+def _plans(checkpoint: Path, loads: dict) -> dict:
+    """(operator, partition) → (snapshot version or None, changelogs, snapshot file name)."""
+    plans, listings = {}, {}
+    for (operator, store, partition), version in loads.items():
+        if store != "default":
+            continue
+        if operator not in listings:
+            try:
+                listings[operator] = state_files(checkpoint, operator)
+            except CheckpointError:
+                listings[operator] = None
+        files = listings[operator]
+        if files is None:
+            continue
+        mine = files[files["partition"] == partition]
+        if mine.empty:
+            continue
+        try:
+            plan = restore_plan(mine, version)
+        except CheckpointError:  # a file it needs was cleaned up since
+            continue
+        if len(plan):
+            row = plan.iloc[0]
+            snap = None if pd.isna(row["snapshot_version"]) else int(row["snapshot_version"])
+            name = None if row["snapshot_file"] is None else Path(row["snapshot_file"]).name
+            plans[(operator, partition)] = (snap, int(row["changelog_files"]), name)
+    return plans
+
+
+def _partition_rows(key: tuple, load: dict, plan: tuple | None, run: str) -> list[dict]:
+    operator, store, partition = key
+    start, loaded = load["load start"], load["loaded"]
+    snap_event, replay = load["load snapshot"], load["replay"]
+    version = int(start["version"])
+    end = loaded["time"] if loaded is not None else pd.NaT
+    snapshot = None
+    if snap_event is not None and int(snap_event["version"]) > 0:
+        snapshot = int(snap_event["version"])
+    if replay is not None:
+        first, last = int(replay["from_version"]) + 1, int(replay["to_version"])
+        replayed = len(load["replay files"]) or last - first + 1
+    else:
+        first = last = None
+        replayed = 0 if snap_event is not None else None
+    base = {"operator_id": operator, "store": store, "run_id": run, "version": version,
+            "snapshot_version": snapshot, "changelog_files": replayed,
+            "plan_snapshot_version": plan[0] if plan else None,
+            "plan_changelog_files": plan[1] if plan else None,
+            "matches_plan": (plan[0] == snapshot and plan[1] == replayed) if plan else None}
+    rows = []
+    if snap_event is not None:
+        if snapshot is None:
+            detail = "no snapshot: starts from an empty store (version 0)"
+        else:
+            name = plan[2] if plan and plan[0] == snapshot and plan[2] else f"{snapshot}.zip"
+            detail = f"snapshot {snapshot} ({name})"
+            copied = load["snapshot copied"]
+            if copied is not None:
+                detail += f": {int(copied['files'])} SST files, {int(copied['bytes']):,} bytes"
+        rows.append({"partition": partition, "phase": "load snapshot", "start": start["time"],
+                     "end": replay["time"] if replay is not None else end, "detail": detail,
+                     **base})
+    if replay is not None:
+        rows.append({"partition": partition, "phase": "replay changelog",
+                     "start": replay["time"], "end": end, "detail": _range_text(first, last),
+                     **base})
+    return rows
+
+
+def restart_timeline(
+    checkpoint: str | os.PathLike,
+    log_path: str | os.PathLike,
+    since: int = 0,
+    run_id: str | None = None,
+) -> pd.DataFrame:
+    """How one run of a query restored its state: per partition, the phases of its first load.
+
+    Args:
+        checkpoint: the query's checkpoint (progress reports are read from
+            ``<checkpoint>/_statekit/progress``; state files from ``<checkpoint>/state``).
+        log_path: the state store log of the session that ran it (``state_store_log()``).
+        since: byte offset in the log where the restart began (its size just before).
+        run_id: the run to show; by default the latest run of the checkpoint that loaded
+            state in the log (else the latest run in the log).
+
+    One row per (partition, phase): ``load snapshot`` (from the task asking for the
+    version to the start of the replay: find, copy and open the snapshot), ``replay
+    changelog`` (replay the changelogs after the snapshot, up to the version), and one
+    ``first batch`` row with ``partition == -1`` (the run's first batch, from its progress
+    report: start = its trigger time, end = start + batchDuration). Columns: ``partition``,
+    ``phase``, ``start``, ``end`` (naive UTC; NaT when the load did not finish),
+    ``seconds``, ``detail``, ``operator_id``, ``store``, ``run_id``, ``version`` (the
+    version loaded), ``snapshot_version`` (NA: no snapshot, an empty store), ``changelog_files``
+    (replayed), ``plan_snapshot_version`` / ``plan_changelog_files`` (what
+    ``restore_plan`` reads from the files now; NA when they are gone) and ``matches_plan``.
+    ``attrs``: ``run_id``, ``checkpoint``, ``log_path``, ``since``, ``version``,
+    ``first_batch``, ``progress_metrics`` (the first batch's RocksDB metrics).
+
+    Raises:
+        CheckpointError: the log holds no state load of the run (names the log, the run and
+            what to do).
+
+    Example:
+        >>> mark = os.path.getsize(state_store_log())                    # doctest: +SKIP
+        >>> query = start_query(..., checkpoint=ck); query.wait_for_batches(1)  # doctest: +SKIP
+        >>> restart_timeline(ck, state_store_log(), since=mark)          # doctest: +SKIP
+    """
+    root = Path(checkpoint)
+    if not root.is_dir():
+        raise CheckpointError(f"checkpoint {str(root)!r} does not exist or is not a directory")
+    events = state_store_events(log_path, since)
+    progress = _progress(root)
+    run = _pick_run(progress, events[events["event"] == "load start"], run_id)
+    mine = events[events["run_id"] == run] if run is not None else events.iloc[:0]
+    if not (mine["event"] == "load start").any():
+        others = sorted(set(events.loc[events["event"] == "load start", "run_id"].dropna()))
+        where = f"{str(log_path)!r}" + (f" (from byte {since})" if since else "")
+        raise CheckpointError(
+            f"the state store log {where} holds no state store load of run {run or '(none)'} "
+            f"of checkpoint {str(root)!r}; runs that loaded state there: "
+            f"{', '.join(others) or 'none'}. To see a restore, {REMEDY}")
+    mine = mine.sort_values("time", kind="stable").reset_index(drop=True)
+    loads = {}
+    for key, group in mine.groupby(["operator_id", "store", "partition"], sort=True):
+        load = _first_load(group)
+        if load is not None:
+            loads[key] = load
+    plans = _plans(root, {key: int(load["load start"]["version"])
+                          for key, load in loads.items()})
+    rows = [row for key, load in loads.items()
+            for row in _partition_rows(key, load, plans.get((key[0], key[2])), run)]
+    batches = progress[progress["run_id"] == run]
+    first = batches.sort_values("batch").iloc[0] if len(batches) else None
+    if first is not None:
+        rows.append({"partition": QUERY_ROW, "phase": "first batch", "start": first["start"],
+                     "end": first["end"], "detail": f"batch {int(first['batch'])}",
+                     "run_id": run})
+    timeline = pd.DataFrame(rows, columns=TIMELINE_COLUMNS)
+    timeline["start"] = pd.to_datetime(timeline["start"]).astype("datetime64[ns]")
+    timeline["end"] = pd.to_datetime(timeline["end"]).astype("datetime64[ns]")
+    timeline["seconds"] = (timeline["end"] - timeline["start"]).dt.total_seconds()
+    timeline = timeline.astype({
+        "partition": "int64", "operator_id": "Int64", "version": "Int64",
+        "snapshot_version": "Int64", "changelog_files": "Int64",
+        "plan_snapshot_version": "Int64", "plan_changelog_files": "Int64",
+        "matches_plan": "boolean"})
+    order = timeline["phase"].map({p: i for i, p in enumerate(PHASES)})
+    timeline = timeline.assign(_order=order).sort_values(
+        ["partition", "_order", "start"], ignore_index=True).drop(columns="_order")
+    versions = sorted({int(load["load start"]["version"]) for load in loads.values()})
+    timeline.attrs = {
+        "run_id": run, "checkpoint": str(root), "log_path": str(log_path), "since": int(since),
+        "version": versions[0] if len(versions) == 1 else versions,
+        "first_batch": None if first is None else int(first["batch"]),
+        "progress_metrics": {} if first is None else {
+            k: v for k, v in first["metrics"].items()
+            if k.startswith("rocksdb") or k.startswith("SnapshotLastUploaded")}}
+    return timeline
+
+
+# --- per partition --------------------------------------------------------------------------
+def restart_summary(timeline: pd.DataFrame) -> pd.DataFrame:
+    """One row per restored partition: what it loaded and how long it took.
+
+    Columns: ``partition``, ``operator_id``, ``store``, ``version``, ``snapshot_version``,
+    ``changelog_files``, ``load_seconds`` (snapshot), ``replay_seconds``,
+    ``restore_seconds`` (both), ``first_batch_seconds`` (the run's first batch, restore
+    included, from its trigger to its commit), ``matches_plan``.
+
+    Example:
+        >>> t0 = pd.Timestamp("2026-11-22 08:50:26")
+        >>> s = pd.Timedelta(seconds=1)
+        >>> timeline = pd.DataFrame({"partition": [-1, 0, 0],
+        ...     "phase": ["first batch", "load snapshot", "replay changelog"],
+        ...     "start": [t0 - s, t0, t0 + s / 2], "end": [t0 + 2 * s, t0 + s / 2, t0 + s],
+        ...     "snapshot_version": pd.array([None, 8, 8], dtype="Int64"),
+        ...     "changelog_files": pd.array([None, 1, 1], dtype="Int64")})
+        >>> timeline["seconds"] = (timeline["end"] - timeline["start"]).dt.total_seconds()
+        >>> restart_summary(timeline)[["partition", "snapshot_version", "restore_seconds",
+        ...                            "first_batch_seconds"]]
+           partition  snapshot_version  restore_seconds  first_batch_seconds
+        0          0                 8              1.0                  3.0
+    """
+    needed = ("partition", "phase", "start", "end", "seconds")
+    if not isinstance(timeline, pd.DataFrame):
+        raise BadArgument("restart timeline", type(timeline).__name__,
+                          "a frame from restart_timeline()")
+    missing = [c for c in needed if c not in timeline.columns]
+    if missing:
+        raise BadArgument(f"restart timeline: missing column {missing[0]!r}",
+                          sorted(map(str, timeline.columns)),
+                          f"a frame from restart_timeline() (needs {', '.join(needed)})")
+    columns = ["partition", "operator_id", "store", "version", "snapshot_version",
+               "changelog_files", "load_seconds", "replay_seconds", "restore_seconds",
+               "first_batch_seconds", "matches_plan"]
+    first = timeline[timeline["phase"] == "first batch"]
+    batch_seconds = float(first["seconds"].iloc[0]) if len(first) else float("nan")
+    parts = timeline[(timeline["partition"] != QUERY_ROW) & (timeline["phase"] != "first batch")]
+    keys = [c for c in ("operator_id", "store", "partition") if c in parts.columns]
+    rows = []
+    for key, group in parts.groupby(keys, sort=True, dropna=False):
+        values = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
+        seconds = group.groupby("phase")["seconds"].sum(min_count=1)
+        load = seconds.get("load snapshot", np.nan)
+        replay = seconds.get("replay changelog", 0.0 if "load snapshot" in seconds else np.nan)
+        row = {**values, "load_seconds": load, "replay_seconds": replay,
+               "restore_seconds": np.nan if group["end"].isna().any() else
+               (group["end"].max() - group["start"].min()).total_seconds(),
+               "first_batch_seconds": batch_seconds}
+        for column in ("version", "snapshot_version", "changelog_files", "matches_plan"):
+            if column in group.columns:
+                row[column] = group[column].iloc[0]
+        rows.append(row)
+    computed = ("partition", "load_seconds", "replay_seconds", "restore_seconds",
+                "first_batch_seconds")
+    summary = pd.DataFrame(rows, columns=[c for c in columns
+                                          if c in computed or c in parts.columns])
+    for column, dtype in (("partition", "int64"), ("operator_id", "Int64"),
+                          ("version", "Int64"), ("snapshot_version", "Int64"),
+                          ("changelog_files", "Int64"), ("matches_plan", "boolean"),
+                          ("load_seconds", "float64"), ("replay_seconds", "float64"),
+                          ("restore_seconds", "float64"), ("first_batch_seconds", "float64")):
+        if column in summary.columns:
+            summary[column] = summary[column].astype(dtype)
+    summary.attrs = {k: v for k, v in timeline.attrs.items() if k in ("run_id", "checkpoint")}
+    return summary.reset_index(drop=True)
