@@ -8,7 +8,7 @@ Example:
     >>> q.wait_until_drained(); q.snapshot()                              # doctest: +SKIP
 """
 
-from statekit import changelog, charts
+from statekit import changelog, charts, restore, stores
 from statekit.errors import (
     BadArgument,
     BatchNotRetained,
@@ -45,6 +45,8 @@ __all__ = [
     "apply_changes",
     "changelog",
     "charts",
+    "restore",
+    "stores",
     "hopping",
     "session",
     "spark_session",

@@ -66,3 +66,18 @@ def test_an_unknown_scenario_is_named(logged, broker, tmp_path):
                                              "standby, standby, stale standby"):
         failover_drill(broker.bootstrap_servers, query.changelog_topic, query.spec, tmp_path,
                        scenarios=["hot spare"])
+
+
+def test_the_drill_panel_runs_a_drill_and_shows_it(logged, broker, tmp_path):
+    from statekit.restore import DrillPanel
+
+    query, _ = logged
+    panel = DrillPanel(broker.bootstrap_servers, query.changelog_topic, query.spec, tmp_path)
+    panel.choices["no standby"].value = False
+    panel.choices["stale standby"].value = False
+    report = panel.run()
+    assert report["scenario"].tolist() == ["standby"] and report["correct"].all()
+    assert "all correct: True" in panel.status.value
+    assert "standby" in panel.table.value
+    spec = panel.chart.chart.to_dict()
+    assert sum(len(v) for v in spec["datasets"].values()) >= 1

@@ -13,18 +13,23 @@ from statekit.restore.changelog import (
 )
 from statekit.restore.drill import SCENARIOS, failover_drill
 from statekit.restore.listener import Listeners, RecordingListener, RestoreListener
+from statekit.restore.panel import DrillPanel
+from statekit.restore.spark_drill import SparkRestartDrill, spark_restart_drill
 from statekit.restore.standby import StandbyReplica
 
 __all__ = [
     "SCENARIOS",
+    "DrillPanel",
     "Listeners",
     "RecordingListener",
     "RestoreListener",
     "RestoreResult",
+    "SparkRestartDrill",
     "StandbyReplica",
     "compacted_copy",
     "failover_drill",
     "open_partition_store",
     "restore_stores",
+    "spark_restart_drill",
     "store_kind",
 ]

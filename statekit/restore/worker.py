@@ -1,8 +1,8 @@
 """Processes to kill in drills: a statekit query, or a store's owner, each in its own process.
 
-``python -m statekit.restore.worker query CONFIG`` runs a query (``run``: until
+``python -m statekit.restore query CONFIG`` runs a query (``run``: until
 killed; ``drain``: process what is there, ship the changelog, stop);
-``python -m statekit.restore.worker store CONFIG`` restores a store from its
+``python -m statekit.restore store CONFIG`` restores a store from its
 changelog and keeps it up to date (the "active instance" of a failover drill).
 CONFIG is JSON (see ``query_config`` / ``store_config``). Each prints one line
 (``serving`` / ``drained through batch N``) when it gets there.
@@ -59,7 +59,7 @@ def store_config(topic: str, bootstrap_servers: str, directory: str, spec: Query
 
 def start_worker(command: str, config: Mapping) -> subprocess.Popen:
     """Start a worker process (stdout and stderr in ``proc.stdout``, text)."""
-    return subprocess.Popen([sys.executable, "-m", "statekit.restore.worker", command,
+    return subprocess.Popen([sys.executable, "-m", "statekit.restore", command,
                              json.dumps(config)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
@@ -117,9 +117,5 @@ def _own_store(config: Mapping) -> None:
 def main(argv: list[str]) -> None:
     commands = {"query": _run_query, "store": _own_store}
     if len(argv) != 2 or argv[0] not in commands:
-        raise SystemExit("usage: python -m statekit.restore.worker (query|store) CONFIG_JSON")
+        raise SystemExit("usage: python -m statekit.restore (query|store) CONFIG_JSON")
     commands[argv[0]](json.loads(argv[1]))
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -1,0 +1,7 @@
+"""``python -m statekit.restore (query|store) CONFIG_JSON``: a drill's worker process."""
+
+import sys
+
+from statekit.restore.worker import main
+
+main(sys.argv[1:])

@@ -1,0 +1,41 @@
+"""Spark's own restore after kill -9: the snapshot interval decides what a restart replays."""
+
+from __future__ import annotations
+
+import pytest
+
+import statekit as sk
+from statekit.restore import spark_restart_drill
+
+
+@pytest.mark.parametrize("min_deltas", [2, 50])
+def test_a_killed_query_restores_from_its_newest_snapshot_and_later_changelogs(
+        spark, broker, games, tmp_path, min_deltas):
+    drill = spark_restart_drill(games, broker.bootstrap_servers, tmp_path / "ck", spark=spark,
+                                name=f"restarted-{min_deltas}", batches=6,
+                                min_deltas_for_snapshot=min_deltas)
+    drill.query.stop()
+    summary = drill.summary
+    version = summary["version"]  # the version of the first batch run after the restart
+    assert len(summary) == 3 and (version >= drill.killed_after_batch + 1).all()
+    assert summary["matches_plan"].all()
+    if min_deltas == 2:  # snapshots every 2 versions: load one, replay at most 2 changelogs
+        assert summary["snapshot_version"].notna().all()
+        assert (summary["changelog_files"] <= 2).all()
+        assert (summary["changelog_files"] == version - summary["snapshot_version"]).all()
+    else:  # no snapshot yet: start empty and replay every changelog file
+        assert summary["snapshot_version"].isna().all()
+        assert (summary["changelog_files"] == version).all() and (version >= 6).all()
+    phases = set(drill.timeline["phase"])
+    assert {"load snapshot", "replay changelog", "first batch"} <= phases
+    assert (drill.timeline["seconds"].dropna() >= 0).all()
+    chart = sk.charts.restore_gantt_chart(drill.timeline).to_dict()
+    assert chart["$schema"].startswith("https://vega.github.io/schema/vega-lite")
+
+
+def test_bad_drill_settings_are_named(spark, broker, games, tmp_path):
+    with pytest.raises(sk.BadArgument, match="min_deltas_for_snapshot: 0"):
+        spark_restart_drill(games, broker.bootstrap_servers, tmp_path, spark=spark,
+                            min_deltas_for_snapshot=0)
+    with pytest.raises(sk.BadArgument, match="batches: -1"):
+        spark_restart_drill(games, broker.bootstrap_servers, tmp_path, spark=spark, batches=-1)
