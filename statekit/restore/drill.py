@@ -36,6 +36,7 @@ from statekit.query.spec import QuerySpec
 from statekit.restore.changelog import RestoreResult, restore_stores
 from statekit.restore.standby import StandbyReplica
 from statekit.restore.worker import start_worker, store_config, wait_for_line
+from statekit.state.changes import same_rows
 
 SCENARIOS = ("no standby", "standby", "stale standby")
 REPORT_COLUMNS = ["scenario", "records_replayed", "restore_seconds", "seconds_to_serve",
@@ -86,26 +87,13 @@ def _take_over(scenario: str, bootstrap: str, topic: str, spec: QuerySpec, workd
     answer = _point_query(result, spec, *probe)
     served = time.perf_counter()
     try:
-        correct = len(answer) == 1 and _same_rows(result.table(), expected)
+        correct = len(answer) == 1 and same_rows(result.table(), expected)
     finally:
         result.close()
     return {"scenario": scenario, "records_replayed": int(result.report["records"].sum()),
             "restore_seconds": float(result.report["seconds"].sum()),
             "seconds_to_serve": served - killed, "correct": correct,
             "standby_lag_at_kill": lag}
-
-
-def _same_rows(table: pd.DataFrame, expected: pd.DataFrame) -> bool:
-    columns = list(expected.columns)
-    if len(table) != len(expected) or not set(columns) <= set(table.columns):
-        return False
-    left = table[columns].sort_values(columns, ignore_index=True)
-    right = expected.sort_values(columns, ignore_index=True)
-    try:
-        pd.testing.assert_frame_equal(left, right, check_dtype=False)
-    except AssertionError:
-        return False
-    return True
 
 
 def failover_drill(

@@ -44,3 +44,26 @@ def apply_changes(
         if isinstance(table[column].dtype, pd.Int64Dtype) and not table[column].isna().any():
             table[column] = table[column].astype("int64")
     return table.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def same_rows(table: pd.DataFrame, expected: pd.DataFrame) -> bool:
+    """True when ``table`` holds exactly ``expected``'s rows (any order; dtypes may differ).
+
+    Only ``expected``'s columns are compared, so a table with extra columns (say a
+    ``partition``) can be checked against a narrower one.
+
+    Example:
+        >>> same_rows(pd.DataFrame({"k": ["b", "a"], "v": [2, 1]}),
+        ...           pd.DataFrame({"k": ["a", "b"], "v": [1.0, 2.0]}))
+        True
+    """
+    columns = list(expected.columns)
+    if len(table) != len(expected) or not set(columns) <= set(table.columns):
+        return False
+    left = table[columns].sort_values(columns, ignore_index=True)
+    right = expected.sort_values(columns, ignore_index=True)
+    try:
+        pd.testing.assert_frame_equal(left, right, check_dtype=False)
+    except AssertionError:
+        return False
+    return True
