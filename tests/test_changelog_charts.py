@@ -7,6 +7,7 @@ import json
 
 import pandas as pd
 import pytest
+from chartspec import marks, rows
 from test_compaction import T0, log, synthetic_changelog
 
 import statekit.charts.changelog as charts_module
@@ -19,28 +20,6 @@ from statekit.charts.changelog import (
 )
 from statekit.charts.scrubber import ChangelogScrubber
 from statekit.errors import BadArgument
-
-
-def rows(spec: dict) -> list[dict]:
-    """All data rows of a chart spec (inline datasets)."""
-    return [row for values in spec.get("datasets", {}).values() for row in values]
-
-
-def marks(spec: dict) -> list[str]:
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "mark" in node:
-                mark = node["mark"]
-                found.append(mark["type"] if isinstance(mark, dict) else mark)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-    walk(spec)
-    return found
 
 
 @pytest.fixture(scope="module")

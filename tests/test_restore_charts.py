@@ -7,6 +7,7 @@ import doctest
 import numpy as np
 import pandas as pd
 import pytest
+from chartspec import marks, rows
 
 import statekit.charts.restore as restore_charts
 from statekit.charts.restore import (
@@ -18,29 +19,6 @@ from statekit.charts.restore import (
 from statekit.errors import BadArgument
 
 T0 = pd.Timestamp("2026-11-22 08:50:25")
-
-
-def rows(spec: dict) -> list[dict]:
-    """All data rows of a chart spec (inline datasets or inline values)."""
-    found = [row for values in spec.get("datasets", {}).values() for row in values]
-    return found or list(spec.get("data", {}).get("values", []))
-
-
-def marks(spec: dict) -> list[str]:
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "mark" in node:
-                mark = node["mark"]
-                found.append(mark["type"] if isinstance(mark, dict) else mark)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-    walk(spec)
-    return found
 
 
 def encoding(spec: dict) -> dict:

@@ -358,6 +358,7 @@ def test_broker_unreachable_and_topic_not_found_name_the_address_and_topic():
     "statekit.query.progress", "statekit.state.changes", "statekit.changelog.format",
     "statekit.changelog", "statekit.changelog.compaction", "statekit.charts.changelog",
     "statekit.restore.listener", "statekit.state.restart", "statekit.charts.restore",
+    "statekit.charts.tooltips",
 ])
 def test_doctests(module):
     result = doctest.testmod(importlib.import_module(module), verbose=False)

@@ -31,6 +31,7 @@ import pandas as pd
 from altair.utils.data import to_values
 
 from statekit.changelog.compaction import RECORD_COLUMNS, require_columns
+from statekit.charts.tooltips import typed_tooltips
 from statekit.errors import BadArgument
 
 PUT, TOMBSTONE = "put", "tombstone"
@@ -42,23 +43,6 @@ _LOG_COLUMNS = ("partition", "offset", "key", "tombstone")
 def _inline(frame: pd.DataFrame) -> alt.InlineData:
     """``frame`` as inline JSON values (times as ISO text, NA as null)."""
     return alt.InlineData(values=to_values(frame.reset_index(drop=True))["values"])
-
-
-def _tips(data: pd.DataFrame, columns) -> list[alt.Tooltip]:
-    """Typed tooltips (inline data has no dtypes for Altair to infer from)."""
-    tips = []
-    for column in dict.fromkeys(columns):
-        if column not in data.columns:
-            continue
-        dtype = data[column].dtype
-        if pd.api.types.is_datetime64_any_dtype(dtype):
-            tips.append(alt.Tooltip(f"{column}:T", format="%Y-%m-%d %H:%M:%S"))
-        elif pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
-            tips.append(alt.Tooltip(f"{column}:Q", format=",d"
-                                    if pd.api.types.is_integer_dtype(dtype) else ",.3~f"))
-        else:
-            tips.append(alt.Tooltip(f"{column}:N"))
-    return tips
 
 
 def _value_columns(changelog: pd.DataFrame) -> list[str]:
@@ -141,7 +125,7 @@ def log_vs_compacted_chart(
     rows = alt.Row("partition:O", title="partition")
     if max(len(raw), len(compacted)) <= max_points:
         data = _detail(raw, compacted)
-        tooltip = _tips(data, ("view", "partition", "offset", "batch", "record", "key",
+        tooltip = typed_tooltips(data, ("view", "partition", "offset", "batch", "record", "key",
                                *_value_columns(raw)))
         subtitle = ("One dot per record, one line per key (state row). Red × = tombstone "
                     "(the row was deleted). Compaction keeps the latest record of each key.")
@@ -166,8 +150,8 @@ def log_vs_compacted_chart(
             x2="bin_end:Q",
             color=alt.Color("records:Q", title="records per bin",
                             scale=alt.Scale(scheme="blues", zero=True)),
-            tooltip=_tips(data, ["view", "partition", "first_offset", "last_offset", "records",
-                                 "tombstones"]),
+            tooltip=typed_tooltips(data, ["view", "partition", "first_offset", "last_offset",
+                                          "records", "tombstones"]),
         ).properties(width=360, height=36)
     return inner.facet(row=rows, column=columns, data=_inline(data)).properties(
         title=alt.Title(title, subtitle=subtitle))
@@ -251,7 +235,8 @@ def key_history_chart(
         - data["tombstone"].astype("int64")
     data = data.drop(columns="tombstone")
     x_title = "offset (position in the partition)" if x == "offset" else "batch"
-    tooltip = _tips(data, ("partition", "offset", "batch", "timestamp", "record", *values))
+    tooltip = typed_tooltips(data, ("partition", "offset", "batch", "timestamp", "record",
+                                    *values))
     base = alt.Chart().encode(x=alt.X(f"{x}:Q", title=x_title,
                                       axis=alt.Axis(format="d", tickMinStep=1)))
     puts = base.mark_line(point=True, color=BLUE).encode(
@@ -328,7 +313,7 @@ def state_files_chart(files: pd.DataFrame, title: str | None = None) -> alt.Char
     subtitle = ["One changelog per version (a batch's changes), now and then a snapshot "
                 "(a full copy).",
                 "A restore loads the newest snapshot and replays the changelogs after it."]
-    tooltip = _tips(data, ("partition", "version", "batch", "kind", "file", "bytes",
+    tooltip = typed_tooltips(data, ("partition", "version", "batch", "kind", "file", "bytes",
                            "modified", "role"))
     return alt.Chart(_inline(data)).mark_point(filled=True, size=90).encode(
         x=alt.X("version:Q", title="state version (= batch + 1)",

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from altair.utils.data import to_values
 
+from statekit.charts.tooltips import typed_tooltips
 from statekit.errors import BadArgument
 
 #: Colours of known phases; other phases take the next free colour of ``_OTHER``.
@@ -47,6 +48,10 @@ SCENARIO_COLOURS = {"no standby": "#e45756", "stale standby": "#f58518", "standb
 _OTHER = ["#9d755d", "#ff9da6", "#eeca3b", "#79706e", "#d67195", "#439894", "#83bcb6"]
 _FACETS = ("scenario", "run")
 QUERY_ROW_LABEL = "whole query"
+
+
+def _tips(data: pd.DataFrame, columns) -> list[alt.Tooltip]:
+    return typed_tooltips(data, columns, time_format="%H:%M:%S.%L")
 
 
 def _require(frame: pd.DataFrame, needed: Sequence[str], what: str, source: str) -> None:
@@ -62,24 +67,6 @@ def _require(frame: pd.DataFrame, needed: Sequence[str], what: str, source: str)
 def _inline(frame: pd.DataFrame) -> alt.InlineData:
     """``frame`` as inline JSON values (times as ISO text, NA as null)."""
     return alt.InlineData(values=to_values(frame.reset_index(drop=True))["values"])
-
-
-def _tips(data: pd.DataFrame, columns: Sequence[str]) -> list[alt.Tooltip]:
-    """Typed tooltips for the columns present (inline data carries no types)."""
-    tips = []
-    for column in dict.fromkeys(columns):
-        if column not in data.columns:
-            continue
-        dtype = data[column].dtype
-        if pd.api.types.is_datetime64_any_dtype(dtype):
-            tips.append(alt.Tooltip(f"{column}:T", format="%H:%M:%S.%L"))
-        elif pd.api.types.is_bool_dtype(dtype) or not pd.api.types.is_numeric_dtype(dtype):
-            tips.append(alt.Tooltip(f"{column}:N"))
-        elif pd.api.types.is_integer_dtype(dtype):
-            tips.append(alt.Tooltip(f"{column}:Q", format=",d"))
-        else:
-            tips.append(alt.Tooltip(f"{column}:Q", format=",.3~f"))
-    return tips
 
 
 def _colours(values: Sequence[str], known: dict[str, str]) -> tuple[list[str], list[str]]:
