@@ -7,7 +7,6 @@ windowed aggregation in the test session.
 
 from __future__ import annotations
 
-import contextlib
 import doctest
 import json
 import os
@@ -17,6 +16,7 @@ from string import Template
 
 import pandas as pd
 import pytest
+from filestream import add_events_file, frequent_snapshots
 
 import statekit.state.restart as restart_module
 from statekit.charts.restore import restore_gantt_chart
@@ -377,21 +377,6 @@ def test_doctests():
 
 
 # --- a real restart ---------------------------------------------------------------------------
-# Spark keeps the maintenance interval of the first query that started its maintenance task;
-# stopping the task makes the next query start it again with the settings of now (as in
-# tests/test_state_files.py).
-SNAPSHOT_CONF = {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
-                 "spark.sql.streaming.stateStore.maintenanceInterval": "1s"}
-
-
-def _restart_maintenance(spark) -> None:
-    with contextlib.suppress(Exception):
-        jvm = spark.sparkContext._jvm
-        module = jvm.java.lang.Class.forName(
-            "org.apache.spark.sql.execution.streaming.state.StateStore$")
-        module.getField("MODULE$").get(None).stopMaintenanceTask()
-
-
 def _zips(checkpoint: Path) -> dict[str, set[str]]:
     operator = checkpoint / "state" / "0"
     if not operator.is_dir():
@@ -408,11 +393,7 @@ def restarted(spark, tmp_path_factory):
     source.mkdir()
 
     def add_file(i: int) -> None:
-        rows = [{"player": f"p{j % 7}", "score": j, "ts": f"2026-01-05T10:{i:02d}:{j:02d}"}
-                for j in range(14)]
-        tmp = source / f".f{i}.tmp"
-        tmp.write_text("\n".join(json.dumps(r) for r in rows))
-        tmp.rename(source / f"f{i:02d}.json")
+        add_events_file(source, i, players=7, rows=14)
 
     def start():
         events = spark.readStream.schema("player string, score long, ts timestamp") \
@@ -422,56 +403,47 @@ def restarted(spark, tmp_path_factory):
                            name="restart-timeline", trigger="200 milliseconds",
                            changelog=False)
 
-    old = {key: spark.conf.get(key, None) for key in SNAPSHOT_CONF}
-    for key, value in SNAPSHOT_CONF.items():
-        spark.conf.set(key, value)
-    _restart_maintenance(spark)
     query = None
-    try:
-        add_file(0)
-        query = start()
-        query.wait_until_drained(timeout=60)
-        for i in range(1, 6):
-            add_file(i)
+    with frequent_snapshots(spark):
+        try:
+            add_file(0)
+            query = start()
             query.wait_until_drained(timeout=60)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:      # maintenance uploads snapshots meanwhile
-            zips = _zips(checkpoint)
-            if len(zips) == 3 and all(zips.values()):
-                break
-            time.sleep(0.3)
-        query.stop()
-        before = query.last_batch
-        # let the stopped run's maintenance finish what it started, so the files the restore
-        # sees are the files listed afterwards
-        seen, quiet_since, give_up = _zips(checkpoint), time.monotonic(), time.monotonic() + 8
-        while time.monotonic() - quiet_since < 2.5 and time.monotonic() < give_up:
-            time.sleep(0.25)
-            if _zips(checkpoint) != seen:
-                seen, quiet_since = _zips(checkpoint), time.monotonic()
-        # Maintenance may have snapshotted the last version itself: drop the snapshots of the
-        # last two versions (as if not uploaded yet) so the restore also replays changelogs.
-        for folder in (checkpoint / "state" / "0").iterdir():
-            for zipped in folder.glob("*.zip"):
-                if int(zipped.stem) > before - 1:
-                    zipped.unlink()
-                    (folder / f".{zipped.name}.crc").unlink(missing_ok=True)
-        mark = os.path.getsize(state_store_log())
-        query = start()
-        add_file(6)
-        query.wait_for_batches(1, timeout=60)
-        run_id = str(query.query.runId)
-        query.stop()
-        query = None
-    finally:
-        if query is not None:
+            for i in range(1, 6):
+                add_file(i)
+                query.wait_until_drained(timeout=60)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:      # maintenance uploads snapshots meanwhile
+                zips = _zips(checkpoint)
+                if len(zips) == 3 and all(zips.values()):
+                    break
+                time.sleep(0.3)
             query.stop()
-        for key, value in old.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-        _restart_maintenance(spark)
+            before = query.last_batch
+            # let the stopped run's maintenance finish what it started, so the files the restore
+            # sees are the files listed afterwards
+            seen, quiet_since, give_up = _zips(checkpoint), time.monotonic(), time.monotonic() + 8
+            while time.monotonic() - quiet_since < 2.5 and time.monotonic() < give_up:
+                time.sleep(0.25)
+                if _zips(checkpoint) != seen:
+                    seen, quiet_since = _zips(checkpoint), time.monotonic()
+            # Maintenance may have snapshotted the last version itself: drop the snapshots of the
+            # last two versions (as if not uploaded yet) so the restore also replays changelogs.
+            for folder in (checkpoint / "state" / "0").iterdir():
+                for zipped in folder.glob("*.zip"):
+                    if int(zipped.stem) > before - 1:
+                        zipped.unlink()
+                        (folder / f".{zipped.name}.crc").unlink(missing_ok=True)
+            mark = os.path.getsize(state_store_log())
+            query = start()
+            add_file(6)
+            query.wait_for_batches(1, timeout=60)
+            run_id = str(query.query.runId)
+            query.stop()
+            query = None
+        finally:
+            if query is not None:
+                query.stop()
     return {"checkpoint": checkpoint, "mark": mark, "run_id": run_id, "version": before + 1}
 
 

@@ -6,14 +6,13 @@ by a tiny streaming aggregation with frequent snapshots.
 
 from __future__ import annotations
 
-import contextlib
 import doctest
-import json
 import os
 import time
 from pathlib import Path
 
 import pytest
+from filestream import add_events_file, frequent_snapshots
 from pyspark.sql import functions as F
 
 import statekit.state.files as files_module
@@ -168,20 +167,6 @@ def test_doctests():
 
 
 # --- a real checkpoint ------------------------------------------------------------------------
-SNAPSHOT_CONF = {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
-                 "spark.sql.streaming.stateStore.maintenanceInterval": "1s"}
-
-
-def _restart_maintenance(spark) -> None:
-    """Stop Spark's state store maintenance task so the next query starts it with the current
-    interval (it keeps the interval of the first query that started it; local mode only)."""
-    with contextlib.suppress(Exception):
-        jvm = spark.sparkContext._jvm
-        module = jvm.java.lang.Class.forName(
-            "org.apache.spark.sql.execution.streaming.state.StateStore$")
-        module.getField("MODULE$").get(None).stopMaintenanceTask()
-
-
 @pytest.fixture(scope="module")
 def real_checkpoint(spark, tmp_path_factory):
     """A checkpoint of a windowed count over JSON files, ~6 batches, with zip snapshots."""
@@ -190,48 +175,35 @@ def real_checkpoint(spark, tmp_path_factory):
     source.mkdir()
 
     def add_file(i: int) -> None:
-        rows = [{"player": f"p{j % 5}", "score": j, "ts": f"2026-01-05T10:{i:02d}:{j:02d}"}
-                for j in range(12)]
-        tmp = source / f".f{i}.tmp"
-        tmp.write_text("\n".join(json.dumps(r) for r in rows))
-        tmp.rename(source / f"f{i:02d}.json")
+        add_events_file(source, i, players=5, rows=12)
 
-    old = {key: spark.conf.get(key, None) for key in SNAPSHOT_CONF}
-    for key, value in SNAPSHOT_CONF.items():
-        spark.conf.set(key, value)
-    _restart_maintenance(spark)
     query = None
-    try:
-        events = spark.readStream.schema("player string, score long, ts timestamp") \
-            .option("maxFilesPerTrigger", 1).json(str(source))
-        counts = events.withWatermark("ts", "1 minute") \
-            .groupBy(F.window("ts", "2 minutes"), "player").count()
-        add_file(0)
-        query = counts.writeStream.format("noop").outputMode("update") \
-            .option("checkpointLocation", str(checkpoint)) \
-            .trigger(processingTime="200 milliseconds").start()
-        query.processAllAvailable()
-        for i in range(1, 6):
-            add_file(i)
+    with frequent_snapshots(spark):
+        try:
+            events = spark.readStream.schema("player string, score long, ts timestamp") \
+                .option("maxFilesPerTrigger", 1).json(str(source))
+            counts = events.withWatermark("ts", "1 minute") \
+                .groupBy(F.window("ts", "2 minutes"), "player").count()
+            add_file(0)
+            query = counts.writeStream.format("noop").outputMode("update") \
+                .option("checkpointLocation", str(checkpoint)) \
+                .trigger(processingTime="200 milliseconds").start()
             query.processAllAvailable()
-        deadline = time.monotonic() + 25
-        operator = checkpoint / "state" / "0"
-        while time.monotonic() < deadline:  # maintenance uploads snapshots in the background
-            parts = [p for p in operator.iterdir() if p.name.isdigit()]
-            if parts and all(any(f.suffix == ".zip" for f in p.iterdir()) for p in parts):
-                break
-            time.sleep(0.5)
-        query.stop()
-        query = None
-    finally:
-        if query is not None:
+            for i in range(1, 6):
+                add_file(i)
+                query.processAllAvailable()
+            deadline = time.monotonic() + 25
+            operator = checkpoint / "state" / "0"
+            while time.monotonic() < deadline:  # maintenance uploads snapshots in the background
+                parts = [p for p in operator.iterdir() if p.name.isdigit()]
+                if parts and all(any(f.suffix == ".zip" for f in p.iterdir()) for p in parts):
+                    break
+                time.sleep(0.5)
             query.stop()
-        for key, value in old.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-        _restart_maintenance(spark)
+            query = None
+        finally:
+            if query is not None:
+                query.stop()
     return checkpoint
 
 
