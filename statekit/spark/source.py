@@ -308,7 +308,8 @@ def read_range(part: KafkaInputPartition) -> Iterator:
         add_stamp, add_kind = stamps.append, kinds.append
         position, idle = part.start, 0
         while position < part.end:
-            messages = consumer.consume(_ARROW_CHUNK, timeout=0.5)
+            # ask for no more than the range holds: consume() waits for its count or timeout
+            messages = consumer.consume(min(_ARROW_CHUNK, part.end - position), timeout=0.5)
             if not messages:
                 idle += 1
                 if idle > 60:  # 30 s without a record for a range the broker said exists
