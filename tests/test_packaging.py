@@ -7,6 +7,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,3 +85,23 @@ def test_module_help_runs():
     assert done.returncode == 0, done.stderr
     assert "doctor" in done.stdout and "demo" in done.stdout
     assert "usage: statekit" in done.stdout
+
+
+def test_spark_workers_import_the_kafka_source_without_pandas_or_altair():
+    # Spark's Python processes import statekit.spark.source for every streaming source
+    code = ("import sys, statekit.spark.source; "
+            "print(sorted(m for m in ('pandas', 'altair', 'pyarrow.parquet') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_package_names_resolve_on_first_use():
+    import statekit as sk
+
+    assert set(sk.__all__) <= set(dir(sk))
+    for name in sk.__all__:
+        assert getattr(sk, name) is not None
+    assert sk.tumbling("1 minute").size_ms == 60_000
+    with pytest.raises(AttributeError, match="module 'statekit' has no attribute 'snapshot'"):
+        sk.snapshot  # noqa: B018

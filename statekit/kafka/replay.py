@@ -20,12 +20,15 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from statekit.errors import BadArgument, StatekitError
 from statekit.kafka.topics import CLIENT_LOG, check_reachable, create_topic, partition_count
+
+if TYPE_CHECKING:  # pandas is imported where used: Spark workers import this module
+    import pandas as pd
 
 _MASK = 0xFFFFFFFF
 
@@ -83,6 +86,8 @@ class ReplayReport:
 
 
 def _records_of(dataset) -> tuple[str, pd.DataFrame]:
+    import pandas as pd
+
     records = getattr(dataset, "records", dataset)
     if not isinstance(records, pd.DataFrame):
         raise BadArgument("dataset", type(dataset).__name__,

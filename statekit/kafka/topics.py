@@ -17,12 +17,15 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from statekit.errors import BrokerUnreachable, TopicNotFound
+
+if TYPE_CHECKING:  # pandas is imported where used: Spark workers import this module
+    import pandas as pd
 
 Config = Mapping[str, str] | None
 
@@ -188,6 +191,8 @@ def end_offsets(
 
 def watermarks(bootstrap_servers: str, topic: str, config: Config = None) -> pd.DataFrame:
     """One row per partition: ``partition``, ``low`` (first offset), ``high`` (one past last)."""
+    import pandas as pd
+
     n = partition_count(bootstrap_servers, topic, config)
     consumer = plain_consumer(bootstrap_servers, config)
     try:
