@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench doctor java clean
+.PHONY: demo test test-fast lint bench doctor java clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,9 +18,27 @@ java:
 demo: java $(STAMP)
 	$(PY) -m statekit demo
 
+# Every test has a timeout (pyproject.toml: [tool.pytest.ini_options] timeout); a notebook cell
+# gets NB_CELL_TIMEOUT seconds. Both targets end with the slowest tests and the wall time.
+NB_CELL_TIMEOUT ?= 600
+PYTEST := $(PY) -m pytest
+
+# $(call timed,LABEL,COMMAND): run COMMAND, print its wall time, exit with COMMAND's status.
+timed = start=$$(date +%s); $(2); status=$$?; took=$$(( $$(date +%s) - start )); \
+	printf '%s: wall time %dm%02ds (%d s), exit status %d\n' '$(1)' \
+	$$((took / 60)) $$((took % 60)) $$took $$status; exit $$status
+
+# Everything: all tests, slow ones included, every docstring example in statekit/
+# (--doctest-modules, pyproject.toml) and the notebooks (what CI runs).
 test: java $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest tests --nbmake notebooks -v
+	@$(call timed,make test,$(PYTEST) tests statekit --nbmake notebooks --nbmake-timeout=$(NB_CELL_TIMEOUT) -v --durations=25)
+
+# For development: no tests marked slow (subprocess queries, crash drills, long streams), no
+# notebooks.
+test-fast: java $(STAMP)
+	$(PY) -m ruff check .
+	@$(call timed,make test-fast,$(PYTEST) tests statekit -m "not slow" --durations=10)
 
 bench: java $(STAMP)
 	$(PY) -m bench

@@ -11,6 +11,19 @@ from statekit.spark.session import spark_session
 
 _names = itertools.count()
 
+#: Seconds one whole notebook may take under nbmake (a notebook is one test item; the default
+#: ``timeout`` in pyproject.toml is per test). ``--nbmake-timeout`` (Makefile) bounds each cell.
+NOTEBOOK_TIMEOUT = 1200
+
+
+def pytest_collection_modifyitems(items):
+    """Notebooks (``--nbmake notebooks``) are slow tests with a timeout of their own."""
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.slow)
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(NOTEBOOK_TIMEOUT))
+
 
 @pytest.fixture(scope="session")
 def spark():
@@ -36,7 +49,7 @@ def topic_name(request) -> str:
 def games(broker) -> str:
     """The 5,000 game events in a 4-partition topic."""
     from statekit.datasets import game_events
-    from statekit.kafka.replay import replay
+    from statekit.kafka.dataset_replay import replay
 
     replay(game_events(), broker.bootstrap_servers, "games-changelog", partitions=4,
            progress=False)
@@ -47,8 +60,10 @@ def games(broker) -> str:
 def logged(spark, broker, games, tmp_path_factory):
     """A drained query (500 records a batch) that shipped its changelog, and that changelog."""
     import statekit as sk
+    from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
 
-    query = sk.start_query(games, spark=spark, bootstrap_servers=broker.bootstrap_servers,
+    query = sk.start_query(games, GAME_SPEC, spark=spark, kafka=broker,
+                           event_schema=GAME_EVENT_SCHEMA,
                            checkpoint=str(tmp_path_factory.mktemp("ck") / "logged"),
                            name="board", store_name="counts", max_offsets_per_trigger=500,
                            trigger="100 milliseconds")

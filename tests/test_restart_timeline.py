@@ -1,8 +1,8 @@
 """Spark's restore after a restart, read from the state store log: parser, timeline, summary.
 
 Unit tests on real lines of a restart (Spark 4.3, RocksDB state store, changelog
-checkpointing; ids abbreviated, long lines cut), then a real restart of a small
-windowed aggregation in the test session.
+checkpointing; ids abbreviated, long lines cut), then a real restart, in the test session,
+of a small windowed aggregation whose first run took frequent snapshots in a child process.
 """
 
 from __future__ import annotations
@@ -10,21 +10,17 @@ from __future__ import annotations
 import doctest
 import json
 import os
-import time
 from pathlib import Path
 from string import Template
 
 import pandas as pd
 import pytest
-from filestream import add_events_file, frequent_snapshots
+from filestream import add_events_file, build_snapshot_checkpoint, start_windowed_count
 
 import statekit.state.restart as restart_module
 from statekit.charts.restore import restore_gantt_chart
 from statekit.errors import BadArgument, CheckpointError, StatekitError
-from statekit.query.spec import tumbling
-from statekit.query.stateful import start_query
 from statekit.spark.session import state_store_log
-from statekit.state.files import restore_plan, state_files
 from statekit.state.restart import (
     EVENT_COLUMNS,
     parse_lines,
@@ -32,6 +28,7 @@ from statekit.state.restart import (
     restart_timeline,
     state_store_events,
 )
+from statekit.state.spark_files import restore_plan, state_files
 
 RUN = "c947a992-d28d-45e2-9deb-44b88bddaf12"   # the run after the restart
 OLD = "f3f0d6cb-a834-49e9-9aac-a0a96dfd271d"   # the run before it (its providers closing)
@@ -257,13 +254,13 @@ def _progress(folder: Path, batch: int, run: str, timestamp: str, ms: int) -> No
     (folder / f"{batch:010d}.json").write_text(json.dumps(report))
 
 
-def fake_checkpoint(root: Path, partitions=(1, 2), changelogs=range(1, 11),
+def fake_checkpoint(root: Path, partitions=(1, 2), deltas=range(1, 11),
                     snapshots=(2, 4, 6, 8, 10)) -> Path:
     """The files and progress reports of the logged restart (empty state files)."""
     for partition in partitions:
         folder = root / "state" / "0" / str(partition)
         folder.mkdir(parents=True)
-        for version in changelogs:
+        for version in deltas:
             (folder / f"{version}.changelog").write_text("")
         for version in snapshots:
             (folder / f"{version}.zip").write_text("")
@@ -281,18 +278,18 @@ def test_timeline_has_the_phases_of_each_partitions_first_load(tmp_path, log_fil
     assert timeline.attrs["first_batch"] == 9
     assert timeline.attrs["progress_metrics"]["rocksdbFilesCopied"] == 12
     assert timeline[["partition", "phase"]].values.tolist() == [
-        [-1, "first batch"], [1, "load snapshot"], [1, "replay changelog"],
-        [2, "load snapshot"], [2, "replay changelog"]]
+        [-1, "first batch"], [1, "load snapshot"], [1, "replay deltas"],
+        [2, "load snapshot"], [2, "replay deltas"]]
     p1 = timeline[timeline["partition"] == 1].set_index("phase")
     assert p1.loc["load snapshot", "start"] == pd.Timestamp("2026-11-22 08:50:26.285")
     assert p1.loc["load snapshot", "end"] == pd.Timestamp("2026-11-22 08:50:26.672")
-    assert p1.loc["replay changelog", "end"] == pd.Timestamp("2026-11-22 08:50:26.678")
+    assert p1.loc["replay deltas", "end"] == pd.Timestamp("2026-11-22 08:50:26.678")
     assert p1.loc["load snapshot", "seconds"] == pytest.approx(0.387)
     assert p1.loc["load snapshot", "detail"] == "snapshot 8 (8.zip): 4 SST files, 8,064 bytes"
-    assert p1.loc["replay changelog", "detail"] == "changelog 9"
+    assert p1.loc["replay deltas", "detail"] == "delta 9"
     parts = timeline[timeline["partition"] >= 0]
     assert parts["snapshot_version"].tolist() == [8] * 4
-    assert parts["changelog_files"].tolist() == [1] * 4
+    assert parts["delta_files"].tolist() == [1] * 4
     assert parts["plan_snapshot_version"].tolist() == [8] * 4     # 10.zip came later
     assert parts["matches_plan"].all()
     batch = timeline[timeline["phase"] == "first batch"].iloc[0]
@@ -303,7 +300,7 @@ def test_timeline_has_the_phases_of_each_partitions_first_load(tmp_path, log_fil
 
 
 def test_a_restore_with_cleaned_up_files_has_no_plan(tmp_path, log_file):
-    ck = fake_checkpoint(tmp_path / "ck", changelogs=range(10, 11), snapshots=(10,))
+    ck = fake_checkpoint(tmp_path / "ck", deltas=range(10, 11), snapshots=(10,))
     timeline = restart_timeline(ck, log_file)
     parts = timeline[timeline["partition"] >= 0]
     assert parts["snapshot_version"].tolist() == [8] * 4       # what Spark did, from the log
@@ -325,13 +322,13 @@ def test_a_load_that_did_not_finish_has_no_end(tmp_path):
     timeline = restart_timeline(fake_checkpoint(tmp_path / "ck"), log)
     p2 = timeline[timeline["partition"] == 2].set_index("phase")
     # the next 'Loaded 9' of the partition (its second, warm load) ends it instead
-    assert p2.loc["replay changelog", "end"] == pd.Timestamp("2026-11-22 08:50:26.867")
+    assert p2.loc["replay deltas", "end"] == pd.Timestamp("2026-11-22 08:50:26.867")
     log.write_text("\n".join(line for line in LOG.splitlines()
                              if not ("Loaded 9" in line and _IDS["P2"] in line)))
     timeline = restart_timeline(fake_checkpoint(tmp_path / "ck2"), log)
     p2 = timeline[timeline["partition"] == 2].set_index("phase")
-    assert pd.isna(p2.loc["replay changelog", "end"])
-    assert pd.isna(p2.loc["replay changelog", "seconds"])
+    assert pd.isna(p2.loc["replay deltas", "end"])
+    assert pd.isna(p2.loc["replay deltas", "seconds"])
     summary = restart_summary(timeline).set_index("partition")
     assert pd.isna(summary.loc[2, "restore_seconds"])
     assert summary.loc[1, "restore_seconds"] == pytest.approx(0.393)
@@ -341,7 +338,7 @@ def test_summary_has_one_row_per_partition(tmp_path, log_file):
     summary = restart_summary(restart_timeline(fake_checkpoint(tmp_path / "ck"), log_file))
     assert summary["partition"].tolist() == [1, 2]
     assert summary["snapshot_version"].tolist() == [8, 8]
-    assert summary["changelog_files"].tolist() == [1, 1]
+    assert summary["delta_files"].tolist() == [1, 1]
     assert summary["restore_seconds"].tolist() == pytest.approx([0.393, 0.075])
     assert summary["load_seconds"].tolist() == pytest.approx([0.387, 0.074])
     assert summary["first_batch_seconds"].tolist() == pytest.approx([1.934, 1.934])
@@ -377,92 +374,56 @@ def test_doctests():
 
 
 # --- a real restart ---------------------------------------------------------------------------
-def _zips(checkpoint: Path) -> dict[str, set[str]]:
-    operator = checkpoint / "state" / "0"
-    if not operator.is_dir():
-        return {}
-    return {p.name: {f.name for f in p.iterdir() if f.suffix == ".zip"}
-            for p in operator.iterdir() if p.name.isdigit()}
-
-
 @pytest.fixture(scope="module")
 def restarted(spark, tmp_path_factory):
-    """A windowed count over JSON files: 6 batches, stop, restart, one more batch."""
-    base = tmp_path_factory.mktemp("restart")
-    source, checkpoint = base / "in", base / "ck"
-    source.mkdir()
+    """A windowed count over JSON files: 6 batches in a child process, restarted here.
 
-    def add_file(i: int) -> None:
-        add_events_file(source, i, players=7, rows=14)
-
-    def start():
-        events = spark.readStream.schema("player string, score long, ts timestamp") \
-            .option("maxFilesPerTrigger", 1).json(str(source))
-        return start_query(events, spark=spark, keys=["player"], window=tumbling("2 minutes"),
-                           watermark="1 minute", checkpoint=str(checkpoint),
-                           name="restart-timeline", trigger="200 milliseconds",
-                           changelog=False)
-
-    query = None
-    with frequent_snapshots(spark):
-        try:
-            add_file(0)
-            query = start()
-            query.wait_until_drained(timeout=60)
-            for i in range(1, 6):
-                add_file(i)
-                query.wait_until_drained(timeout=60)
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:      # maintenance uploads snapshots meanwhile
-                zips = _zips(checkpoint)
-                if len(zips) == 3 and all(zips.values()):
-                    break
-                time.sleep(0.3)
-            query.stop()
-            before = query.last_batch
-            # let the stopped run's maintenance finish what it started, so the files the restore
-            # sees are the files listed afterwards
-            seen, quiet_since, give_up = _zips(checkpoint), time.monotonic(), time.monotonic() + 8
-            while time.monotonic() - quiet_since < 2.5 and time.monotonic() < give_up:
-                time.sleep(0.25)
-                if _zips(checkpoint) != seen:
-                    seen, quiet_since = _zips(checkpoint), time.monotonic()
-            # Maintenance may have snapshotted the last version itself: drop the snapshots of the
-            # last two versions (as if not uploaded yet) so the restore also replays changelogs.
-            for folder in (checkpoint / "state" / "0").iterdir():
-                for zipped in folder.glob("*.zip"):
-                    if int(zipped.stem) > before - 1:
-                        zipped.unlink()
-                        (folder / f".{zipped.name}.crc").unlink(missing_ok=True)
-            mark = os.path.getsize(state_store_log())
-            query = start()
-            add_file(6)
-            query.wait_for_batches(1, timeout=60)
-            run_id = str(query.query.runId)
-            query.stop()
-            query = None
-        finally:
-            if query is not None:
-                query.stop()
-    return {"checkpoint": checkpoint, "mark": mark, "run_id": run_id, "version": before + 1}
+    The first run takes a snapshot every 2 versions (its own Spark session, see filestream);
+    the restart, one more batch, runs in the test session, so its restore is in this process's
+    state store log.
+    """
+    built = build_snapshot_checkpoint(tmp_path_factory.mktemp("restart"), query="statekit",
+                                      files=6, players=7, rows=14, name="restart-timeline",
+                                      shuffle_partitions=3, snapshot_before_last=2)
+    source, checkpoint, before = Path(built["source"]), Path(built["checkpoint"]), \
+        built["last_batch"]
+    # Maintenance may have snapshotted the last version itself: drop the snapshots of the last
+    # two versions (as if not uploaded yet) so the restore also replays delta files.
+    for folder in (checkpoint / "state" / "0").iterdir():
+        for zipped in folder.glob("*.zip"):
+            if int(zipped.stem) > before - 1:
+                zipped.unlink()
+                (folder / f".{zipped.name}.crc").unlink(missing_ok=True)
+    log = state_store_log()
+    mark = os.path.getsize(log) if log.exists() else 0
+    query = start_windowed_count(spark, source, checkpoint, "restart-timeline")
+    try:
+        add_events_file(source, 6, players=7, rows=14)
+        query.wait_for_batches(1, timeout=60)
+        run_id = str(query.query.runId)
+    finally:
+        query.stop()
+    return {"checkpoint": checkpoint, "log": log, "mark": mark, "run_id": run_id,
+            "version": before + 1}
 
 
-def test_real_restart_loads_the_planned_snapshot_and_replays_the_changelogs_after_it(restarted):
+@pytest.mark.slow   # its checkpoint's first run is a Spark query in a child process
+def test_real_restart_loads_the_planned_snapshot_and_replays_the_deltas_after_it(restarted):
     checkpoint, version = restarted["checkpoint"], restarted["version"]
-    timeline = restart_timeline(checkpoint, state_store_log(), since=restarted["mark"])
+    timeline = restart_timeline(checkpoint, restarted["log"], since=restarted["mark"])
     assert timeline.attrs["run_id"] == restarted["run_id"]
     assert timeline.attrs["version"] == version
     parts = timeline[timeline["partition"] >= 0]
     assert set(parts["partition"]) == {0, 1, 2}
     for _, group in parts.groupby("partition"):
-        assert group["phase"].tolist() == ["load snapshot", "replay changelog"]
-        assert group["changelog_files"].iloc[0] >= 2
+        assert group["phase"].tolist() == ["load snapshot", "replay deltas"]
+        assert group["delta_files"].iloc[0] >= 2
         assert group["start"].iloc[1] == group["end"].iloc[0]
     plan = restore_plan(state_files(checkpoint), version).set_index("partition")
     loaded = parts.drop_duplicates("partition").set_index("partition")
     for partition, row in loaded.iterrows():
         assert row["snapshot_version"] == plan.loc[partition, "snapshot_version"]
-        assert row["changelog_files"] == plan.loc[partition, "changelog_files"]
+        assert row["delta_files"] == plan.loc[partition, "delta_files"]
         assert row["matches_plan"]
     assert loaded["snapshot_version"].notna().all()         # snapshots were uploaded
     assert (timeline["seconds"] >= 0).all() and timeline["end"].notna().all()
@@ -481,8 +442,9 @@ def test_real_restart_loads_the_planned_snapshot_and_replays_the_changelogs_afte
     assert len(spec["datasets"][spec["data"]["name"]]) == len(timeline)
 
 
+@pytest.mark.slow
 def test_real_restart_events_of_the_run(restarted):
-    events = state_store_events(state_store_log(), since=restarted["mark"],
+    events = state_store_events(restarted["log"], since=restarted["mark"],
                                 query_run_id=restarted["run_id"])
     starts = events[events["event"] == "load start"]
     assert set(starts["partition"]) == {0, 1, 2}
