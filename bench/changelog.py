@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> dict:
         "raw_consume_rec_per_s": written / figures["baseline"],
         "read_rec_per_s": written / figures["read"],
         "read_vs_raw_consume": read_ratio,
-        "compacted_records": len(compacted), "tombstones": int(raw["tombstone"].sum()),
+        "compacted_records": len(compacted), "tombstones": int(raw.records["tombstone"].sum()),
         "chart_under_2s": figures["chart"] < 2.0,
     }
     print_table(f"changelog of {written:,} records ({len(compacted):,} after compaction)", [

@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> dict:
     from statekit.kafka import EmbeddedBroker
     from statekit.restore import compacted_copy, restore_stores
 
-    spec = sk.QuerySpec(keys=["player"], window=sk.tumbling("59 minutes"))
+    spec = sk.QuerySpec(keys=["player"], window=sk.tumbling("59 minutes"),
+                        aggregates=["count", "sum(score)", "max(score)"])
     work = Path(tempfile.mkdtemp(prefix="statekit-bench-restore-"))
     runs: dict[str, list[float]] = {"consume": [], "write": [], "restore": []}
     try:

@@ -83,7 +83,8 @@ def _query_args(spark, work: Path, name: str, bootstrap: str, changelog: bool) -
     return {"spark": spark, "keys": ["player"], "window": sk.tumbling(WINDOW),
             "aggregates": AGGREGATES, "watermark": WATERMARK, "name": name,
             "checkpoint": str(work / name), "trigger": TRIGGER,
-            "bootstrap_servers": bootstrap, "changelog": changelog}
+            "kafka": bootstrap, "changelog": changelog,
+            "event_schema": "player string, game string, score long, ts timestamp"}
 
 
 def _figures(query, seconds: float, records: int) -> dict:

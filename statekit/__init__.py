@@ -10,9 +10,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from statekit._lazy import lazy_exports
 from statekit.errors import (
     BadArgument,
     BatchNotRetained,
@@ -27,45 +27,41 @@ from statekit.errors import (
 # Everything else is imported on first use (PEP 562): Spark's Python workers import
 # ``statekit.spark.source`` for every streaming source, and must not pay for pandas, Altair
 # and the rest of the package (about a second) before they read a record.
-_LAZY = {
-    "EmbeddedBroker": "statekit.kafka.broker",
-    "Aggregate": "statekit.query.spec",
-    "QuerySpec": "statekit.query.spec",
-    "WindowSpec": "statekit.query.spec",
-    "hopping": "statekit.query.spec",
-    "session": "statekit.query.spec",
-    "tumbling": "statekit.query.spec",
-    "StatefulQuery": "statekit.query.stateful",
-    "start_query": "statekit.query.stateful",
+_NAMES = {  # name → the subpackage that exports it (which knows its module)
+    **dict.fromkeys(("EmbeddedBroker", "KafkaConnection"), "statekit.kafka"),
+    **dict.fromkeys(("Aggregate", "QuerySpec", "WindowSpec", "hopping", "session", "tumbling",
+                     "StatefulQuery", "start_query"), "statekit.query"),
     "spark_session": "statekit.spark.session",
-    "StateReader": "statekit.state",
-    "apply_changes": "statekit.state",
+    **dict.fromkeys(("Checkpoint", "StateReader", "apply_changes"), "statekit.state"),
+    "Changelog": "statekit.changelog",
 }
-_SUBPACKAGES = ("changelog", "charts", "restore", "stores")
+SUBPACKAGES = ("changelog", "charts", "datasets", "kafka", "query", "restore", "spark", "state",
+               "stores", "widgets")
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerly
-    from statekit import changelog, charts, restore, stores
+    from statekit import (
+        changelog,
+        charts,
+        datasets,
+        kafka,
+        query,
+        restore,
+        spark,
+        state,
+        stores,
+        widgets,
+    )
+    from statekit.changelog.log import Changelog
     from statekit.kafka.broker import EmbeddedBroker
+    from statekit.kafka.connection import KafkaConnection
     from statekit.query.spec import Aggregate, QuerySpec, WindowSpec, hopping, session, tumbling
     from statekit.query.stateful import StatefulQuery, start_query
     from statekit.spark.session import spark_session
-    from statekit.state import StateReader, apply_changes
+    from statekit.state.changes import apply_changes
+    from statekit.state.checkpoint import Checkpoint
+    from statekit.state.reader import StateReader
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-    elif name in _SUBPACKAGES:
-        value = importlib.import_module(f"statekit.{name}")
-    else:
-        raise AttributeError(f"module 'statekit' has no attribute {name!r}")
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES, SUBPACKAGES)
 
 __version__ = "0.1.0"
 
@@ -74,10 +70,13 @@ __all__ = [
     "BadArgument",
     "BatchNotRetained",
     "BrokerUnreachable",
+    "Changelog",
     "ChangelogError",
+    "Checkpoint",
     "CheckpointError",
     "DataLoss",
     "EmbeddedBroker",
+    "KafkaConnection",
     "QuerySpec",
     "StateReader",
     "StatefulQuery",
@@ -87,11 +86,17 @@ __all__ = [
     "apply_changes",
     "changelog",
     "charts",
-    "restore",
-    "stores",
+    "datasets",
     "hopping",
+    "kafka",
+    "query",
+    "restore",
     "session",
+    "spark",
     "spark_session",
     "start_query",
+    "state",
+    "stores",
     "tumbling",
+    "widgets",
 ]

@@ -3,7 +3,7 @@
 Every dataset is a :class:`Dataset`: a name and a pandas frame of Kafka-ready
 records with columns ``key`` (str or None), ``value`` (the raw line, JSON) and
 ``timestamp`` (event time, epoch milliseconds), ready for
-:func:`statekit.kafka.replay.replay`.
+:func:`statekit.kafka.dataset_replay.replay`.
 
 The game events come from one deterministic generator,
 :func:`generate_game_events`; ``data/game_events.jsonl`` is its committed output
@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from statekit.errors import BadArgument
+from statekit.query.spec import QuerySpec, tumbling
+from statekit.validate import whole_number
 
 #: Where the committed sample files live (the repository's ``data/`` folder).
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
@@ -64,13 +65,14 @@ _MALFORMED = (
 #: Late events: positions as fractions of n, near the end of the stream.
 _LATE = (0.90, 0.91, 0.92, 0.93, 0.94, 0.95, 0.96, 0.97)
 
-#: Reasons :func:`parse_game_events` gives, in the order the rule checks them.
+#: Reasons :func:`parse_game_events` gives, in the order the rule checks them (a wrong-typed
+#: value follows its reason after ": "); the same words Spark's side output uses.
 REASONS = (
     "not a JSON object",
-    "player missing or not a string",
-    "game missing or not a string",
-    "score missing or not an integer",
-    "ts missing or not an ISO-8601 timestamp",
+    "score is not a bigint",
+    "ts is not a timestamp",
+    "player is missing or null",
+    "ts is missing or null",
 )
 
 
@@ -103,14 +105,6 @@ def _iso(ms: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
-def _check_int(what: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not (
-        low <= value <= high
-    ):
-        raise BadArgument(what, value, f"an integer from {low} to {high}")
-    return int(value)
-
-
 def generate_game_events(
     n: int = 5000, players: int = 40, games: int = 6, seed: int = 7
 ) -> list[str]:
@@ -130,9 +124,9 @@ def generate_game_events(
         games: number of games ``g1``, ``g2``, ... (1 to 99).
         seed: the random seed; the same arguments always give the same lines.
     """
-    n = _check_int("number of events n", n, 100, 10_000_000)
-    players = _check_int("number of players", players, 1, 1000)
-    games = _check_int("number of games", games, 1, 99)
+    n = _whole("number of events n", n, 100, 10_000_000)
+    players = _whole("number of players", players, 1, 1000)
+    games = _whole("number of games", games, 1, 99)
     rng = random.Random(seed)
     width = max(2, len(str(players - 1)))
     names = [f"p{i:0{width}d}" for i in range(players)]
@@ -199,6 +193,14 @@ def _parse_iso(ts: pd.Series) -> pd.Series:
     return out
 
 
+def _as_text(value: object) -> str | None:
+    """A JSON value as Spark reads it into a string column: strings as they are, the rest as
+    JSON text (``7`` → ``"7"``); null stays None."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
 def _inspect(lines: Iterable[str]) -> pd.DataFrame:
     """One row per line: value, player, game, score, ts (raw), event_time, reason (or None)."""
     rows = []
@@ -213,56 +215,64 @@ def _inspect(lines: Iterable[str]) -> pd.DataFrame:
             continue
         player, game, score, ts = (obj.get(k) for k in ("player", "game", "score", "ts"))
         reason = None
-        if not isinstance(player, str):
-            reason = REASONS[1]
-        elif not isinstance(game, str):
-            reason = REASONS[2]
-        elif isinstance(score, bool) or not isinstance(score, int) or not (
-            -(2**63) <= score < 2**63
-        ):
-            reason = REASONS[3]
-        rows.append((
-            value,
-            player if isinstance(player, str) else None,
-            game if isinstance(game, str) else None,
-            score if reason != REASONS[3] and isinstance(score, int) else None,
-            ts if isinstance(ts, str) else None,
-            reason,
-        ))
+        if score is not None and (isinstance(score, bool) or not isinstance(score, int)
+                                  or not -(2**63) <= score < 2**63):
+            reason = f"{REASONS[1]}: {_as_text(score)}"
+        elif ts is not None and not isinstance(ts, str):
+            reason = f"{REASONS[2]}: {_as_text(ts)}"
+        rows.append((value, _as_text(player), _as_text(game),
+                     score if reason is None else None, ts if isinstance(ts, str) else None,
+                     reason))
     frame = pd.DataFrame(rows, columns=["value", "player", "game", "score", "ts", "reason"])
     frame["event_time"] = _parse_iso(frame["ts"])
-    bad_ts = frame["reason"].isna() & frame["event_time"].isna()
-    frame.loc[bad_ts, "reason"] = REASONS[4]
+    ok = frame["reason"].isna()
+    bad_ts = ok & frame["ts"].notna() & frame["event_time"].isna()
+    frame.loc[bad_ts, "reason"] = REASONS[2] + ": " + frame.loc[bad_ts, "ts"].astype(str)
+    ok = frame["reason"].isna()
+    frame.loc[ok & frame["player"].isna(), "reason"] = REASONS[3]
+    ok = frame["reason"].isna()
+    frame.loc[ok & frame["ts"].isna(), "reason"] = REASONS[4]
     return frame
 
 
 def parse_game_events(lines: Iterable[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Split game-event lines into good rows and malformed rows (a pure-pandas reference).
 
-    A line is malformed when it is not a JSON object, or ``player`` or ``game`` is
-    missing or not a string, or ``score`` is missing or not a JSON integer (a
-    string such as ``"37"``, a float such as ``37.5`` or ``37.0``, a boolean, or a
-    number outside 64-bit range are all rejected), or ``ts`` is missing, not a
-    string, or not parseable as an ISO-8601 timestamp (``Z``/offsets honoured;
-    a timestamp without an offset is read as UTC). Extra fields are ignored.
+    The rule is the query's null rule (``statekit.query.stateful.parse_events``) for
+    ``GAME_SPEC`` over ``GAME_EVENT_SCHEMA``, checked in the same order:
+
+    1. not a JSON object → malformed;
+    2. a value of the wrong type → malformed, naming it: ``score`` present but not a
+       JSON integer in 64-bit range (a string such as ``"37"``, ``37.5``, ``37.0`` or a
+       boolean), or ``ts`` present but not an ISO-8601 timestamp string (an offset is
+       honoured, none means UTC);
+    3. a field the query cannot do without (the group key ``player``, the event time
+       ``ts``) missing or null → malformed.
+
+    Anything else is an event: ``game`` and ``score`` may be null or absent (a null
+    score is counted by ``count`` and skipped by ``sum``); a non-string ``player`` or
+    ``game`` is read as its JSON text, as Spark reads it into a string column. Extra
+    fields are ignored. One difference from Spark: Spark reads a JSON *number* in
+    ``ts`` as seconds since the epoch; this reference refuses it.
 
     Returns:
         ``(good, malformed)``: ``good`` has columns ``player``, ``game``, ``score``
-        (int64) and ``event_time`` (``datetime64[ns, UTC]``, timezone-aware), in
-        input order; ``malformed`` has ``line_no`` (1-based, int64), ``value``
-        (the raw line) and ``reason`` (the first rule the line breaks, one of
-        :data:`REASONS`).
+        (nullable ``Int64``) and ``event_time`` (``datetime64[ns, UTC]``), in input
+        order; ``malformed`` has ``line_no`` (1-based, int64), ``value`` (the raw line)
+        and ``reason`` (one of :data:`REASONS`, with the bad value after ": " for a
+        wrong type).
 
     Example:
         >>> good, bad = parse_game_events(['{"player": "p1", "game": "g1", "score": 3, '
-        ...                                '"ts": "2026-01-05T10:00:00Z"}', 'oops'])
+        ...                                '"ts": "2026-01-05T10:00:00Z"}', 'oops',
+        ...                                '{"player": "p1", "score": "x", "ts": "2026-01-05"}'])
         >>> good.score.tolist(), bad.reason.tolist()
-        ([3], ['not a JSON object'])
+        ([3], ['not a JSON object', 'score is not a bigint: x'])
     """
     frame = _inspect(lines)
     ok = frame["reason"].isna()
     good = frame.loc[ok, ["player", "game", "score", "event_time"]].reset_index(drop=True)
-    good = good.astype({"player": object, "game": object, "score": "int64"})
+    good = good.astype({"player": object, "game": object, "score": "Int64"})
     bad = frame.loc[~ok, ["value", "reason"]]
     malformed = pd.DataFrame({
         "line_no": (bad.index.to_numpy() + 1).astype("int64"),
@@ -275,13 +285,38 @@ def parse_game_events(lines: Iterable[str]) -> tuple[pd.DataFrame, pd.DataFrame]
 # ---------------------------------------------------------------- datasets
 
 
+def _whole(what: str, value: object, low: int, high: int) -> int:
+    return whole_number(value, what, minimum=low, maximum=high)
+
+
+#: The JSON schema of a game event (Spark DDL).
+GAME_EVENT_SCHEMA = "player string, game string, score long, ts timestamp"
+#: The leaderboard: per player and 10-minute window, events, total and best score.
+GAME_SPEC = QuerySpec(keys=["player"], window=tumbling("10 minutes"),
+                      aggregates=["count", "sum(score)", "max(score)"], event_time="ts",
+                      watermark="10 minutes")
+#: The JSON schema of a flight event (Spark DDL); delays are null for cancelled flights.
+FLIGHT_EVENT_SCHEMA = ("carrier string, origin string, dest string, flight long, "
+                       "dep_delay long, arr_delay long, distance long, ts timestamp")
+#: Departures per origin airport and hour: flights, mean and worst departure delay.
+FLIGHT_SPEC = QuerySpec(keys=["origin"], window=tumbling("1 hour"),
+                        aggregates=["count", "avg(dep_delay)", "max(dep_delay)"],
+                        event_time="ts", watermark="1 day")
+
+
 @dataclass
 class Dataset:
-    """Kafka-ready records: ``key`` (str or None), ``value`` (str), ``timestamp`` (epoch ms)."""
+    """Kafka-ready records: ``key`` (str or None), ``value`` (str), ``timestamp`` (epoch ms).
+
+    ``schema`` is the JSON events' schema (Spark DDL) and ``spec`` a query that
+    tells the dataset's story: ``start_query(topic, ds.spec, event_schema=ds.schema, ...)``.
+    """
 
     name: str
     records: pd.DataFrame
     description: str = field(default="", repr=False)
+    schema: str | None = field(default=None, repr=False)
+    spec: QuerySpec | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -323,7 +358,8 @@ def game_events(path: str | Path | None = None) -> Dataset:
     else:
         lines = generate_game_events()
     return Dataset("game_events", _game_records(lines),
-                   "player game scores with 6 malformed lines and 8 late events")
+                   "player game scores with 6 malformed lines and 8 late events",
+                   GAME_EVENT_SCHEMA, GAME_SPEC)
 
 
 FLIGHT_KEYS = ("carrier", "origin")
@@ -376,7 +412,7 @@ def flights(limit: int | None = None, key: str = "carrier") -> Dataset:
     if key not in FLIGHT_KEYS:
         raise BadArgument("flights key column", key, FLIGHT_KEYS)
     if limit is not None:
-        limit = _check_int("flights limit", limit, 1, 10**9)
+        limit = _whole("flights limit", limit, 1, 10**9)
     events = _flight_events()
     if limit is not None:
         events = events.iloc[:limit]
@@ -386,4 +422,5 @@ def flights(limit: int | None = None, key: str = "carrier") -> Dataset:
         "timestamp": events["timestamp"].to_numpy(dtype="int64"),
     })
     return Dataset(f"flights_by_{key}", records,
-                   "NYC flights of 2013, scheduled departure as event time (read as UTC)")
+                   "NYC flights of 2013, scheduled departure as event time (read as UTC)",
+                   FLIGHT_EVENT_SCHEMA, FLIGHT_SPEC)

@@ -44,7 +44,7 @@ def change_summary(changes: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(args: Namespace) -> int:
-    from statekit.changelog import compact, compaction_stats, materialize
+    from statekit.changelog import compaction_stats
     from statekit.charts import (
         change_feed_chart,
         compaction_stats_chart,
@@ -55,8 +55,7 @@ def main(args: Namespace) -> int:
     )
     from statekit.datasets import game_events
     from statekit.kafka import EmbeddedBroker
-    from statekit.kafka.replay import replay
-    from statekit.query.spec import tumbling
+    from statekit.kafka.dataset_replay import replay
     from statekit.query.stateful import start_query
     from statekit.restore import restore_stores
     from statekit.spark.session import spark_session
@@ -84,11 +83,10 @@ def main(args: Namespace) -> int:
         spark = spark_session(args.master)
         _say(f"Spark {spark.version} on {spark.sparkContext.master}, RocksDB state store, "
              "changelog checkpointing on")
-        query = start_query(TOPIC, spark=spark, bootstrap_servers=servers,
-                            window=tumbling("10 minutes"), watermark="10 minutes",
-                            keys=["player"], aggregates=["count", "sum(score)", "max(score)"],
-                            checkpoint=str(checkpoint), name="leaderboard",
-                            max_offsets_per_trigger=500, trigger="200 milliseconds")
+        query = start_query(TOPIC, dataset.spec, spark=spark, kafka=servers,
+                            event_schema=dataset.schema, checkpoint=str(checkpoint),
+                            name="leaderboard", max_offsets_per_trigger=500,
+                            trigger="200 milliseconds")
         stack.callback(query.stop)
         last = query.wait_until_drained()
         progress = query.progress()
@@ -106,12 +104,13 @@ def main(args: Namespace) -> int:
         print(change_summary(changes).T.to_string())
         query.stop()
         log = query.read_changelog()
-        compacted = compact(log)
+        compacted = log.compact()
         stats = compaction_stats(log, compacted)
         _say(f"changelog topic {query.changelog_topic!r}: {len(log)} records "
-             f"({int(log['tombstone'].sum())} tombstones), one per state change, each batch once;"
-             f" compaction would keep {len(compacted)} ({len(compacted) / len(log):.0%})")
-        same = len(materialize(log)) == len(snapshot)
+             f"({int(log.records['tombstone'].sum())} tombstones), one per state change, each "
+             f"batch once; compaction would keep {len(compacted)} "
+             f"({len(compacted) / len(log):.0%})")
+        same = same_rows(log.materialize(), snapshot)
         _say(f"replaying the changelog rebuilds the {len(snapshot)}-row store: {same}")
         with restore_stores(servers, query.changelog_topic, query.spec,
                             checkpoint.parent / "stores", progress=False) as restored:

@@ -17,8 +17,10 @@ import pytest
 import statekit as sk
 from statekit.changelog import format as fmt
 from statekit.changelog.compaction import compact
-from statekit.changelog.reader import materialize, read_changelog
+from statekit.changelog.log import Changelog, materialize
+from statekit.changelog.reader import read_changelog
 from statekit.changelog.writer import ChangelogWriter
+from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
 from statekit.kafka.topics import create_topic, describe_topic_config, plain_consumer
 from statekit.restore.worker import query_config, start_worker
 from statekit.state.reader import StateReader
@@ -44,7 +46,10 @@ def test_topic_is_named_and_configured_like_kafka_streams(logged, broker):
 def test_replaying_the_changelog_gives_every_snapshot(logged):
     query, log = logged
     last = query.last_batch
-    assert log.attrs["last_batch"] == last >= 8
+    assert isinstance(log, Changelog) and log.topic == "board-counts-changelog"
+    assert log.key_columns == ("player", "window_start", "window_end")
+    assert log.value_columns == ("count", "sum_score", "max_score")
+    assert log.last_batch == last >= 8
     for batch in sorted({0, 2, last // 2, last}):
         table, snapshot = aligned(materialize(log, to_batch=batch), query.snapshot(batch))
         assert len(table) > 0
@@ -54,7 +59,7 @@ def test_replaying_the_changelog_gives_every_snapshot(logged):
 def test_the_compacted_view_replays_to_the_same_snapshots(logged):
     query, log = logged
     for batch in sorted({1, query.last_batch // 2, query.last_batch}):
-        upto = log[log["batch"] <= batch]
+        upto = log.upto_batch(batch)
         compacted = compact(upto)
         assert len(compacted) < len(upto)
         table, snapshot = aligned(materialize(compacted), query.snapshot(batch))
@@ -64,12 +69,13 @@ def test_the_compacted_view_replays_to_the_same_snapshots(logged):
 def test_each_change_of_each_batch_is_in_the_log_once(logged):
     query, log = logged
     changes = query.changes(0)
-    per_batch = log.groupby(["batch", "partition"]).size()
+    records = log.records
+    per_batch = records.groupby(["batch", "partition"]).size()
     expected = changes.groupby(["batch", "partition"]).size()
     expected.index = expected.index.set_levels(expected.index.levels[1].astype("int32"), level=1)
     assert per_batch.to_dict() == {(int(b), int(p)): n for (b, p), n in expected.items()}
-    assert log["tombstone"].sum() == (changes["change"] == "delete").sum() > 0
-    assert not log.duplicated(["partition", "batch", "seq"]).any()
+    assert records["tombstone"].sum() == (changes["change"] == "delete").sum() > 0
+    assert not records.duplicated(["partition", "batch", "seq"]).any()
 
 
 def test_records_sit_in_the_partition_of_their_state_partition(logged):
@@ -77,19 +83,20 @@ def test_records_sit_in_the_partition_of_their_state_partition(logged):
     changes = query.changes(0)
     keys = zip(changes["player"], changes["window_start"], strict=True)
     owner = dict(zip(keys, changes["partition"], strict=True))
-    for row in log.itertuples():
+    for row in log.records.itertuples():
         assert owner[(row.player, row.window_start)] == row.partition
 
 
 def test_a_plain_kafka_consumer_reads_keys_values_and_tombstones(logged, broker):
     query, log = logged
+    records = log.records
     consumer = plain_consumer(broker.bootstrap_servers)
     from confluent_kafka import TopicPartition
 
     consumer.assign([TopicPartition("board-counts-changelog", 0, 0)])
     seen, tombstones = [], 0
     deadline = time.monotonic() + 30
-    while len(seen) < (log["partition"] == 0).sum() and time.monotonic() < deadline:
+    while len(seen) < (records["partition"] == 0).sum() and time.monotonic() < deadline:
         for msg in consumer.consume(500, timeout=0.5):
             if msg.error():
                 continue
@@ -107,13 +114,13 @@ def test_a_plain_kafka_consumer_reads_keys_values_and_tombstones(logged, broker)
                 assert value["count"] >= 1
             seen.append(msg)
     consumer.close()
-    assert len(seen) == (log["partition"] == 0).sum()
-    assert tombstones == log[log["partition"] == 0]["tombstone"].sum() > 0
+    assert len(seen) == (records["partition"] == 0).sum()
+    assert tombstones == records[records["partition"] == 0]["tombstone"].sum() > 0
 
 
 def test_keys_written_by_spark_equal_keys_encoded_in_python(logged):
     _, log = logged
-    row = log.iloc[0]
+    row = log.records.iloc[0]
     assert fmt.encode_key(row, ["window_start", "window_end", "player"]).decode() == row["key"]
 
 
@@ -121,12 +128,15 @@ def test_a_range_of_batches_and_one_partition(logged, broker):
     query, log = logged
     part = read_changelog(broker.bootstrap_servers, query.changelog_topic, from_batch=2,
                           to_batch=4, partitions=[1])
-    expected = log[(log["partition"] == 1) & log["batch"].between(2, 4)].reset_index(drop=True)
-    pd.testing.assert_frame_equal(part, expected)
+    records = log.records
+    expected = records[(records["partition"] == 1) & records["batch"].between(2, 4)]
+    pd.testing.assert_frame_equal(part.records, expected.reset_index(drop=True))
+    assert part.last_batch == log.last_batch  # the last batch of the whole log
 
 
 def test_logging_can_be_switched_off(spark, broker, games, tmp_path):
-    query = sk.start_query(games, spark=spark, bootstrap_servers=broker.bootstrap_servers,
+    query = sk.start_query(games, GAME_SPEC, spark=spark, kafka=broker,
+                           event_schema=GAME_EVENT_SCHEMA,
                            checkpoint=str(tmp_path / "ck"), name="quiet", changelog=False,
                            trigger="available-now")
     query.query.awaitTermination(120)
@@ -139,7 +149,8 @@ def test_logging_can_be_switched_off(spark, broker, games, tmp_path):
 
 def test_reshipping_after_a_lost_ledger_round_skips_what_is_there(spark, broker, games, tmp_path):
     """A crash after producing a round but before recording it: the round is not repeated."""
-    query = sk.start_query(games, spark=spark, bootstrap_servers=broker.bootstrap_servers,
+    query = sk.start_query(games, GAME_SPEC, spark=spark, kafka=broker,
+                           event_schema=GAME_EVENT_SCHEMA,
                            checkpoint=str(tmp_path / "ck"), name="reship", changelog=False,
                            trigger="available-now", max_offsets_per_trigger=1000)
     query.query.awaitTermination(180)
@@ -153,16 +164,17 @@ def test_reshipping_after_a_lost_ledger_round_skips_what_is_there(spark, broker,
     again = ChangelogWriter(query.state, broker.bootstrap_servers, "reship-agg-changelog")
     assert again.shipped_batch == 1
     assert again.ship() == last
-    assert again.skipped == (full["batch"] > 1).sum() > 0
+    assert again.skipped == (full.records["batch"] > 1).sum() > 0
     pd.testing.assert_frame_equal(
-        read_changelog(broker.bootstrap_servers, "reship-agg-changelog"), full)
+        read_changelog(broker.bootstrap_servers, "reship-agg-changelog").records, full.records)
 
 
 def _worker(broker, topic, checkpoint, name, mode) -> subprocess.Popen:
-    return start_worker("query", query_config(topic, broker.bootstrap_servers, str(checkpoint),
-                                              name, mode=mode))
+    return start_worker("query", query_config(topic, broker, str(checkpoint), name, mode=mode,
+                                              spec=GAME_SPEC, event_schema=GAME_EVENT_SCHEMA))
 
 
+@pytest.mark.slow   # a query in a worker process, killed with kill -9, restarted here
 def test_kill_9_between_batches_then_restart_keeps_each_batch_once(spark, broker, games,
                                                                     tmp_path):
     checkpoint, name = tmp_path / "ck", "crashy"
@@ -184,13 +196,13 @@ def test_kill_9_between_batches_then_restart_keeps_each_batch_once(spark, broker
     assert restart.returncode == 0, out
 
     log = read_changelog(broker.bootstrap_servers, "crashy-aggregate-changelog")  # checks whole
-    state = StateReader(spark, str(checkpoint), sk.QuerySpec())
+    state = StateReader(spark, str(checkpoint), GAME_SPEC)
     last = state.batch_range()[1]
     assert killed_at < last == json.loads(ledger.read_text())["last_batch"]
     changes = state.changes(0, last)
-    assert log.attrs["last_batch"] == changes["batch"].max()  # later batches changed nothing
+    assert log.last_batch == changes["batch"].max()  # later batches changed nothing
     assert len(log) == len(changes)
-    assert not log.duplicated(["partition", "batch", "seq"]).any()
+    assert not log.records.duplicated(["partition", "batch", "seq"]).any()
     table, snapshot = aligned(materialize(log), state.snapshot(last))
     pd.testing.assert_frame_equal(table, snapshot, check_dtype=False)
 
@@ -254,5 +266,5 @@ def test_bad_names_and_batches_are_named(broker, logged):
         fmt.changelog_topic("app", "my store")
     with pytest.raises(sk.BadArgument, match="to_batch: -1"):
         read_changelog(broker.bootstrap_servers, logged[0].changelog_topic, to_batch=-1)
-    with pytest.raises(sk.BadArgument, match="partition: 7; accepted: partitions of"):
+    with pytest.raises(sk.BadArgument, match="partition: 7; accepted: a partition of"):
         read_changelog(broker.bootstrap_servers, logged[0].changelog_topic, partitions=[7])

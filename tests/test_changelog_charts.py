@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import json
 
 import pandas as pd
@@ -10,7 +9,6 @@ import pytest
 from chartspec import marks, rows
 from test_compaction import T0, log, synthetic_changelog
 
-import statekit.charts.changelog as charts_module
 from statekit.changelog.compaction import compact, compaction_stats, upto_batch
 from statekit.charts.changelog import (
     compaction_stats_chart,
@@ -18,13 +16,19 @@ from statekit.charts.changelog import (
     log_vs_compacted_chart,
     state_files_chart,
 )
-from statekit.charts.scrubber import ChangelogScrubber
 from statekit.errors import BadArgument
+from statekit.widgets.scrubber import ChangelogScrubber
 
 
 @pytest.fixture(scope="module")
-def raw() -> pd.DataFrame:
+def changelog():
     return synthetic_changelog(batches=24, players=9, partitions=3)
+
+
+@pytest.fixture(scope="module")
+def raw(changelog) -> pd.DataFrame:
+    """The records frame alone: charts take it as well as a Changelog."""
+    return changelog.records
 
 
 # --- (a) raw log next to the compacted log --------------------------------------------------
@@ -166,19 +170,18 @@ def test_compaction_stats_chart_has_before_and_after_bars_and_the_ratio():
 def test_state_files_chart_highlights_the_files_a_restore_reads():
     files = pd.DataFrame({
         "partition": [0, 0, 0, 0, 0], "version": [1, 2, 2, 3, 4], "batch": [0, 1, 1, 2, 3],
-        "kind": ["changelog", "changelog", "snapshot", "changelog", "changelog"],
+        "kind": ["delta", "delta", "snapshot", "delta", "delta"],
         "file": [f"/ck/state/0/0/{n}" for n in
                  ("1.changelog", "2.changelog", "2.zip", "3.changelog", "4.changelog")],
         "used_by_restore": [False, False, True, True, False]})
     files.attrs["restore_version"] = 3
     spec = state_files_chart(files).to_dict()
     roles = [r["role"] for r in rows(spec)]
-    assert roles == ["changelog", "changelog", "snapshot loaded", "changelog replayed",
-                     "changelog"]
+    assert roles == ["delta", "delta", "snapshot loaded", "delta replayed", "delta"]
     assert rows(spec)[2]["file"] == "2.zip"
     assert "restore of version 3" in spec["title"]["text"]
     plain = state_files_chart(files.drop(columns="used_by_restore")).to_dict()
-    assert {r["role"] for r in rows(plain)} == {"changelog", "snapshot"}
+    assert {r["role"] for r in rows(plain)} == {"delta", "snapshot"}
     with pytest.raises(BadArgument, match="missing column 'kind'"):
         state_files_chart(files.drop(columns="kind"))
 
@@ -250,6 +253,17 @@ def test_scrubber_can_compact_at_a_fixed_time(raw):
     assert not scrubber.compacted_view["tombstone"].any()   # all older than a day
 
 
-def test_doctests():
-    result = doctest.testmod(charts_module, verbose=False)
-    assert result.attempted > 0 and result.failed == 0
+def test_charts_take_a_changelog_and_show_its_value_columns(changelog):
+    spec = log_vs_compacted_chart(changelog, changelog.compact()).to_dict()
+    fields = [t["field"] for t in spec["spec"]["encoding"]["tooltip"]]
+    assert {"count", "sum_score", "max_score"} <= set(fields)
+    only = log_vs_compacted_chart(changelog, changelog.compact(), value_columns=["count"])
+    fields = [t["field"] for t in only.to_dict()["spec"]["encoding"]["tooltip"]]
+    assert "count" in fields and "sum_score" not in fields
+    dead = changelog.records.loc[changelog.records["tombstone"], "key"].iloc[0]
+    history = key_history_chart(changelog, dead, value_column="sum_score").to_dict()
+    assert history["layer"][0]["encoding"]["y"]["field"] == "sum_score"
+    with pytest.raises(BadArgument, match="key column: 'game'.*player, window_start"):
+        key_history_chart(changelog, {"game": "g1"})
+    scrubber = ChangelogScrubber(changelog)
+    assert scrubber.batch == changelog.last_batch

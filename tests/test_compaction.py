@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import doctest
-
 import numpy as np
 import pandas as pd
 import pytest
 
-import statekit.changelog.compaction as compaction_module
 from statekit.changelog.compaction import compact, compaction_stats, upto_batch
+from statekit.changelog.log import Changelog, materialize, records_of
 from statekit.errors import BadArgument
 
 T0 = pd.Timestamp("2026-01-05 10:00")
@@ -19,8 +17,8 @@ VALUE_COLUMNS = ["count", "sum_score", "max_score"]
 
 def synthetic_changelog(batches: int = 12, players: int = 6, partitions: int = 3,
                         batches_per_window: int = 4, p_update: float = 0.6,
-                        seed: int = 0) -> pd.DataFrame:
-    """A changelog frame shaped like the reader's: a tumbling-window count/sum/max per player.
+                        seed: int = 0) -> Changelog:
+    """A changelog shaped like the reader's: a tumbling-window count/sum/max per player.
 
     Each batch (trigger every 30 s) updates a random subset of players' current window;
     when a new window starts, every key of the previous window gets a tombstone (the
@@ -79,9 +77,8 @@ def synthetic_changelog(batches: int = 12, players: int = 6, partitions: int = 3
         frame.loc[puts, name] = values.astype("int64")
     frame = frame[["partition", "offset", "timestamp", "batch", "seq", "tombstone", "key",
                    *KEY_COLUMNS, *VALUE_COLUMNS]]
-    frame.attrs = {"key_columns": list(KEY_COLUMNS), "value_columns": list(VALUE_COLUMNS),
-                   "topic": "leaderboard-counts-changelog"}
-    return frame
+    return Changelog(frame, "leaderboard-counts-changelog", KEY_COLUMNS, VALUE_COLUMNS,
+                     int(frame["batch"].max()))
 
 
 def log(rows: list[tuple]) -> pd.DataFrame:
@@ -93,12 +90,12 @@ def log(rows: list[tuple]) -> pd.DataFrame:
     frame["offset"] = frame["offset"].astype("int64")
     frame["batch"] = frame["timestamp"].rank(method="dense").astype("int64") - 1
     frame["count"] = pd.array([None if t else 1 for t in frame["tombstone"]], dtype="Int64")
-    frame.attrs = {"key_columns": ["k"], "value_columns": ["count"], "topic": "t"}
     return frame
 
 
-def offsets(frame: pd.DataFrame, partition: int = 0) -> list[int]:
-    return frame.loc[frame["partition"] == partition, "offset"].tolist()
+def offsets(frame, partition: int = 0) -> list[int]:
+    records = records_of(frame)
+    return records.loc[records["partition"] == partition, "offset"].tolist()
 
 
 # --- compact: which records survive ---------------------------------------------------------
@@ -109,7 +106,7 @@ def test_only_the_latest_record_per_key_survives_and_offsets_are_kept():
     assert offsets(out) == [3, 4, 5]
     assert out["key"].tolist() == ["c", "a", "b"]
     assert list(out.columns) == list(raw.columns)
-    assert out.attrs == raw.attrs
+    assert isinstance(out, pd.DataFrame)  # a frame in, a frame out
     assert out.dtypes.equals(raw.dtypes)
     assert len(raw) == 6  # the input is not modified
 
@@ -203,16 +200,21 @@ def test_empty_changelog_compacts_to_empty():
 def test_synthetic_changelog_keeps_exactly_one_record_per_key():
     raw = synthetic_changelog(batches=40, players=20, partitions=3)
     out = compact(raw)
-    assert len(out) == raw.groupby(["partition", "key"]).ngroups
-    latest = raw.groupby(["partition", "key"])["offset"].max().sort_index()
-    assert out.set_index(["partition", "key"])["offset"].sort_index().equals(latest)
-    assert out.attrs == raw.attrs
+    assert isinstance(out, Changelog)  # a Changelog in, a Changelog out: same topic, columns
+    assert (out.topic, out.key_columns, out.value_columns, out.last_batch) == (
+        raw.topic, raw.key_columns, raw.value_columns, raw.last_batch)
+    kept, records = out.records, raw.records
+    assert len(kept) == records.groupby(["partition", "key"]).ngroups
+    latest = records.groupby(["partition", "key"])["offset"].max().sort_index()
+    assert kept.set_index(["partition", "key"])["offset"].sort_index().equals(latest)
     # the reader's ordering is preserved
-    assert out.equals(out.sort_values(["partition", "offset"]).reset_index(drop=True))
+    assert kept.equals(kept.sort_values(["partition", "offset"]).reset_index(drop=True))
+    # and what compaction keeps still describes the same table
+    pd.testing.assert_frame_equal(materialize(out), materialize(raw))
 
 
 def test_synthetic_changelog_has_the_reader_shape():
-    raw = synthetic_changelog()
+    raw = synthetic_changelog().records
     assert raw["partition"].dtype == "int32" and raw["offset"].dtype == "int64"
     assert raw["timestamp"].dtype == "datetime64[ns]" and raw["count"].dtype == "Int64"
     assert raw.loc[raw["tombstone"], "count"].isna().all()
@@ -222,13 +224,14 @@ def test_synthetic_changelog_has_the_reader_shape():
 # --- upto_batch ------------------------------------------------------------------------------
 def test_upto_batch_keeps_the_batches_so_far():
     raw = synthetic_changelog(batches=10)
-    first = upto_batch(raw, 3)
-    assert first["batch"].max() == 3
-    assert len(first) == (raw["batch"] <= 3).sum()
-    assert first.attrs == raw.attrs
-    assert upto_batch(raw, -1).empty
-    with pytest.raises(BadArgument, match="batch"):
-        upto_batch(raw, "3")
+    first = upto_batch(raw, np.int64(3))  # a batch id read out of a frame
+    assert first.records["batch"].max() == 3
+    assert len(first) == (raw.records["batch"] <= 3).sum()
+    assert first.value_columns == raw.value_columns and first.last_batch == raw.last_batch
+    assert upto_batch(raw.records, 0)["batch"].max() == 0
+    for bad in ("3", 3.0, True, -1):
+        with pytest.raises(BadArgument, match="batch"):
+            upto_batch(raw, bad)
 
 
 # --- stats -----------------------------------------------------------------------------------
@@ -272,10 +275,5 @@ def test_negative_durations_are_refused(option):
 
 
 def test_not_a_frame_is_refused():
-    with pytest.raises(BadArgument, match="DataFrame"):
+    with pytest.raises(BadArgument, match="a Changelog .* or its records frame"):
         compact([1, 2, 3])
-
-
-def test_doctests():
-    result = doctest.testmod(compaction_module, verbose=False)
-    assert result.attempted > 0 and result.failed == 0

@@ -56,7 +56,8 @@ def test_malformed_lines_are_at_the_documented_positions(lines):
     assert bad.line_no.tolist() == sorted(MALFORMED_LINES) == [251, 1001, 1751, 2501, 3251, 4001]
     assert bad.value.tolist() == [lines[n - 1] for n in bad.line_no]
     assert bad.reason.tolist() == [
-        REASONS[0], REASONS[0], REASONS[1], REASONS[3], REASONS[4], REASONS[4]]
+        "not a JSON object", "not a JSON object", "player is missing or null",
+        "score is not a bigint: lots", "ts is missing or null", "ts is not a timestamp: yesterday"]
     readme = (GAME_EVENTS_FILE.parent / "README.md").read_text()
     for n in MALFORMED_LINES:
         assert f"| {n} | `{lines[n - 1]}`" in readme
@@ -76,36 +77,47 @@ def test_out_of_order_jitter_is_small_and_late_events_are_45_minutes_behind(line
 
 def test_parser_rule_on_edge_cases():
     ts = '"ts": "2026-01-05T10:00:00.000Z"'
+    not_json, bad_score, bad_ts, no_player, no_ts = REASONS
     cases = {
         f'{{"player": "p1", "game": "g1", "score": 5, {ts}}}': None,
         f'{{"player": "p1", "game": "g1", "score": 5, {ts}, "extra": [1]}}': None,
         '{"player": "p1", "game": "g1", "score": 5, "ts": "2026-01-05T11:00:00+01:00"}': None,
         '{"player": "p1", "game": "g1", "score": 5, "ts": "2026-01-05T10:00:00"}': None,
-        "[1, 2]": REASONS[0],
-        '"just a string"': REASONS[0],
-        "": REASONS[0],
-        f'{{"player": 7, "game": "g1", "score": 5, {ts}}}': REASONS[1],
-        f'{{"player": null, "game": "g1", "score": 5, {ts}}}': REASONS[1],
-        f'{{"player": "p1", "score": 5, {ts}}}': REASONS[2],
-        f'{{"player": "p1", "game": "g1", {ts}}}': REASONS[3],
-        f'{{"player": "p1", "game": "g1", "score": "5", {ts}}}': REASONS[3],
-        f'{{"player": "p1", "game": "g1", "score": 5.5, {ts}}}': REASONS[3],
-        f'{{"player": "p1", "game": "g1", "score": 5.0, {ts}}}': REASONS[3],
-        f'{{"player": "p1", "game": "g1", "score": true, {ts}}}': REASONS[3],
-        f'{{"player": "p1", "game": "g1", "score": 99999999999999999999, {ts}}}': REASONS[3],
-        '{"player": "p1", "game": "g1", "score": 5}': REASONS[4],
-        '{"player": "p1", "game": "g1", "score": 5, "ts": 1767607200000}': REASONS[4],
-        '{"player": "p1", "game": "g1", "score": 5, "ts": "2026-13-45T99:00:00Z"}': REASONS[4],
+        # the null rule: only the group key and the event time are required
+        f'{{"player": "p1", "score": 5, {ts}}}': None,
+        f'{{"player": "p1", "game": "g1", {ts}}}': None,
+        f'{{"player": "p1", "game": null, "score": null, {ts}}}': None,
+        f'{{"player": 7, "game": "g1", "score": 5, {ts}}}': None,  # read as the text "7"
+        "[1, 2]": not_json,
+        '"just a string"': not_json,
+        "": not_json,
+        f'{{"player": null, "game": "g1", "score": 5, {ts}}}': no_player,
+        f'{{"game": "g1", "score": 5, {ts}}}': no_player,
+        f'{{"player": "p1", "game": "g1", "score": "5", {ts}}}': f"{bad_score}: 5",
+        f'{{"player": "p1", "game": "g1", "score": 5.5, {ts}}}': f"{bad_score}: 5.5",
+        f'{{"player": "p1", "game": "g1", "score": 5.0, {ts}}}': f"{bad_score}: 5.0",
+        f'{{"player": "p1", "game": "g1", "score": true, {ts}}}': f"{bad_score}: true",
+        f'{{"player": "p1", "game": "g1", "score": 99999999999999999999, {ts}}}':
+            f"{bad_score}: 99999999999999999999",
+        f'{{"player": null, "game": "g1", "score": "x", {ts}}}': f"{bad_score}: x",  # type first
+        '{"player": "p1", "game": "g1", "score": 5}': no_ts,
+        '{"player": "p1", "game": "g1", "score": 5, "ts": null}': no_ts,
+        '{"player": "p1", "game": "g1", "score": 5, "ts": 1767607200000}':
+            f"{bad_ts}: 1767607200000",
+        '{"player": "p1", "game": "g1", "score": 5, "ts": "2026-13-45T99:00:00Z"}':
+            f"{bad_ts}: 2026-13-45T99:00:00Z",
     }
     good, bad = parse_game_events(list(cases))
     expected_bad = [i + 1 for i, reason in enumerate(cases.values()) if reason]
     assert bad.line_no.tolist() == expected_bad
     assert bad.reason.tolist() == [r for r in cases.values() if r]
-    assert len(good) == 4
+    assert len(good) == 8
     assert good.dtypes.astype(str).to_dict() == {
-        "player": "object", "game": "object", "score": "int64",
+        "player": "object", "game": "object", "score": "Int64",
         "event_time": "datetime64[ns, UTC]"}
-    assert good.event_time.tolist() == [pd.Timestamp("2026-01-05T10:00:00Z")] * 4
+    assert good.event_time.tolist() == [pd.Timestamp("2026-01-05T10:00:00Z")] * 8
+    assert good.player.tolist()[-1] == "7"
+    assert good.game.isna().sum() == 2 and good.score.isna().sum() == 2
 
 
 def test_parser_of_nothing_gives_empty_typed_frames():

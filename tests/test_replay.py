@@ -5,12 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
+from murmur2 import murmur2, murmur2_partition
 
 from statekit.datasets import Dataset, flights, game_events
 from statekit.errors import BadArgument, BrokerUnreachable, StatekitError, TopicNotFound
-from statekit.kafka import ReplayReport, create_topic, murmur2_partition, replay, watermarks
+from statekit.kafka import ReplayReport, create_topic, replay, watermarks
 from statekit.kafka.broker import free_port
-from statekit.kafka.replay import murmur2
 from statekit.kafka.topics import plain_consumer
 
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import doctest
-
 import numpy as np
 import pandas as pd
 import pytest
 from chartspec import marks, rows
 
-import statekit.charts.restore as restore_charts
 from statekit.charts.restore import (
     failover_chart,
     restore_gantt_chart,
@@ -36,7 +33,7 @@ def spark_timeline() -> pd.DataFrame:
     for p, (load, replay) in enumerate([(0.365, 0.006), (0.387, 0.006), (0.074, 0.001)]):
         begin = 1.2 + 0.5 * (p == 2)
         rows_ += [(p, "load snapshot", begin, begin + load, f"snapshot 8 (8.zip), p{p}"),
-                  (p, "replay changelog", begin + load, begin + load + replay, "changelog 9")]
+                  (p, "replay deltas", begin + load, begin + load + replay, "delta 9")]
     frame = pd.DataFrame(rows_, columns=["partition", "phase", "from", "to", "detail"])
     frame["start"] = T0 + pd.to_timedelta(frame.pop("from"), unit="s")
     frame["end"] = T0 + pd.to_timedelta(frame.pop("to"), unit="s")
@@ -71,7 +68,7 @@ def test_gantt_of_a_spark_restart_has_a_bar_per_phase():
     assert enc["x"]["field"] == "from_s" and enc["x2"]["field"] == "to_s"
     assert enc["y"]["field"] == "row" and enc["color"]["field"] == "phase"
     assert enc["y"]["sort"] == ["whole query", "partition 0", "partition 1", "partition 2"]
-    assert enc["color"]["scale"]["domain"] == ["load snapshot", "replay changelog",
+    assert enc["color"]["scale"]["domain"] == ["load snapshot", "replay deltas",
                                                "first batch"]
     tips = {t["field"] for t in enc["tooltip"]}
     assert {"seconds", "detail", "phase", "snapshot_version"} <= tips
@@ -290,7 +287,3 @@ def test_failover_bad_input():
     with pytest.raises(BadArgument, match="missing column 'seconds_to_serve'") as err:
         failover_chart(pd.DataFrame({"scenario": ["standby"], "records_replayed": [0]}))
     assert "scenario, records_replayed, seconds_to_serve" in str(err.value)
-
-
-def test_doctests():
-    assert doctest.testmod(restore_charts, verbose=False).failed == 0

@@ -8,9 +8,9 @@ import time
 import pandas as pd
 import pytest
 from confluent_kafka import Producer
+from murmur2 import murmur2_partition
 from pyspark.errors import StreamingQueryException
 
-from statekit.kafka.replay import murmur2_partition
 from statekit.kafka.topics import create_topic, delete_topic
 from statekit.spark.source import _cap, register
 

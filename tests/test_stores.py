@@ -3,8 +3,6 @@ directories (rocksdict, in pytest's tmp_path); no Spark, no broker."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import json
 import random
 import warnings
@@ -638,7 +636,7 @@ def test_bad_keys_and_values(make):
         store.put({"player": "p"}, {"sum": 1})
 
 
-# --- helpers and doctests ----------------------------------------------------------------
+# --- helpers -----------------------------------------------------------------------------
 def test_time_text_and_bounds():
     assert ms_to_iso(0) == "1970-01-01T00:00:00.000Z"
     assert ms_to_iso(MAX_TIME_MS) == "9999-12-31T23:59:59.999Z"
@@ -656,16 +654,3 @@ def test_serde_prefix_and_repr():
     assert serde.encode_key_prefix({"region": "eu", "player": "p"}) == serde.encode_key(
         {"player": "p", "region": "eu"}) == b'{"region":"eu","player":"p"}'
     assert repr(serde) == "ChangelogJsonSerde(['region', 'player'], ['total'])"
-
-
-@pytest.mark.parametrize("module", [
-    "statekit.stores", "statekit.stores.base", "statekit.stores.errors", "statekit.stores.keys",
-    "statekit.stores.serde", "statekit.stores.iterators", "statekit.stores.backend",
-    "statekit.stores.store", "statekit.stores.keyvalue", "statekit.stores.window",
-    "statekit.stores.session", "statekit.stores.memory", "statekit.stores.rocksdb",
-    "statekit.stores.metadata", "statekit.stores.factory",
-])
-def test_doctests(module):
-    result = doctest.testmod(importlib.import_module(module), verbose=False)
-    assert result.attempted > 0
-    assert result.failed == 0

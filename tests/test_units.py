@@ -1,14 +1,12 @@
 """Pure logic, no Spark and no broker: durations, query specs, change feeds, progress,
-the pandas reference, error messages, and the modules' doctests."""
+the pandas reference, error messages. (Docstring examples run through --doctest-modules.)"""
 
 from __future__ import annotations
-
-import doctest
-import importlib
 
 import pandas as pd
 import pytest
 
+from statekit.datasets import FLIGHT_SPEC, GAME_SPEC
 from statekit.durations import spark_interval, to_millis
 from statekit.errors import (
     BadArgument,
@@ -113,17 +111,46 @@ def test_bad_window_is_named(build, named):
 
 # --- query specs ------------------------------------------------------------------------
 def test_query_spec_defaults_and_columns_for_tumbling():
-    spec = QuerySpec()
-    assert spec.keys == ("player",)
-    assert [a.name for a in spec.aggregates] == ["count", "sum_score", "max_score"]
+    spec = QuerySpec(keys=["player"], window=tumbling("10 minutes"))
+    assert [a.name for a in spec.aggregates] == ["count"]
+    assert (spec.event_time, spec.watermark) == ("ts", "10 minutes")
     assert spec.key_columns == ["window_start", "window_end", "player"]
-    assert spec.value_columns == ["count", "sum_score", "max_score"]
-    assert set(spec.input_columns) == {"player", "ts", "score"}
+    assert spec.value_columns == ["count"]
+    assert spec.input_columns == spec.required_columns == ["player", "ts"]
 
 
 def test_query_spec_input_columns_lists_each_column_once():
-    spec = QuerySpec(aggregates=["count", "sum(score)", "max(score)"])
+    spec = QuerySpec(keys=["player"], window=tumbling("10 minutes"),
+                     aggregates=["count", "sum(score)", "max(score)"])
     assert spec.input_columns == ["player", "ts", "score"]
+
+
+def test_query_spec_round_trips_through_json():
+    import json
+
+    for spec in (GAME_SPEC, FLIGHT_SPEC,
+                 QuerySpec(keys=["team", "player"], window=hopping("10 minutes", "5 minutes"),
+                           aggregates=["count(level)", "avg(level)"], event_time="at",
+                           watermark="1 hour"),
+                 QuerySpec(keys="player", window=session("3 minutes"))):
+        assert QuerySpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    assert GAME_SPEC.to_dict() == {
+        "keys": ["player"], "window": {"kind": "tumbling", "size": "10 minutes"},
+        "aggregates": ["count", "sum(score)", "max(score)"], "event_time": "ts",
+        "watermark": "10 minutes"}
+    with pytest.raises(BadArgument, match="query spec field: 'colour'"):
+        QuerySpec.from_dict({**GAME_SPEC.to_dict(), "colour": "red"})
+    with pytest.raises(BadArgument, match="at least keys and window"):
+        QuerySpec.from_dict({"keys": ["player"]})
+    with pytest.raises(BadArgument, match="window description"):
+        QuerySpec.from_dict({"keys": ["player"], "window": "10 minutes"})
+
+
+def test_default_event_schema_reads_what_the_query_needs():
+    spec = QuerySpec(keys=["origin"], window=tumbling("1 hour"),
+                     aggregates=["count(dest)", "avg(dep_delay)", "max(dep_delay)"])
+    assert spec.default_event_schema() == (
+        "`origin` string, `ts` timestamp, `dest` string, `dep_delay` double")
 
 
 def test_query_spec_columns_for_session_windows():
@@ -142,6 +169,10 @@ def test_query_spec_columns_for_hopping_windows_with_two_keys():
 
 
 @pytest.mark.parametrize(("kwargs", "named"), [
+    ({"keys": None}, "bad group keys: None"),
+    ({"keys": ["player", "player"]}, "bad group keys: ['player', 'player']; accepted: distinct"),
+    ({"window": None}, "bad window: None"),
+    ({"event_time": "player"}, "bad event_time column: 'player'"),
     ({"aggregates": ["count", "count(*)"]}, "each aggregate at most once"),
     ({"aggregates": ["sum(score)", "SUM(score)"]}, "each aggregate at most once"),
     ({"aggregates": []}, "bad aggregates: []; accepted: at least one aggregate"),
@@ -153,7 +184,7 @@ def test_query_spec_columns_for_hopping_windows_with_two_keys():
 ])
 def test_bad_query_spec_is_named(kwargs, named):
     with pytest.raises(BadArgument) as info:
-        QuerySpec(**kwargs)
+        QuerySpec(**{"keys": ["player"], "window": tumbling("1 minute"), **kwargs})
     assert named in str(info.value)
 
 
@@ -350,17 +381,3 @@ def test_broker_unreachable_and_topic_not_found_name_the_address_and_topic():
     err = TopicNotFound("gamez", "h:1", ["games", "__consumer_offsets", "alpha"])
     assert str(err) == "topic 'gamez' does not exist on 'h:1'; existing topics: alpha, games"
     assert str(TopicNotFound("x", "h:1")).endswith("existing topics: (none)")
-
-
-# --- doctests ---------------------------------------------------------------------------
-@pytest.mark.parametrize("module", [
-    "statekit.durations", "statekit.errors", "statekit.query.spec", "statekit.query.reference",
-    "statekit.query.progress", "statekit.state.changes", "statekit.changelog.format",
-    "statekit.changelog", "statekit.changelog.compaction", "statekit.charts.changelog",
-    "statekit.restore.listener", "statekit.state.restart", "statekit.charts.restore",
-    "statekit.charts.tooltips",
-])
-def test_doctests(module):
-    result = doctest.testmod(importlib.import_module(module), verbose=False)
-    assert result.attempted > 0
-    assert result.failed == 0

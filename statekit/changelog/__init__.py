@@ -1,24 +1,27 @@
 """Changelog topics: every committed state change in Kafka, read back, and compacted.
 
+Names resolve on first use: the pandas parts (``format``, ``log``,
+``compaction``) load without pyspark; only the writer needs Spark.
+
 Example:
     >>> from statekit.changelog import changelog_topic
     >>> changelog_topic("leaderboard", "counts")
     'leaderboard-counts-changelog'
 """
 
-from statekit.changelog.compaction import compact, compaction_stats, upto_batch
-from statekit.changelog.format import changelog_topic, decode_json, encode_key
-from statekit.changelog.reader import materialize, read_changelog
-from statekit.changelog.writer import ChangelogWriter
+from statekit._lazy import lazy_exports
 
-__all__ = [
-    "ChangelogWriter",
-    "changelog_topic",
-    "compact",
-    "compaction_stats",
-    "decode_json",
-    "encode_key",
-    "materialize",
-    "read_changelog",
-    "upto_batch",
-]
+_NAMES = {
+    "Changelog": "statekit.changelog.log",
+    "materialize": "statekit.changelog.log",
+    "compact": "statekit.changelog.compaction",
+    "compaction_stats": "statekit.changelog.compaction",
+    "upto_batch": "statekit.changelog.compaction",
+    "changelog_topic": "statekit.changelog.format",
+    "decode_json": "statekit.changelog.format",
+    "encode_key": "statekit.changelog.format",
+    "read_changelog": "statekit.changelog.reader",
+    "ChangelogWriter": "statekit.changelog.writer",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES)
+__all__ = sorted(_NAMES)

@@ -44,33 +44,21 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from statekit.errors import BadArgument
+from statekit.changelog.log import Changelog, records_of, same_kind
+from statekit.validate import batch_id, non_negative_number, require_columns
 
-#: Columns ``compact`` needs; the changelog reader's frame has them all.
+#: Columns ``compact`` needs; a changelog's records have them all.
 REQUIRED = ("partition", "offset", "timestamp", "key", "tombstone")
-#: The columns a changelog frame has before its decoded key and value columns.
-RECORD_COLUMNS = ("partition", "offset", "timestamp", "batch", "seq", "tombstone", "key")
+SOURCE = "as read_changelog() gives"
 
 TimeLike = pd.Timestamp | dt.datetime | np.datetime64 | str
+Log = Changelog | pd.DataFrame
 
 
-def require_columns(frame: pd.DataFrame, needed: Sequence[str], what: str = "changelog frame"):
-    """BadArgument naming the first missing column when ``frame`` lacks any of ``needed``."""
-    if not isinstance(frame, pd.DataFrame):
-        raise BadArgument(what, type(frame).__name__, "a pandas DataFrame")
-    missing = [c for c in needed if c not in frame.columns]
-    if missing:
-        raise BadArgument(f"{what}: missing column {missing[0]!r}", sorted(map(str, frame.columns)),
-                          f"a frame with columns {', '.join(needed)} "
-                          f"(as read from a changelog topic)")
-
-
-def _check_ms(name: str, value, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(value) or value < 0:
-        raise BadArgument(name, value, "a number of milliseconds >= 0")
+def _records(changelog: Log, needed: Sequence[str], what: str = "changelog") -> pd.DataFrame:
+    records = records_of(changelog, what)
+    require_columns(records, needed, f"{what} records", SOURCE)
+    return records
 
 
 def _in_log_order(changelog: pd.DataFrame) -> pd.DataFrame:
@@ -96,12 +84,6 @@ def _now(now: TimeLike | None, stamps: pd.Series) -> pd.Timestamp:
     return stamp
 
 
-def _with_attrs(result: pd.DataFrame, source: pd.DataFrame) -> pd.DataFrame:
-    result = result.reset_index(drop=True)
-    result.attrs = {k: (list(v) if isinstance(v, list) else v) for k, v in source.attrs.items()}
-    return result
-
-
 def _per_partition_running(flags: np.ndarray, part: np.ndarray, how: str) -> np.ndarray:
     """Running any (``how="any"``) or all (``"all"``) of ``flags`` within each partition run."""
     values = flags if how == "any" else ~flags
@@ -114,7 +96,7 @@ def _per_partition_running(flags: np.ndarray, part: np.ndarray, how: str) -> np.
 
 
 def compact(
-    changelog: pd.DataFrame,
+    changelog: Log,
     now: TimeLike | None = None,
     delete_retention_ms: float = 86_400_000,
     min_compaction_lag_ms: float = 0,
@@ -123,8 +105,8 @@ def compact(
     """The records Kafka log compaction keeps (model in the module docstring).
 
     Args:
-        changelog: a changelog frame (``partition``, ``offset``, ``timestamp``, ``key``,
-            ``tombstone``, ...), one row per record.
+        changelog: a ``Changelog`` (from ``read_changelog``) or its records frame
+            (``partition``, ``offset``, ``timestamp``, ``key``, ``tombstone``, ...).
         now: the wall-clock time of the cleaning; default: the latest record timestamp
             in ``changelog`` (so "just after the last batch").
         delete_retention_ms: ``delete.retention.ms``: how long a surviving tombstone stays.
@@ -133,19 +115,26 @@ def compact(
         retention_ms: ``retention.ms`` of a ``compact,delete`` topic; None for ``compact``.
 
     Returns:
-        The surviving records in log order, same columns and ``attrs`` as ``changelog``,
-        offsets unchanged, index renumbered from 0.
+        The surviving records in log order, offsets unchanged, index renumbered from 0:
+        a ``Changelog`` (same topic and columns) when given one, else a frame.
 
     Example:
-        >>> compact(log, min_compaction_lag_ms=60_000)       # doctest: +SKIP
+        >>> log = pd.DataFrame({"partition": [0, 0], "offset": [0, 1], "key": ["a", "a"],
+        ...     "timestamp": pd.to_datetime(["2026-01-05 10:00", "2026-01-05 10:05"]),
+        ...     "tombstone": [False, False]})
+        >>> compact(log)["offset"].tolist()         # the newer record of 'a' wins
+        [1]
+        >>> compact(log, min_compaction_lag_ms=600_000)["offset"].tolist()   # both too young
+        [0, 1]
     """
-    require_columns(changelog, REQUIRED)
-    _check_ms("delete_retention_ms", delete_retention_ms)
-    _check_ms("min_compaction_lag_ms", min_compaction_lag_ms)
-    _check_ms("retention_ms", retention_ms, allow_none=True)
-    frame = _in_log_order(changelog)
+    records = _records(changelog, REQUIRED)
+    ms = "milliseconds"
+    non_negative_number(delete_retention_ms, "delete_retention_ms", unit=ms)
+    non_negative_number(min_compaction_lag_ms, "min_compaction_lag_ms", unit=ms)
+    non_negative_number(retention_ms, "retention_ms", unit=ms, allow_none=True)
+    frame = _in_log_order(records)
     if frame.empty:
-        return _with_attrs(frame.copy(), changelog)
+        return same_kind(changelog, frame.copy())
     stamps = frame["timestamp"]
     at = _now(now, stamps)
     ts = stamps.to_numpy()
@@ -164,23 +153,23 @@ def compact(
     if retention_ms is not None:
         breached = ts < (at - pd.Timedelta(milliseconds=retention_ms)).to_datetime64()
         keep &= ~_per_partition_running(breached, part, "all")
-    return _with_attrs(frame[keep], changelog)
+    return same_kind(changelog, frame[keep])
 
 
-def upto_batch(changelog: pd.DataFrame, batch: int) -> pd.DataFrame:
+def upto_batch(changelog: Log, batch: int) -> Log:
     """The records of batches ``<= batch``: the topic as it was right after that batch.
 
     Example:
-        >>> upto_batch(log, 0)["offset"].tolist()             # doctest: +SKIP
+        >>> log = pd.DataFrame({"batch": [0, 0, 1], "offset": [0, 1, 2]})
+        >>> upto_batch(log, 0)["offset"].tolist()
         [0, 1]
     """
-    require_columns(changelog, ("batch",))
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)):
-        raise BadArgument("batch", batch, "a Spark batch id (an int)")
-    return _with_attrs(changelog[changelog["batch"].to_numpy() <= batch], changelog)
+    records = _records(changelog, ("batch",))
+    batch = batch_id(batch)
+    return same_kind(changelog, records[records["batch"].to_numpy() <= batch])
 
 
-def compaction_stats(raw: pd.DataFrame, compacted: pd.DataFrame) -> pd.DataFrame:
+def compaction_stats(raw: Log, compacted: Log) -> pd.DataFrame:
     """One row per partition: records and tombstones before and after compaction.
 
     Columns: ``partition``, ``records_before``, ``records_after``, ``keys`` (distinct
@@ -190,13 +179,14 @@ def compaction_stats(raw: pd.DataFrame, compacted: pd.DataFrame) -> pd.DataFrame
     from a decoded frame and not reported.
 
     Example:
-        >>> stats = compaction_stats(log, compact(log))       # doctest: +SKIP
-        >>> stats[["records_before", "records_after"]]         # doctest: +SKIP
-           records_before  records_after
-        0               4              2
+        >>> log = pd.DataFrame({"partition": [0, 0, 0], "key": ["a", "b", "a"],
+        ...                     "tombstone": [False, False, True]})
+        >>> compaction_stats(log, log.iloc[1:])[["records_before", "records_after", "ratio"]]
+           records_before  records_after     ratio
+        0               3              2  0.666667
     """
-    require_columns(raw, ("partition", "key", "tombstone"), "raw changelog frame")
-    require_columns(compacted, ("partition", "key", "tombstone"), "compacted changelog frame")
+    raw = _records(raw, ("partition", "key", "tombstone"), "raw changelog")
+    compacted = _records(compacted, ("partition", "key", "tombstone"), "compacted changelog")
 
     def counts(frame: pd.DataFrame) -> pd.DataFrame:
         grouped = frame["tombstone"].astype(bool).groupby(frame["partition"].to_numpy())

@@ -36,13 +36,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from statekit.errors import BadArgument
+from statekit.validate import kafka_name
 
 FORMAT_VERSION = 1
 H_FORMAT, H_BATCH, H_SEQ, H_COUNT, H_PREV = (
@@ -52,18 +52,16 @@ HEADERS = (H_FORMAT, H_BATCH, H_SEQ, H_COUNT, H_PREV)
 TIME_COLUMNS = ("window_start", "window_end")
 #: Kafka Streams keeps windowed changelogs this much longer than the windows need.
 ADDITIONAL_RETENTION_MS = 24 * 3600 * 1000
-_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+#: A changelog read into pandas has one row per record with these columns first, then the
+#: decoded key columns and value columns (see ``statekit.changelog.log.Changelog``).
+RECORD_COLUMNS = ("partition", "offset", "timestamp", "batch", "seq", "tombstone", "key")
 
 
 def changelog_topic(app: str, store: str) -> str:
     """The changelog topic name of ``store`` in application ``app``, as Kafka Streams names it."""
-    for what, value in (("application name", app), ("store name", store)):
-        if not isinstance(value, str) or not _NAME.match(value):
-            raise BadArgument(what, value, "letters, digits, '.', '_' and '-' (a Kafka topic name)")
-    topic = f"{app}-{store}-changelog"
-    if len(topic) > 249:
-        raise BadArgument("changelog topic name", topic, "at most 249 characters")
-    return topic
+    kafka_name(app, "application name")
+    kafka_name(store, "store name")
+    return kafka_name(f"{app}-{store}-changelog", "changelog topic name")
 
 
 def topic_config(windowed: bool, retention_ms: int | None = None) -> dict[str, str]:

@@ -1,23 +1,22 @@
-"""Read a changelog topic into pandas, check it is whole, and replay it into a table.
+"""Read a changelog topic into pandas and check that it is whole.
 
-``read_changelog`` gives one row per record: ``partition``, ``offset``,
-``timestamp``, ``batch``, ``seq``, ``tombstone``, ``key`` (the key's JSON
-text), then the decoded key columns and value columns (NA on tombstones).
-It refuses a topic that statekit did not write, a log with a batch missing or
-repeated, and a batch beyond the log's end, naming what it found.
-``materialize`` replays records in offset order (tombstones delete): the store
-as a materialized view of its changelog.
+``read_changelog`` returns a ``Changelog`` (``statekit.changelog.log``): one row
+per record in ``records`` (``partition``, ``offset``, ``timestamp``, ``batch``,
+``seq``, ``tombstone``, ``key`` — the key's JSON text — then the decoded key
+columns and value columns, NA on tombstones) and, said explicitly, which
+columns are key and value and the log's last batch. It refuses a topic that
+statekit did not write, a log with a batch missing or repeated, and a batch
+beyond the log's end, naming what it found.
 
 Example:
-    >>> log = read_changelog(broker.bootstrap_servers,                   # doctest: +SKIP
-    ...                      "statekit-aggregate-changelog")
-    >>> materialize(log, to_batch=3)            # equals query.snapshot(3)    # doctest: +SKIP
+    >>> log = read_changelog(broker, "statekit-aggregate-changelog")     # doctest: +SKIP
+    >>> log.materialize(to_batch=3)          # equals query.snapshot(3)   # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -26,41 +25,48 @@ import pyarrow.json as pa_json
 from tqdm.auto import tqdm
 
 from statekit.changelog import format as fmt
-from statekit.errors import BadArgument, ChangelogError
+from statekit.changelog.log import Changelog
+from statekit.changelog.meta import Position, StoreSchema, decode_meta, meta_topic
+from statekit.errors import ChangelogError
+from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import consume_ranges, end_offsets, partition_count, plain_consumer
+from statekit.validate import optional_batch_id, whole_number
 
-RECORD_COLUMNS = ["partition", "offset", "timestamp", "batch", "seq", "tombstone", "key"]
 _PROGRESS_FROM = 100_000  # records: show a progress bar for reads this large
 
 
+def topic_partitions(kafka: Kafka, topic: str, partitions: Sequence[int] | None) -> list[int]:
+    """``partitions`` of ``topic`` checked against what it has (all of them when None)."""
+    n = partition_count(kafka, topic)
+    if partitions is None:
+        return list(range(n))
+    return [whole_number(p, "partition", minimum=0, maximum=n - 1,
+                         accepted=f"a partition of {topic!r}: 0..{n - 1}") for p in partitions]
+
+
 def read_changelog(
-    bootstrap_servers: str,
+    kafka: Kafka,
     topic: str,
     *,
     from_batch: int | None = None,
     to_batch: int | None = None,
     partitions: Sequence[int] | None = None,
-    kafka_config: Mapping[str, str] | None = None,
     progress: bool | None = None,
     check: bool = True,
-) -> pd.DataFrame:
-    """The records of changelog ``topic`` (batches ``from_batch..to_batch``) as pandas.
+) -> Changelog:
+    """The records of changelog ``topic`` (batches ``from_batch..to_batch``) as a ``Changelog``.
 
-    Sorted by partition and offset; ``attrs`` holds ``topic``, ``key_columns``,
-    ``value_columns`` and ``last_batch`` (the last batch in the whole log).
+    Records are sorted by partition and offset; the result also says the key and
+    value columns and ``last_batch`` (the last batch in the whole log).
     ``progress`` shows a tqdm bar (by default for reads over 100,000 records).
     ``check=False`` skips the proof that no batch is missing or repeated (for a
     compacted copy, whose offsets no longer show what was removed).
     """
-    n = partition_count(bootstrap_servers, topic, kafka_config)
-    wanted = list(range(n)) if partitions is None else list(partitions)
-    bad = [p for p in wanted if not isinstance(p, (int, np.integer)) or not 0 <= p < n]
-    if bad:
-        raise BadArgument("partition", bad[0], f"partitions of {topic!r}: 0..{n - 1}")
-    for what, value in (("from_batch", from_batch), ("to_batch", to_batch)):
-        if value is not None and (not isinstance(value, (int, np.integer)) or value < 0):
-            raise BadArgument(what, value, "a batch id (0 or more), or None")
-    consumer = plain_consumer(bootstrap_servers, kafka_config)
+    conn = connect(kafka)
+    wanted = topic_partitions(conn, topic, partitions)
+    from_batch = optional_batch_id(from_batch, "from_batch")
+    to_batch = optional_batch_id(to_batch, "to_batch")
+    consumer = plain_consumer(conn)
     try:
         ranges = end_offsets(consumer, topic, wanted)
         total = sum(hi - lo for lo, hi in ranges.values())
@@ -68,7 +74,7 @@ def read_changelog(
         columns = _collect(consumer, topic, ranges, total, show)
     finally:
         consumer.close()
-    frame = _decode(columns, topic)
+    frame, key_columns, value_columns = _decode(columns, topic)
     for p in wanted if check else ():
         _check_whole(frame, topic, p, ranges[p][0])
     last = int(frame["batch"].max()) if len(frame) else -1
@@ -81,8 +87,7 @@ def read_changelog(
         lo = -1 if from_batch is None else from_batch
         hi = last if to_batch is None else to_batch
         frame = frame[(frame["batch"] >= lo) & (frame["batch"] <= hi)].reset_index(drop=True)
-    frame.attrs.update(topic=topic, last_batch=last)
-    return frame
+    return Changelog(frame, topic, key_columns, value_columns, last)
 
 
 def _collect(consumer, topic: str, ranges, total: int, show: bool) -> dict[str, list]:
@@ -128,7 +133,7 @@ def _json_table(lines: list[bytes]) -> pa.Table:
                              read_options=pa_json.ReadOptions(block_size=1 << 26))
 
 
-def _decode(cols: dict[str, list], topic: str) -> pd.DataFrame:
+def _decode(cols: dict[str, list], topic: str) -> tuple[pd.DataFrame, list[str], list[str]]:
     n = len(cols["offset"])
     ints = {c: np.array(cols[c], dtype=np.int64) for c in ("offset", "batch", "seq", "count",
                                                            "prev")}
@@ -153,13 +158,13 @@ def _decode(cols: dict[str, list], topic: str) -> pd.DataFrame:
     key_columns = key_table.column_names
     value_columns = value_table.column_names
     for name in key_columns:
-        if name in RECORD_COLUMNS:
+        if name in fmt.RECORD_COLUMNS:
             raise ChangelogError(f"changelog {topic!r} has a key column named {name!r}, which "
-                                 f"clashes with the record columns {RECORD_COLUMNS}")
+                                 f"clashes with the record columns {list(fmt.RECORD_COLUMNS)}")
         frame[name] = _pandas_column(key_table[name])
     put_rows = np.flatnonzero(~tomb)
     for name in value_columns:
-        if name in key_columns or name in RECORD_COLUMNS:
+        if name in key_columns or name in fmt.RECORD_COLUMNS:
             raise ChangelogError(f"changelog {topic!r} has a value column named {name!r}, "
                                  f"also a key or record column")
         column = _pandas_column(value_table[name])
@@ -174,8 +179,7 @@ def _decode(cols: dict[str, list], topic: str) -> pd.DataFrame:
         frame[name] = full
     frame = fmt.parse_times(frame)
     frame = frame.sort_values(["partition", "offset"], kind="stable", ignore_index=True)
-    frame.attrs.update(key_columns=list(key_columns), value_columns=list(value_columns))
-    return frame
+    return frame, list(key_columns), list(value_columns)
 
 
 def _pandas_column(column: pa.ChunkedArray) -> pd.Series:
@@ -219,28 +223,29 @@ def _check_whole(frame: pd.DataFrame, topic: str, partition: int, low: int) -> N
         fail(len(off) - 1, f"{count[-1] - seq[-1] - 1} more records of batch {batch[-1]}")
 
 
-def materialize(changelog: pd.DataFrame, to_batch: int | None = None) -> pd.DataFrame:
-    """The table a changelog describes: the last record per key wins, tombstones delete.
+def read_meta(kafka: Kafka, topic: str, timeout: float = 30.0
+              ) -> tuple[StoreSchema | None, dict[int, Position]]:
+    """The store schema and the latest position per partition from ``topic``'s metadata topic.
 
-    Replays ``changelog`` (batches up to ``to_batch``) in offset order per
-    partition; returns key columns, value columns and ``partition``, sorted by keys.
+    ``(None, {})`` when the topic has none yet (nothing shipped).
     """
-    missing = [c for c in ("partition", "offset", "batch", "tombstone", "key")
-               if c not in changelog.columns]
-    if missing:
-        raise BadArgument("changelog column", missing[0], RECORD_COLUMNS)
-    last = changelog.attrs.get("last_batch", int(changelog["batch"].max()) if len(changelog)
-                               else -1)
-    if to_batch is not None and to_batch > last:
-        raise ChangelogError(f"batch {to_batch} is beyond the end of the changelog: its last "
-                             f"batch is {last}")
-    log = changelog if to_batch is None else changelog[changelog["batch"] <= to_batch]
-    log = log.sort_values(["partition", "offset"], kind="stable")
-    latest = log.drop_duplicates(subset=["partition", "key"], keep="last")
-    table = latest[~latest["tombstone"]]
-    keys, values = changelog.attrs.get("key_columns", []), changelog.attrs.get("value_columns", [])
-    table = table[[*keys, *values, "partition"]].copy()
-    for column in values:  # a table holds only puts: integer columns have no holes
-        if isinstance(table[column].dtype, pd.Int64Dtype) and not table[column].isna().any():
-            table[column] = table[column].astype("int64")
-    return table.sort_values(keys, kind="stable", ignore_index=True)
+    from statekit.kafka.topics import list_topics
+
+    conn = connect(kafka)
+    name = meta_topic(topic)
+    if name not in list_topics(conn):
+        return None, {}
+    consumer = plain_consumer(conn)
+    schema, latest = None, {}
+    try:
+        ranges = end_offsets(consumer, name, [0])
+        for chunk in consume_ranges(consumer, name, ranges, timeout=timeout):
+            for msg in chunk:
+                record = decode_meta(msg.key(), msg.value(), name)
+                if isinstance(record, Position):
+                    latest[record.partition] = record
+                else:
+                    schema = record
+    finally:
+        consumer.close()
+    return schema, dict(sorted(latest.items()))

@@ -11,10 +11,11 @@ beside the checkpoint (``_statekit/changelog/<topic>.json``) records the last
 shipped batch, each partition's next offset and its last batch. A restart
 reads the few records written after the ledger's offsets (a round cut short
 by a crash) and skips those (batch, seq) pairs when it ships the round again:
-no batch is repeated, none is missing.
+no batch is repeated, none is missing. Then it publishes the round's positions to
+the metadata topic (``statekit.changelog.meta``) so readers know which batch they hold.
 
 Example:
-    >>> writer = ChangelogWriter(query.state, broker.bootstrap_servers,   # doctest: +SKIP
+    >>> writer = ChangelogWriter(query.state, broker,                     # doctest: +SKIP
     ...                          "leaderboard-counts-changelog")
     >>> writer.ship()           # ships every committed batch not shipped yet  # doctest: +SKIP
     3
@@ -22,12 +23,9 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
 import time
-from collections.abc import Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,10 +33,12 @@ from confluent_kafka import KafkaError, Producer
 from pyspark.sql import functions as F
 
 from statekit.changelog import format as fmt
+from statekit.changelog import meta
+from statekit.changelog.ledger import Ledger, LedgerState
 from statekit.durations import to_millis
-from statekit.errors import BatchNotRetained, ChangelogError, DataLoss, StatekitError
+from statekit.errors import BatchNotRetained, ChangelogError, DataLoss
+from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import (
-    CLIENT_LOG,
     consume_ranges,
     create_topic,
     describe_topic_config,
@@ -46,7 +46,8 @@ from statekit.kafka.topics import (
     list_topics,
     plain_consumer,
 )
-from statekit.state.reader import StateReader, committed_batches
+from statekit.state.reader import StateReader
+from statekit.validate import batch_id
 
 LOG = logging.getLogger("statekit.changelog")
 _JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'", "ignoreNullFields": "false"}
@@ -62,47 +63,26 @@ def changelog_retention_ms(state: StateReader) -> int:
     return spec.window.size_ms + to_millis(spec.watermark) + fmt.ADDITIONAL_RETENTION_MS
 
 
-def batch_timestamp_ms(checkpoint: str, batch: int) -> int:
-    """The trigger time of ``batch`` (``batchTimestampMs`` in Spark's offset log)."""
-    path = os.path.join(checkpoint, "offsets", str(batch))
-    try:
-        with open(path) as src:
-            src.readline()  # version line
-            return int(json.loads(src.readline())["batchTimestampMs"])
-    except (OSError, ValueError, KeyError) as exc:
-        raise StatekitError(f"cannot read the trigger time of batch {batch} from {path!r}: "
-                            f"{exc}") from None
-
-
-def state_partitions(checkpoint: str) -> int:
-    """How many state partitions the query has (its ``spark.sql.shuffle.partitions``)."""
-    batches = committed_batches(checkpoint)
-    path = os.path.join(checkpoint, "offsets", str(batches[0] if batches else 0))
-    with open(path) as src:
-        src.readline()
-        conf = json.loads(src.readline()).get("conf", {})
-    return int(conf["spark.sql.shuffle.partitions"])
-
-
 class ChangelogWriter:
     """Ships a query's committed state changes to ``topic``; ``start()`` does it in the background.
 
     Args:
         state: the query's state reader (checkpoint and what the state holds).
-        bootstrap_servers: the Kafka cluster.
+        kafka: the Kafka cluster (a ``KafkaConnection``, ``"host:port"`` or an EmbeddedBroker).
         topic: the changelog topic (``changelog_topic(app, store)``); created when
             missing with ``compact,delete`` and ``retention.ms`` (windowed state).
-        kafka_config: extra librdkafka settings for the producer and readers.
         poll_interval: seconds between looks at the commit log when idle.
     """
 
-    def __init__(self, state: StateReader, bootstrap_servers: str, topic: str, *,
-                 kafka_config: Mapping[str, str] | None = None, poll_interval: float = 0.2):
-        self.state, self.bootstrap_servers, self.topic = state, bootstrap_servers, topic
-        self.kafka_config = dict(kafka_config or {})
+    def __init__(self, state: StateReader, kafka: Kafka, topic: str, *,
+                 poll_interval: float = 0.2):
+        self.state, self.topic = state, topic
+        self.kafka = connect(kafka)
         self.poll_interval = poll_interval
-        self.ledger_path = os.path.join(state.checkpoint, "_statekit", "changelog",
-                                        f"{topic}.json")
+        self.ledger = Ledger(state.checkpoint.ledger_path(topic), topic)
+        #: where readers learn what the store holds and how far each partition is shipped
+        self.meta_topic = meta.meta_topic(topic)
+        self._published = False
         self.skipped = 0  # records found already shipped by a round a crash cut short
         self._producer: Producer | None = None
         self._thread: threading.Thread | None = None
@@ -110,50 +90,40 @@ class ChangelogWriter:
         self._lock = threading.Lock()
         self._error: BaseException | None = None
 
-    # --- ledger ---------------------------------------------------------------------
-    def _read_ledger(self) -> dict | None:
-        if not os.path.exists(self.ledger_path):
-            return None
-        with open(self.ledger_path) as src:
-            ledger = json.load(src)
-        ledger["next_offset"] = {int(p): o for p, o in ledger["next_offset"].items()}
-        ledger["prev"] = {int(p): b for p, b in ledger["prev"].items()}
-        return ledger
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.kafka.bootstrap_servers
 
-    def _write_ledger(self, ledger: dict) -> None:
-        os.makedirs(os.path.dirname(self.ledger_path), exist_ok=True)
-        with open(self.ledger_path + ".tmp", "w") as out:
-            json.dump(ledger, out)
-        os.replace(self.ledger_path + ".tmp", self.ledger_path)
+    @property
+    def ledger_path(self) -> str:
+        return self.ledger.path
 
     @property
     def shipped_batch(self) -> int:
         """The last batch whose changes are all in the topic (-1 before the first)."""
-        ledger = self._read_ledger()
-        return ledger["last_batch"] if ledger else -1
+        ledger = self.ledger.read()
+        return ledger.last_batch if ledger else -1
 
     # --- topic ----------------------------------------------------------------------
     def _ensure_topic(self, partitions: int) -> None:
-        existing = list_topics(self.bootstrap_servers, self.kafka_config)
+        existing = list_topics(self.kafka)
         if self.topic not in existing:
-            create_topic(self.bootstrap_servers, self.topic, partitions,
-                         fmt.topic_config(True, changelog_retention_ms(self.state)),
-                         client_config=self.kafka_config)
+            create_topic(self.kafka, self.topic, partitions,
+                         fmt.topic_config(True, changelog_retention_ms(self.state)))
             return
         if existing[self.topic] != partitions:
             raise ChangelogError(
                 f"changelog topic {self.topic!r} has {existing[self.topic]} partitions but the "
                 f"state store has {partitions}: delete the topic or name another store")
-        policy = describe_topic_config(self.bootstrap_servers, self.topic, self.kafka_config
-                                       ).get("cleanup.policy", "")
+        policy = describe_topic_config(self.kafka, self.topic).get("cleanup.policy", "")
         if "compact" not in policy:
             raise ChangelogError(
                 f"topic {self.topic!r} has cleanup.policy={policy!r}, not a changelog's "
                 f"'compact' or 'compact,delete': is it another application's topic?")
 
-    def _fresh_ledger(self, partitions: int) -> dict:
+    def _fresh_ledger(self, partitions: int) -> LedgerState:
         """A ledger for a topic statekit has not shipped to from this checkpoint."""
-        consumer = plain_consumer(self.bootstrap_servers, self.kafka_config)
+        consumer = plain_consumer(self.kafka)
         try:
             ends = end_offsets(consumer, self.topic, list(range(partitions)))
         finally:
@@ -164,24 +134,22 @@ class ChangelogWriter:
                 f"changelog topic {self.topic!r} already holds records ({holding} per partition) "
                 f"that this checkpoint ({self.state.checkpoint!r}) did not write: delete the "
                 f"topic (statekit.kafka.delete_topic) or name another store")
-        return {"topic": self.topic, "partitions": partitions, "last_batch": -1,
-                "next_offset": {p: hi for p, (_, hi) in ends.items()},
-                "prev": dict.fromkeys(range(partitions), -1)}
+        return LedgerState.fresh(self.topic, {p: hi for p, (_, hi) in ends.items()})
 
-    def _already_shipped(self, ledger: dict) -> set[tuple[int, int, int]]:
+    def _already_shipped(self, ledger: LedgerState) -> set[tuple[int, int, int]]:
         """(partition, batch, seq) of records written after the ledger: a cut-short round."""
-        consumer = plain_consumer(self.bootstrap_servers, self.kafka_config)
+        consumer = plain_consumer(self.kafka)
         found: set[tuple[int, int, int]] = set()
         try:
-            ends = end_offsets(consumer, self.topic, list(ledger["next_offset"]))
+            ends = end_offsets(consumer, self.topic, list(ledger.next_offset))
             for p, (lo, hi) in ends.items():
-                if hi < ledger["next_offset"][p] or lo > ledger["next_offset"][p]:
+                if hi < ledger.next_offset[p] or lo > ledger.next_offset[p]:
                     raise ChangelogError(
                         f"changelog topic {self.topic!r} partition {p} now spans offsets "
-                        f"{lo}..{hi}, but batches up to {ledger['last_batch']} were shipped up "
-                        f"to offset {ledger['next_offset'][p]}: was the topic deleted or "
+                        f"{lo}..{hi}, but batches up to {ledger.last_batch} were shipped up "
+                        f"to offset {ledger.next_offset[p]}: was the topic deleted or "
                         f"recreated? Delete {self.ledger_path!r} and the topic to ship again")
-            ranges = {p: (ledger["next_offset"][p], hi) for p, (_, hi) in ends.items()}
+            ranges = {p: (ledger.next_offset[p], hi) for p, (_, hi) in ends.items()}
             for chunk in consume_ranges(consumer, self.topic, ranges):
                 for msg in chunk:
                     head = fmt.parse_headers(msg.headers())
@@ -215,30 +183,35 @@ class ChangelogWriter:
     def ship(self, through: int | None = None) -> int:
         """Ship the committed batches not shipped yet (up to ``through``); returns the last shipped.
         """
+        if through is not None:
+            through = batch_id(through, "through")
         with self._lock:
             return self._ship_committed(through)
 
     def _ship_committed(self, through: int | None) -> int:
-        batches = committed_batches(self.state.checkpoint)
+        checkpoint = self.state.checkpoint
+        batches = checkpoint.committed_batches()
         if through is not None:
             batches = [b for b in batches if b <= through]
         if not batches:
             return self.shipped_batch
-        ledger = self._read_ledger()
+        ledger = self.ledger.read()
         if ledger is None:
-            partitions = state_partitions(self.state.checkpoint)
+            partitions = checkpoint.shuffle_partitions()
             self._ensure_topic(partitions)
             ledger = self._fresh_ledger(partitions)
             done = set()
         else:
             done = self._already_shipped(ledger)
-        first, last = ledger["last_batch"] + 1, batches[-1]
+        if not self._published:  # a crash may have come between a ledger and its positions
+            self._publish_positions(ledger, batches[-1])
+        first, last = ledger.last_batch + 1, batches[-1]
         if first > last:
-            return ledger["last_batch"]
+            return ledger.last_batch
         if first < batches[0]:
             raise DataLoss(
                 f"changelog {self.topic!r} was shipped up to batch {first - 1}, but the "
-                f"checkpoint {self.state.checkpoint!r} now keeps batches {batches[0]}..{last}: "
+                f"checkpoint {str(checkpoint)!r} now keeps batches {batches[0]}..{last}: "
                 f"the changes of batches {first}..{batches[0] - 1} are gone")
         try:
             table = self._encoded_changes(first, last)
@@ -248,7 +221,7 @@ class ChangelogWriter:
         self._produce(table, first, last, ledger, done)
         return last
 
-    def _produce(self, table: pa.Table, first: int, last: int, ledger: dict,
+    def _produce(self, table: pa.Table, first: int, last: int, ledger: LedgerState,
                  done: set[tuple[int, int, int]]) -> None:
         producer = self._producer_once()
         failures: list[KafkaError] = []
@@ -261,8 +234,8 @@ class ChangelogWriter:
         batch_col, part_col, keys, values = (cols["batch"], cols["partition"], cols["key"],
                                              cols["value"])
         n, i = len(batch_col), 0
-        stamps = {b: batch_timestamp_ms(self.state.checkpoint, b) for b in set(batch_col)}
-        prev = dict(ledger["prev"])
+        stamps = {b: self.state.checkpoint.batch_timestamp_ms(b) for b in set(batch_col)}
+        prev = dict(ledger.prev)
         while i < n:  # one run of rows per (batch, partition)
             batch, part = batch_col[i], part_col[i]
             j = i
@@ -286,20 +259,45 @@ class ChangelogWriter:
             detail = failures[0] if failures else f"{left} records still queued after 60 s"
             raise ChangelogError(f"shipping batches {first}..{last} to {self.topic!r} failed: "
                                  f"{detail}; the next ship() resumes where this one stopped")
-        consumer = plain_consumer(self.bootstrap_servers, self.kafka_config)
+        consumer = plain_consumer(self.kafka)
         try:
-            ends = end_offsets(consumer, self.topic, list(ledger["next_offset"]))
+            ends = end_offsets(consumer, self.topic, list(ledger.next_offset))
         finally:
             consumer.close()
-        self._write_ledger({**ledger, "last_batch": last, "prev": prev,
-                            "next_offset": {p: hi for p, (_, hi) in ends.items()}})
+        shipped = ledger.after_round(last, prev, {p: hi for p, (_, hi) in ends.items()})
+        self.ledger.write(shipped)
+        self._publish_positions(shipped, last)
+
+    def store_schema(self, batch: int) -> meta.StoreSchema:
+        """What the store holds: the spec, the key columns' Spark types, the partitions."""
+        fields = self.state.snapshot_frame(batch).schema
+        keys = self.state.spec.keys
+        types = {f.name: f.dataType.simpleString() for f in fields if f.name in keys}
+        return meta.StoreSchema(self.state.spec, types, self.state.checkpoint.shuffle_partitions())
+
+    def _publish_positions(self, ledger: LedgerState, committed: int) -> None:
+        """Tell readers what the store holds (once) and how far each partition is shipped."""
+        producer = self._producer_once()
+        if not self._published:
+            create_topic(self.kafka, self.meta_topic, 1, meta.TOPIC_CONFIG)
+            key, value = meta.encode_schema(self.store_schema(committed))
+            producer.produce(self.meta_topic, key=key, value=value, partition=0)
+        for partition, offset in sorted(ledger.next_offset.items()):
+            key, value = meta.encode_position(
+                partition, batch=ledger.last_batch, next_offset=offset,
+                prev=ledger.prev[partition])
+            producer.produce(self.meta_topic, key=key, value=value, partition=0)
+        left = producer.flush(30)
+        if left:
+            raise ChangelogError(f"publishing positions to {self.meta_topic!r} failed: "
+                                 f"{left} records still queued after 30 s")
+        self._published = True
 
     def _producer_once(self) -> Producer:
         if self._producer is None:
-            self._producer = Producer({
-                "bootstrap.servers": self.bootstrap_servers, "logger": CLIENT_LOG,
+            self._producer = Producer(self.kafka.client_config(**{
                 "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-                "queue.buffering.max.messages": 1_000_000, **self.kafka_config})
+                "queue.buffering.max.messages": 1_000_000, **self.kafka.config}))
         return self._producer
 
     # --- background -----------------------------------------------------------------
@@ -324,20 +322,33 @@ class ChangelogWriter:
                 return
 
     def raise_if_failed(self) -> None:
+        """Raise the error that stopped the background thread, if any."""
         if self._error is not None:
             raise self._error
 
-    def wait_shipped(self, batch: int, timeout: float = 120.0) -> None:
-        """Block until ``batch`` is shipped (by the background thread or right here)."""
+    def wait_shipped(self, batch: int, timeout: float = 120.0) -> int:
+        """Block until ``batch`` is shipped (by the background thread, or right here when it
+        is not running); returns the last batch shipped.
+
+        Raises TimeoutError after ``timeout`` seconds, on every path — also when the
+        batch never commits (the query stopped before it) — naming the batch awaited,
+        the last one shipped and the last one committed.
+        """
+        batch = batch_id(batch)
         deadline = time.monotonic() + timeout
-        while self.shipped_batch < batch:
+        while True:
             self.raise_if_failed()
             if self._thread is None or not self._thread.is_alive():
-                self.ship()
-                continue
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"batch {batch} not shipped to {self.topic!r} in "
-                                   f"{timeout:.0f} s (shipped: {self.shipped_batch})")
+                self.ship()  # nobody ships in the background: ship what is committed now
+            shipped = self.shipped_batch
+            if shipped >= batch:
+                return shipped
+            if time.monotonic() >= deadline:
+                committed = self.state.checkpoint.last_batch
+                why = (" (it is not committed: the last committed batch is "
+                       f"{committed})" if committed < batch else "")
+                raise TimeoutError(f"batch {batch} was not shipped to {self.topic!r} in "
+                                   f"{timeout:.1f} s{why}; the last batch shipped is {shipped}")
             time.sleep(0.05)
 
     def stop(self) -> None:

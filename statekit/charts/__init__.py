@@ -1,5 +1,8 @@
 """Altair charts of state: pure functions from pandas DataFrames to charts.
 
+The widgets that drive them (``ChangelogScrubber``, ``DrillPanel``) live a layer
+up, in ``statekit.widgets``.
+
 Example:
     >>> chart = state_rows_chart(query.progress())                       # doctest: +SKIP
     >>> save_chart(chart, "statekit-out/state_rows")                     # doctest: +SKIP
@@ -19,10 +22,8 @@ from statekit.charts.restore import (
     restore_rate_chart,
     standby_lag_chart,
 )
-from statekit.charts.scrubber import ChangelogScrubber
 
 __all__ = [
-    "ChangelogScrubber",
     "change_feed_chart",
     "compaction_stats_chart",
     "failover_chart",

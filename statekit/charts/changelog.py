@@ -1,4 +1,4 @@
-"""Charts of a changelog topic and of its compaction: Kafka's log cleaner and Spark's snapshots.
+"""Charts of a changelog topic and of its compaction, and of Spark's own state files.
 
 Pure functions from pandas frames to Altair charts. Everything is counted or
 binned in pandas first, so a chart carries at most a few thousand rows even for
@@ -28,11 +28,13 @@ from collections.abc import Mapping
 import altair as alt
 import numpy as np
 import pandas as pd
-from altair.utils.data import to_values
 
-from statekit.changelog.compaction import RECORD_COLUMNS, require_columns
+from statekit.changelog.format import RECORD_COLUMNS
+from statekit.changelog.log import Changelog, key_columns_of, records_of, value_columns_of
+from statekit.charts.data import inline
 from statekit.charts.tooltips import typed_tooltips
 from statekit.errors import BadArgument
+from statekit.validate import require_columns, whole_number
 
 PUT, TOMBSTONE = "put", "tombstone"
 RAW, COMPACTED = "raw log", "compacted"
@@ -40,25 +42,18 @@ RED, BLUE = "#e45756", "#4c78a8"
 _LOG_COLUMNS = ("partition", "offset", "key", "tombstone")
 
 
-def _inline(frame: pd.DataFrame) -> alt.InlineData:
-    """``frame`` as inline JSON values (times as ISO text, NA as null)."""
-    return alt.InlineData(values=to_values(frame.reset_index(drop=True))["values"])
+SOURCE = "as read_changelog() gives"
 
 
-def _value_columns(changelog: pd.DataFrame) -> list[str]:
-    listed = [c for c in changelog.attrs.get("value_columns", []) if c in changelog.columns]
-    if listed:
-        return listed
-    keys = set(changelog.attrs.get("key_columns", ()))
-    return [c for c in changelog.columns if c not in RECORD_COLUMNS and c not in keys
-            and pd.api.types.is_numeric_dtype(changelog[c])
-            and not pd.api.types.is_bool_dtype(changelog[c])]
+def _log_records(changelog: Changelog | pd.DataFrame, needed, what: str) -> pd.DataFrame:
+    records = records_of(changelog, what)
+    require_columns(records, needed, f"{what} records", SOURCE)
+    return records
 
 
 # --- (a) the raw log next to the compacted log --------------------------------------------------
-def _detail(raw: pd.DataFrame, compacted: pd.DataFrame) -> pd.DataFrame:
-    extra = [c for c in ("batch", *_value_columns(raw)) if c in raw.columns and
-             c in compacted.columns]
+def _detail(raw: pd.DataFrame, compacted: pd.DataFrame, values: list[str]) -> pd.DataFrame:
+    extra = [c for c in ("batch", *values) if c in raw.columns and c in compacted.columns]
     both = pd.concat([frame[[*_LOG_COLUMNS, *extra]].assign(view=view)
                       for view, frame in ((RAW, raw), (COMPACTED, compacted))],
                      ignore_index=True)
@@ -99,34 +94,37 @@ def _binned(raw: pd.DataFrame, compacted: pd.DataFrame, bins: int) -> pd.DataFra
 
 
 def log_vs_compacted_chart(
-    raw: pd.DataFrame,
-    compacted: pd.DataFrame,
+    raw: Changelog | pd.DataFrame,
+    compacted: Changelog | pd.DataFrame,
     max_points: int = 5000,
     bins: int = 100,
     title: str = "The changelog topic before and after log compaction",
+    value_columns: list[str] | None = None,
 ) -> alt.FacetChart:
     """Each partition's records by offset, raw log (left) next to the compacted log (right).
 
     One dot per record, one line of dots per key (coloured by key); a red ``×`` is a
     tombstone. When a view has more than ``max_points`` records both views switch to
     offset bins (``bins`` per partition, the same bins left and right): colour = records
-    per bin, tombstones per bin in the tooltip.
+    per bin, tombstones per bin in the tooltip. ``raw`` and ``compacted`` are
+    ``Changelog`` objects or their records frames; the tooltips show ``value_columns``
+    (default: the Changelog's, or a frame's numeric columns).
 
     Example:
-        >>> log_vs_compacted_chart(raw, compact(raw))                    # doctest: +SKIP
+        >>> log_vs_compacted_chart(log, log.compact())                   # doctest: +SKIP
     """
-    require_columns(raw, _LOG_COLUMNS, "raw changelog frame")
-    require_columns(compacted, _LOG_COLUMNS, "compacted changelog frame")
-    for what, value in (("max_points", max_points), ("bins", bins)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise BadArgument(what, value, "a whole number >= 1")
+    values = value_columns_of(raw, value_columns)
+    raw = _log_records(raw, _LOG_COLUMNS, "raw changelog")
+    compacted = _log_records(compacted, _LOG_COLUMNS, "compacted changelog")
+    whole_number(max_points, "max_points", minimum=1)
+    whole_number(bins, "bins", minimum=1)
     columns = alt.Column("view:N", title=None, sort=[RAW, COMPACTED],
                          header=alt.Header(labelFontSize=13, labelFontWeight="bold"))
     rows = alt.Row("partition:O", title="partition")
     if max(len(raw), len(compacted)) <= max_points:
-        data = _detail(raw, compacted)
+        data = _detail(raw, compacted, values)
         tooltip = typed_tooltips(data, ("view", "partition", "offset", "batch", "record", "key",
-                               *_value_columns(raw)))
+                                        *values))
         subtitle = ("One dot per record, one line per key (state row). Red × = tombstone "
                     "(the row was deleted). Compaction keeps the latest record of each key.")
         inner = alt.Chart().mark_point(filled=True, opacity=0.9).encode(
@@ -153,12 +151,13 @@ def log_vs_compacted_chart(
             tooltip=typed_tooltips(data, ["view", "partition", "first_offset", "last_offset",
                                           "records", "tombstones"]),
         ).properties(width=360, height=36)
-    return inner.facet(row=rows, column=columns, data=_inline(data)).properties(
+    return inner.facet(row=rows, column=columns, data=inline(data)).properties(
         title=alt.Title(title, subtitle=subtitle))
 
 
 # --- (b) one key through the log ---------------------------------------------------------------
-def _select_key(changelog: pd.DataFrame, key: str | Mapping[str, object]) -> pd.DataFrame:
+def _select_key(changelog: pd.DataFrame, key: str | Mapping[str, object],
+                key_columns: list[str]) -> pd.DataFrame:
     keys = changelog["key"]
     if isinstance(key, str):
         mask = (keys == key).to_numpy()
@@ -168,13 +167,12 @@ def _select_key(changelog: pd.DataFrame, key: str | Mapping[str, object]) -> pd.
             except ValueError:
                 parsed = None
             if isinstance(parsed, dict):
-                return _select_key(changelog, parsed)
+                return _select_key(changelog, parsed, key_columns)
     elif isinstance(key, Mapping):
         mask = np.ones(len(changelog), dtype=bool)
         for column, value in key.items():
-            if column not in changelog.columns:
-                raise BadArgument("key column", column, [c for c in changelog.attrs.get(
-                    "key_columns", changelog.columns)])
+            if column not in changelog.columns or column in RECORD_COLUMNS:
+                raise BadArgument("key column", column, key_columns)
             series = changelog[column]
             if pd.api.types.is_datetime64_any_dtype(series.dtype):
                 try:
@@ -200,7 +198,7 @@ def _select_key(changelog: pd.DataFrame, key: str | Mapping[str, object]) -> pd.
 
 
 def key_history_chart(
-    changelog: pd.DataFrame,
+    changelog: Changelog | pd.DataFrame,
     key: str | Mapping[str, object],
     value_column: str | None = None,
     x: str = "offset",
@@ -210,20 +208,22 @@ def key_history_chart(
 
     ``key`` is the raw JSON key text or a dict of key columns (``{"player": "p07",
     "window_start": "2026-01-05 10:00"}``); ``value_column`` defaults to the first value
-    column; ``x`` is ``"offset"`` or ``"batch"``.
+    column; ``x`` is ``"offset"`` or ``"batch"``. ``changelog`` is a ``Changelog`` or
+    its records frame.
 
     Example:
         >>> key_history_chart(log, {"player": "p07", "window_start": "2026-01-05 10:00",
         ...                         "window_end": "2026-01-05 10:10"})  # doctest: +SKIP
     """
-    require_columns(changelog, ("partition", "offset", "batch", "key", "tombstone"))
+    values, key_columns = value_columns_of(changelog), key_columns_of(changelog)
+    changelog = _log_records(changelog, ("partition", "offset", "batch", "key", "tombstone"),
+                             "changelog")
     if x not in ("offset", "batch"):
         raise BadArgument("x axis", x, ["offset", "batch"])
-    values = _value_columns(changelog)
     column = value_column if value_column is not None else (values[0] if values else None)
     if column is None or column not in changelog.columns or column in RECORD_COLUMNS:
         raise BadArgument("value column", value_column, values or "(no value column)")
-    rows = _select_key(changelog, key)
+    rows = _select_key(changelog, key, key_columns)
     text = rows["key"].iloc[0]
     data = rows[["partition", "offset", "batch", "tombstone", "key",
                  *dict.fromkeys([column, *values])]].copy()
@@ -251,7 +251,7 @@ def key_history_chart(
     n_tombs = len(data) - n_puts
     subtitle = [text, f"{n_puts} put{'s' * (n_puts != 1)}, {n_tombs} tombstone"
                       f"{'s' * (n_tombs != 1)}; compaction keeps only the last of these records."]
-    return alt.layer(puts, tombs, label, data=_inline(data)).properties(
+    return alt.layer(puts, tombs, label, data=inline(data)).properties(
         title=alt.Title(title, subtitle=subtitle), width=520, height=220)
 
 
@@ -265,12 +265,12 @@ def compaction_stats_chart(
         >>> compaction_stats_chart(compaction_stats(raw, compact(raw)))  # doctest: +SKIP
     """
     require_columns(stats, ("partition", "records_before", "records_after", "ratio"),
-                    "compaction stats frame")
+                    "compaction stats frame", "as compaction_stats() gives")
     before, after = "before compaction", "after compaction"
     long = stats.melt(id_vars="partition", value_vars=["records_before", "records_after"],
                       var_name="when", value_name="records")
     long["when"] = long["when"].map({"records_before": before, "records_after": after})
-    bars = alt.Chart(_inline(long)).mark_bar().encode(
+    bars = alt.Chart(inline(long)).mark_bar().encode(
         x=alt.X("partition:O", title="partition", axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("when:N", sort=[before, after]),
         y=alt.Y("records:Q", title="records in the topic"),
@@ -280,14 +280,14 @@ def compaction_stats_chart(
     )
     labels = stats[["partition", "records_before", "ratio"]].copy()
     labels["label"] = [("kept —" if math.isnan(r) else f"kept {r:.0%}") for r in labels["ratio"]]
-    text = alt.Chart(_inline(labels)).mark_text(dy=-6, baseline="bottom").encode(
+    text = alt.Chart(inline(labels)).mark_text(dy=-6, baseline="bottom").encode(
         x=alt.X("partition:O"), y=alt.Y("records_before:Q"), text="label:N")
     return alt.layer(bars, text).properties(
         title=alt.Title(title, subtitle="kept = records after / records before"),
         width=max(160, 90 * len(stats)), height=220)
 
 
-# --- (d) Spark's snapshots and changelogs ---------------------------------------------------------
+# --- (d) Spark state files: snapshots and deltas ---------------------------------------
 def state_files_chart(files: pd.DataFrame, title: str | None = None) -> alt.Chart:
     """Spark's state files per partition over versions; the files a restore reads stand out.
 
@@ -296,32 +296,33 @@ def state_files_chart(files: pd.DataFrame, title: str | None = None) -> alt.Char
     Example:
         >>> state_files_chart(with_restore_use(state_files("/tmp/ck")))  # doctest: +SKIP
     """
-    require_columns(files, ("partition", "version", "kind"), "state files frame")
+    require_columns(files, ("partition", "version", "kind"), "state files frame",
+                    "as state_files() gives")
     data = files[[c for c in ("partition", "version", "batch", "kind", "bytes", "modified")
                   if c in files.columns]].copy()
     if "file" in files.columns:
         data["file"] = files["file"].astype(str).str.rsplit("/", n=1).str[-1]
     used = files["used_by_restore"].to_numpy(bool) if "used_by_restore" in files.columns \
         else np.zeros(len(files), dtype=bool)
-    roles = ["snapshot loaded", "changelog replayed", "snapshot", "changelog"]
+    roles = ["snapshot loaded", "delta replayed", "snapshot", "delta"]
     data["role"] = np.where(used, np.where(data["kind"] == "snapshot", roles[0], roles[1]),
                             data["kind"])
     target = files.attrs.get("restore_version")
     if title is None:
         title = "Spark's state files per partition" + (
             f": what a restore of version {target} reads" if target is not None else "")
-    subtitle = ["One changelog per version (a batch's changes), now and then a snapshot "
-                "(a full copy).",
-                "A restore loads the newest snapshot and replays the changelogs after it."]
+    subtitle = ["One delta file per version (a batch's changes; Spark names it N.changelog), "
+                "now and then a snapshot (a full copy, N.zip).",
+                "A restore loads the newest snapshot and replays the deltas after it."]
     tooltip = typed_tooltips(data, ("partition", "version", "batch", "kind", "file", "bytes",
                            "modified", "role"))
-    return alt.Chart(_inline(data)).mark_point(filled=True, size=90).encode(
+    return alt.Chart(inline(data)).mark_point(filled=True, size=90).encode(
         x=alt.X("version:Q", title="state version (= batch + 1)",
                 axis=alt.Axis(format="d", tickMinStep=1)),
         y=alt.Y("partition:O", title="partition"),
-        yOffset=alt.YOffset("kind:N", sort=["snapshot", "changelog"]),
+        yOffset=alt.YOffset("kind:N", sort=["snapshot", "delta"]),
         shape=alt.Shape("kind:N", title="file", scale=alt.Scale(
-            domain=["snapshot", "changelog"], range=["square", "circle"])),
+            domain=["snapshot", "delta"], range=["square", "circle"])),
         color=alt.Color("role:N", title="restore", scale=alt.Scale(
             domain=roles, range=["#e45756", "#f58518", "#d9d9d9", "#bdbdbd"])),
         tooltip=tooltip,

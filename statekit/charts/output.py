@@ -12,9 +12,19 @@ from pathlib import Path
 import altair as alt
 
 
-def offline() -> None:
-    """Render charts in Jupyter with Vega bundled locally (no CDN), via Altair's JupyterChart."""
+def offline() -> bool:
+    """Show charts in Jupyter with Vega from vl-convert's bundle (no network); True if so.
+
+    Switches Altair's ``jupyter`` renderer (charts shown as cell outputs) and
+    ``alt.JupyterChart`` (the widgets) to offline. If vl-convert cannot bundle Vega,
+    nothing changes (Vega then comes from a CDN) and the answer is False.
+    """
+    try:
+        alt.JupyterChart.enable_offline()
+    except Exception:  # vl-convert missing or unable to bundle
+        return False
     alt.renderers.enable("jupyter", offline=True)
+    return True
 
 
 def save_chart(chart: alt.TopLevelMixin, path: str | Path, formats=("html", "png")) -> list[Path]:

@@ -15,8 +15,8 @@ Example:
     >>> t0 = pd.Timestamp("2026-11-22 08:50:26")
     >>> ms = pd.Timedelta(milliseconds=1)
     >>> timeline = pd.DataFrame({"partition": [0, 0], "phase": ["load snapshot",
-    ...     "replay changelog"], "start": [t0, t0 + 365 * ms], "end": [t0 + 365 * ms,
-    ...     t0 + 371 * ms], "detail": ["snapshot 8 (8.zip)", "changelog 9"]})
+    ...     "replay deltas"], "start": [t0, t0 + 365 * ms], "end": [t0 + 365 * ms,
+    ...     t0 + 371 * ms], "detail": ["snapshot 8 (8.zip)", "delta 9"]})
     >>> spec = restore_gantt_chart(timeline).to_dict()
     >>> spec["title"]["text"]
     'How the state came back, partition by partition'
@@ -31,16 +31,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import altair as alt
-import numpy as np
 import pandas as pd
-from altair.utils.data import to_values
 
+from statekit.charts.data import inline
 from statekit.charts.tooltips import typed_tooltips
 from statekit.errors import BadArgument
+from statekit.validate import is_whole_number, require_columns
 
 #: Colours of known phases; other phases take the next free colour of ``_OTHER``.
 PHASE_COLOURS = {
-    "load snapshot": "#4c78a8", "replay changelog": "#f58518", "first batch": "#bab0ac",
+    "load snapshot": "#4c78a8", "replay deltas": "#f58518", "first batch": "#bab0ac",
     "consume + write": "#54a24b", "consume": "#72b7b2", "write": "#54a24b",
     "checkpoint": "#b279a2", "restore": "#4c78a8",
 }
@@ -52,21 +52,6 @@ QUERY_ROW_LABEL = "whole query"
 
 def _tips(data: pd.DataFrame, columns) -> list[alt.Tooltip]:
     return typed_tooltips(data, columns, time_format="%H:%M:%S.%L")
-
-
-def _require(frame: pd.DataFrame, needed: Sequence[str], what: str, source: str) -> None:
-    """BadArgument naming the first missing column and listing the required ones."""
-    if not isinstance(frame, pd.DataFrame):
-        raise BadArgument(what, type(frame).__name__, f"a pandas DataFrame ({source})")
-    missing = [c for c in needed if c not in frame.columns]
-    if missing:
-        raise BadArgument(f"{what}: missing column {missing[0]!r}", sorted(map(str, frame.columns)),
-                          f"a frame with columns {', '.join(needed)} ({source})")
-
-
-def _inline(frame: pd.DataFrame) -> alt.InlineData:
-    """``frame`` as inline JSON values (times as ISO text, NA as null)."""
-    return alt.InlineData(values=to_values(frame.reset_index(drop=True))["values"])
 
 
 def _colours(values: Sequence[str], known: dict[str, str]) -> tuple[list[str], list[str]]:
@@ -93,7 +78,7 @@ def _seconds_since(frame: pd.DataFrame, time: str, group: str | None) -> pd.Seri
 
 
 def _row_label(partition) -> str:
-    if isinstance(partition, (int, np.integer)) and not isinstance(partition, bool):
+    if is_whole_number(partition):
         return f"partition {partition}" if partition >= 0 else QUERY_ROW_LABEL
     return str(partition)
 
@@ -106,7 +91,7 @@ def restore_gantt_chart(
 ) -> alt.Chart | alt.FacetChart:
     """One bar per (partition, phase) from its start to its end; colour = phase.
 
-    Takes ``restart_timeline()`` (Spark: load snapshot, replay changelog, and the
+    Takes ``restart_timeline()`` (Spark: load snapshot, replay deltas, and the
     query's first batch on a row of its own) or any frame with ``partition``, ``phase``,
     ``start``, ``end`` (and optionally ``seconds``, ``detail``), e.g. a changelog restore
     with 'consume + write' phases (a ``RestoreResult.report``, with ``started`` and
@@ -124,7 +109,7 @@ def restore_gantt_chart(
         timeline = timeline.rename(columns={"started": "start", "finished": "end"})
         if "phase" not in timeline.columns:
             timeline = timeline.assign(phase="consume + write")
-    _require(timeline, ("partition", "phase", "start", "end"), "restore timeline",
+    require_columns(timeline, ("partition", "phase", "start", "end"), "restore timeline",
              "e.g. from restart_timeline() or RestoreResult.report")
     panel = _facet_column(timeline, facet)
     data = timeline.copy()
@@ -140,7 +125,7 @@ def restore_gantt_chart(
         label != QUERY_ROW_LABEL, int(label.split()[1]) if label.startswith("partition ")
         and label.split()[1].isdigit() else float("inf"), label))
     keep = [c for c in ("row", "partition", "phase", "start", "end", "seconds", "from_s",
-                        "to_s", "detail", panel, "snapshot_version", "changelog_files",
+                        "to_s", "detail", panel, "snapshot_version", "delta_files",
                         "records") if c is not None and c in data.columns]
     data = data[list(dict.fromkeys(keep))]
     domain, colours = _colours(data["phase"].astype(str), PHASE_COLOURS)
@@ -157,10 +142,10 @@ def restore_gantt_chart(
         stroke=alt.Stroke("phase:N", title="phase", sort=domain,
                           scale=alt.Scale(domain=domain, range=colours)),
         tooltip=_tips(data, ("row", "phase", "seconds", "detail", "start", "end", panel,
-                             "snapshot_version", "changelog_files", "records")),
+                             "snapshot_version", "delta_files", "records")),
     ).properties(width=560, height=max(60, 26 * len(order)))
-    spark = {"load snapshot", "replay changelog"} & set(domain)
-    subtitle = (["Each partition loads the newest snapshot, then replays the changelogs "
+    spark = {"load snapshot", "replay deltas"} & set(domain)
+    subtitle = (["Each partition loads Spark's newest snapshot, then replays the delta files "
                  "written after it.",
                  f"'{QUERY_ROW_LABEL}': the first batch after the restart, which waits for "
                  "every partition."] if spark else
@@ -169,10 +154,10 @@ def restore_gantt_chart(
                     + (f" {unfinished} unfinished phase(s) not drawn." if unfinished else ""))
     heading = alt.Title(title, subtitle=subtitle)
     if panel is None:
-        return bars.properties(data=_inline(data), title=heading)
+        return bars.properties(data=inline(data), title=heading)
     panels = list(dict.fromkeys(data[panel].astype(str)))
     return bars.facet(row=alt.Row(f"{panel}:N", title=panel, sort=panels),
-                      data=_inline(data)).properties(
+                      data=inline(data)).properties(
         title=heading)
 
 
@@ -216,7 +201,7 @@ def restore_rate_chart(
         >>> [row["records_per_s"] for row in spec["datasets"][spec["data"]["name"]]]
         [500.0, 250.0]
     """
-    _require(events, ("time", "partition", "event", "records", "total"), "restore events",
+    require_columns(events, ("time", "partition", "event", "records", "total"), "restore events",
              "e.g. RecordingListener.frame() or RestoreResult.events")
     if y not in ("rate", "total"):
         raise BadArgument("y", y, ["rate", "total"])
@@ -252,10 +237,10 @@ def restore_rate_chart(
     ).properties(width=520, height=200)
     heading = alt.Title(title or default, subtitle=subtitle)
     if source is None:
-        return chart.properties(data=_inline(data), title=heading)
+        return chart.properties(data=inline(data), title=heading)
     sources = list(dict.fromkeys(events["source"].astype(str)))   # in the order given
     return chart.facet(row=alt.Row("source:N", title=None, sort=sources),
-                       data=_inline(data)).properties(
+                       data=inline(data)).properties(
         title=heading)
 
 
@@ -276,7 +261,7 @@ def standby_lag_chart(
         >>> standby_lag_chart(lag).to_dict()["mark"]["type"]
         'line'
     """
-    _require(lag, ("time", "partition", "lag"), "standby lag frame",
+    require_columns(lag, ("time", "partition", "lag"), "standby lag frame",
              "one row per standby position reading")
     data = lag[[c for c in ("time", "partition", "lag", "position", "end_offset", "replica")
                 if c in lag.columns]].copy()
@@ -295,7 +280,7 @@ def standby_lag_chart(
         encoding["detail"] = ["partition:N", "replica:N"]
     subtitle = ["0 = the replica holds everything written so far: it can take over at once.",
                 "A failover to a replica that lags must first replay what it misses."]
-    return alt.Chart(_inline(data)).mark_line(point=True).encode(**encoding).properties(
+    return alt.Chart(inline(data)).mark_line(point=True).encode(**encoding).properties(
         title=alt.Title(title, subtitle=subtitle), width=520, height=200)
 
 
@@ -317,7 +302,7 @@ def failover_chart(
         >>> failover_chart(report).to_dict()["title"]["text"]           # doctest: +SKIP
         'Time until the store serves again after a failover'
     """
-    _require(report, ("scenario", "records_replayed", "seconds_to_serve"), "failover report",
+    require_columns(report, ("scenario", "records_replayed", "seconds_to_serve"), "failover report",
              "one row per failover scenario")
     how = {"records_replayed": "sum", "seconds_to_serve": "max"}
     for column, combine in (("restore_seconds", "max"), ("standby_lag_at_kill", "max"),
@@ -333,7 +318,7 @@ def failover_chart(
     y = alt.Y("scenario:N", title=None, sort=domain)
     tooltip = _tips(data, ("scenario", "seconds_to_serve", "restore_seconds",
                            "records_replayed", "standby_lag_at_kill", "correct"))
-    base = alt.Chart(_inline(data))
+    base = alt.Chart(inline(data))
     layers = [base.mark_bar(height={"band": 0.6}, opacity=0.55 if "restore_seconds" in data
                             else 1).encode(
         x=alt.X("seconds_to_serve:Q", title="seconds until the store serves again"),

@@ -1,27 +1,20 @@
-"""Kafka side of statekit: the embedded broker, topic helpers and dataset replay."""
+"""Kafka side of statekit: connections, the embedded broker, topic helpers and dataset replay.
 
-from statekit.kafka.broker import EmbeddedBroker
-from statekit.kafka.replay import ReplayReport, murmur2_partition, replay
-from statekit.kafka.topics import (
-    create_topic,
-    delete_topic,
-    describe_topic_config,
-    end_offsets,
-    list_topics,
-    partition_count,
-    watermarks,
-)
+Names resolve on first use, so ``statekit.kafka.connection`` alone does not load
+confluent-kafka's clients.
+"""
 
-__all__ = [
-    "EmbeddedBroker",
-    "create_topic",
-    "delete_topic",
-    "describe_topic_config",
-    "end_offsets",
-    "list_topics",
-    "partition_count",
-    "watermarks",
-    "ReplayReport",
-    "murmur2_partition",
-    "replay",
-]
+from statekit._lazy import lazy_exports
+
+_NAMES = {
+    "EmbeddedBroker": "statekit.kafka.broker",
+    "KafkaConnection": "statekit.kafka.connection",
+    "connect": "statekit.kafka.connection",
+    "ReplayReport": "statekit.kafka.dataset_replay",
+    "replay": "statekit.kafka.dataset_replay",
+    **{name: "statekit.kafka.topics" for name in (
+        "create_topic", "delete_topic", "describe_topic_config", "end_offsets", "list_topics",
+        "partition_count", "watermarks")},
+}
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES)
+__all__ = sorted(_NAMES)

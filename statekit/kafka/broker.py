@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import os
-import signal
 import socket
 import subprocess
-import sys
 import time
 import weakref
 from pathlib import Path
 
 from statekit.errors import StatekitError
+from statekit.processes import spawn
 
 _LIVE: weakref.WeakSet[EmbeddedBroker] = weakref.WeakSet()
 
@@ -44,13 +42,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """In the child, before exec: ask Linux to SIGTERM us when the parent dies."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 class EmbeddedBroker:
@@ -75,6 +66,13 @@ class EmbeddedBroker:
     def bootstrap_servers(self) -> str:
         """``host:port`` to hand to any Kafka client."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def connection(self):
+        """The broker as a ``KafkaConnection`` (what every statekit Kafka call accepts)."""
+        from statekit.kafka.connection import KafkaConnection
+
+        return KafkaConnection(self.bootstrap_servers)
 
     @property
     def running(self) -> bool:
@@ -105,10 +103,8 @@ class EmbeddedBroker:
         env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
         cmd = [broker_binary(), "broker", "--listener-url", url,
                "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
-        self._proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, preexec_fn=_die_with_parent if os.name == "posix" else None,
-        )
+        self._proc = spawn(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                           env=env)
         log.close()
         _LIVE.add(self)
         try:

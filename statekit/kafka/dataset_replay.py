@@ -1,17 +1,16 @@
 """Replay a Dataset into a Kafka topic, keyed the way the Java clients and Kafka Streams key.
 
 Records go out with confluent-kafka's ``murmur2_random`` partitioner, so a key
-lands on ``murmur2_partition(key, partitions)`` exactly as with Java's default
-partitioner; a record without a key goes to a random partition. Each record's
-Kafka timestamp is the dataset's event time.
+lands on the partition Java's default partitioner (and Kafka Streams) would
+pick: ``toPositive(murmur2(key)) % partitions`` (the tests check it against a
+murmur2 of their own); a record without a key goes to a random partition. Each
+record's Kafka timestamp is the dataset's event time.
 
 Example:
     >>> from statekit.datasets import game_events
     >>> report = replay(game_events(), "127.0.0.1:9092", "games", partitions=4)  # doctest: +SKIP
     >>> report.partition_counts                                   # doctest: +SKIP
     {0: 1204, 1: 1371, 2: 1190, 3: 1235}
-    >>> murmur2_partition(b"p07", 4)
-    0
 """
 
 from __future__ import annotations
@@ -25,50 +24,12 @@ from typing import TYPE_CHECKING
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from statekit.errors import BadArgument, StatekitError
-from statekit.kafka.topics import CLIENT_LOG, check_reachable, create_topic, partition_count
+from statekit.kafka.connection import Kafka, connect
+from statekit.kafka.topics import check_reachable, create_topic, partition_count
+from statekit.validate import kafka_name, non_negative_number, whole_number
 
 if TYPE_CHECKING:  # pandas is imported where used: Spark workers import this module
     import pandas as pd
-
-_MASK = 0xFFFFFFFF
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (Java): the 32-bit hash as a signed int."""
-    m, r = 0x5BD1E995, 24
-    length = len(data)
-    h = (0x9747B28C ^ length) & _MASK
-    end = length - length % 4
-    for i in range(0, end, 4):
-        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
-        k = (k * m) & _MASK
-        k ^= k >> r
-        k = (k * m) & _MASK
-        h = ((h * m) & _MASK) ^ k
-    rest = length % 4
-    if rest == 3:
-        h ^= data[end + 2] << 16
-    if rest >= 2:
-        h ^= data[end + 1] << 8
-    if rest >= 1:
-        h ^= data[end]
-        h = (h * m) & _MASK
-    h ^= h >> 13
-    h = (h * m) & _MASK
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def murmur2_partition(key: bytes, partitions: int) -> int:
-    """The partition Java's default partitioner picks for ``key``: toPositive(murmur2) % n."""
-    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-        raise BadArgument("number of partitions", partitions, "a positive integer")
-    if isinstance(key, str):
-        key = key.encode("utf-8")
-    if not isinstance(key, bytes | bytearray):
-        raise BadArgument("partition key", key, "bytes or str (a None key has no fixed partition)")
-    return (murmur2(bytes(key)) & 0x7FFFFFFF) % partitions
-
 
 @dataclass
 class ReplayReport:
@@ -148,7 +109,7 @@ def _send(producer: Producer, topic: str, keys: list, values: list, stamps: list
 
 def replay(
     dataset,
-    bootstrap_servers: str,
+    kafka: Kafka,
     topic: str,
     *,
     partitions: int = 4,
@@ -164,7 +125,7 @@ def replay(
         dataset: a :class:`statekit.datasets.Dataset` (or a DataFrame with ``key``,
             ``value`` and ``timestamp`` columns); a None key stays None, a None
             value is a tombstone.
-        bootstrap_servers: the cluster's ``host:port`` list.
+        kafka: the cluster (a ``KafkaConnection``, ``"host:port"`` or an ``EmbeddedBroker``).
         topic: the topic to write; created with ``partitions`` when missing and
             ``create`` is true (an existing topic keeps its partition count).
         partitions: partition count of a topic this call creates.
@@ -172,35 +133,28 @@ def replay(
         create: create the topic when missing; when False a missing topic raises
             TopicNotFound.
         progress: show a tqdm progress bar.
-        config: extra librdkafka producer settings (override statekit's).
+        config: extra librdkafka producer settings (override statekit's and the connection's).
         flush_timeout: seconds to wait for outstanding delivery reports at the end.
 
     Raises:
         BadArgument: for a bad dataset, topic, partitions or rate.
-        BrokerUnreachable: nobody answers at ``bootstrap_servers``.
+        BrokerUnreachable: nobody answers at the cluster's address.
         StatekitError: some records were not delivered (how many, and the first error).
     """
     name, records = _records_of(dataset)
-    if not isinstance(topic, str) or not topic or len(topic) > 249 or not all(
-        c.isascii() and (c.isalnum() or c in "._-") for c in topic
-    ):
-        raise BadArgument("topic name", topic,
-                          "1 to 249 characters from ASCII letters, digits, '.', '_' and '-'")
-    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-        raise BadArgument("number of partitions", partitions, "a positive integer")
-    if rate is not None and (
-        isinstance(rate, bool) or not isinstance(rate, int | float)
-        or not math.isfinite(rate) or rate <= 0
-    ):
-        raise BadArgument("replay rate", rate,
-                          "None (as fast as possible) or a positive number of records per second")
+    kafka_name(topic, "topic name")
+    whole_number(partitions, "number of partitions", minimum=1)
+    accepted = "None (as fast as possible) or a positive number of records per second"
+    if rate is not None and non_negative_number(rate, "replay rate", accepted=accepted) == 0:
+        raise BadArgument("replay rate", rate, accepted)
     # connection settings (SASL, SSL, ...) go to the admin client too; producer tuning does not
-    admin_config = {k: v for k, v in (config or {}).items() if k not in _PRODUCER_ONLY}
-    check_reachable(bootstrap_servers, timeout=5.0, config=admin_config)  # BrokerUnreachable
+    admin = connect(kafka, {k: v for k, v in (config or {}).items() if k not in _PRODUCER_ONLY})
+    bootstrap_servers = admin.bootstrap_servers
+    check_reachable(admin, timeout=5.0)  # BrokerUnreachable
     if create:
-        create_topic(bootstrap_servers, topic, partitions, client_config=admin_config)
+        create_topic(admin, topic, partitions)
     else:
-        partition_count(bootstrap_servers, topic, admin_config)  # TopicNotFound
+        partition_count(admin, topic)  # TopicNotFound
 
     counts: dict[int, int] = {}
     failures: list[KafkaError] = []
@@ -211,15 +165,13 @@ def replay(
         else:
             counts[msg.partition()] = counts.get(msg.partition(), 0) + 1
 
-    settings = {
-        "bootstrap.servers": bootstrap_servers,
+    settings = connect(kafka).client_config(**{
         "partitioner": "murmur2_random",
         "linger.ms": 5,
         "batch.num.messages": 10_000,
         "queue.buffering.max.messages": 500_000,
         "compression.type": "none",
-        "logger": CLIENT_LOG,
-    }
+    })
     try:
         producer = Producer({**settings, **(config or {})})
     except KafkaException as exc:

@@ -1,7 +1,8 @@
 """Topic helpers over confluent-kafka's AdminClient and Consumer.
 
-Every function takes ``bootstrap_servers`` (the embedded broker's or any
-cluster's) and optional ``config`` (extra librdkafka settings such as SASL).
+Every function takes ``kafka`` (a ``KafkaConnection``, a bootstrap-servers
+string, or an ``EmbeddedBroker``; see ``statekit.kafka.connection``) and an
+optional ``config`` of extra librdkafka settings merged into the connection's.
 
 Example:
     >>> create_topic("127.0.0.1:9092", "games", partitions=4,            # doctest: +SKIP
@@ -14,7 +15,6 @@ Example:
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
@@ -23,31 +23,26 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from statekit.errors import BrokerUnreachable, TopicNotFound
+from statekit.kafka.connection import CLIENT_LOG, Kafka, KafkaConnection, connect
 
 if TYPE_CHECKING:  # pandas is imported where used: Spark workers import this module
     import pandas as pd
 
+__all__ = ["CLIENT_LOG", "admin_client", "check_reachable", "consume_ranges", "create_topic",
+           "delete_topic", "describe_topic_config", "end_offsets", "forget_clients",
+           "list_topics", "partition_count", "plain_consumer", "watermarks"]
+
 Config = Mapping[str, str] | None
-
-# librdkafka's own log lines (reconnect attempts and the like) go to this logger,
-# not to stderr; errors that matter reach the caller as exceptions.
-CLIENT_LOG = logging.getLogger("statekit.kafka.client")
-CLIENT_LOG.addHandler(logging.NullHandler())
-
-
-def _client_config(bootstrap_servers: str, config: Config) -> dict:
-    return {"bootstrap.servers": bootstrap_servers, "logger": CLIENT_LOG, **(config or {})}
-
 
 _ADMINS: dict[tuple, AdminClient] = {}
 
 
-def admin_client(bootstrap_servers: str, config: Config = None) -> AdminClient:
+def admin_client(kafka: Kafka, config: Config = None) -> AdminClient:
     """One AdminClient per (address, config), kept alive so pending futures resolve."""
-    key = (bootstrap_servers, tuple(sorted((config or {}).items(), key=str)))
-    if key not in _ADMINS:
-        _ADMINS[key] = AdminClient(_client_config(bootstrap_servers, config))
-    return _ADMINS[key]
+    conn = connect(kafka, config)
+    if conn.key not in _ADMINS:
+        _ADMINS[conn.key] = AdminClient(conn.client_config())
+    return _ADMINS[conn.key]
 
 
 def forget_clients(bootstrap_servers: str) -> None:
@@ -56,7 +51,7 @@ def forget_clients(bootstrap_servers: str) -> None:
         del _ADMINS[key]
 
 
-def plain_consumer(bootstrap_servers: str, config: Config = None, **extra) -> Consumer:
+def plain_consumer(kafka: Kafka, config: Config = None, **extra) -> Consumer:
     """A consumer meant for assign() only: no group coordination, no commits."""
     settings = {
         "group.id": "statekit-reader",
@@ -64,41 +59,43 @@ def plain_consumer(bootstrap_servers: str, config: Config = None, **extra) -> Co
         "enable.partition.eof": True,
         "auto.offset.reset": "error",
         "fetch.wait.max.ms": 20,
-        **_client_config(bootstrap_servers, config),
+        **connect(kafka, config).client_config(),
         **extra,
     }
     return Consumer(settings)
 
 
-def check_reachable(bootstrap_servers: str, timeout: float = 5.0, config: Config = None) -> None:
+def check_reachable(kafka: Kafka, timeout: float = 5.0, config: Config = None) -> None:
     """Raise BrokerUnreachable (naming the address) unless a broker answers within timeout."""
+    conn = connect(kafka, config)
     try:
-        admin_client(bootstrap_servers, config).list_topics(timeout=timeout)
+        admin_client(conn).list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise BrokerUnreachable(bootstrap_servers, str(exc.args[0])) from None
+        raise BrokerUnreachable(conn.bootstrap_servers, str(exc.args[0])) from None
 
 
-def list_topics(bootstrap_servers: str, config: Config = None, timeout: float = 10.0
-                ) -> dict[str, int]:
+def list_topics(kafka: Kafka, config: Config = None, timeout: float = 10.0) -> dict[str, int]:
     """Topic name → number of partitions (internal ``__`` topics left out)."""
+    conn = connect(kafka, config)
     try:
-        meta = admin_client(bootstrap_servers, config).list_topics(timeout=timeout)
+        meta = admin_client(conn).list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise BrokerUnreachable(bootstrap_servers, str(exc.args[0])) from None
+        raise BrokerUnreachable(conn.bootstrap_servers, str(exc.args[0])) from None
     return {name: len(t.partitions) for name, t in sorted(meta.topics.items())
             if not name.startswith("__") and t.error is None}
 
 
-def partition_count(bootstrap_servers: str, topic: str, config: Config = None) -> int:
+def partition_count(kafka: Kafka, topic: str, config: Config = None) -> int:
     """How many partitions ``topic`` has; TopicNotFound naming it (and what exists) otherwise."""
-    topics = list_topics(bootstrap_servers, config)
+    conn = connect(kafka, config)
+    topics = list_topics(conn)
     if topic not in topics:
-        raise TopicNotFound(topic, bootstrap_servers, topics)
+        raise TopicNotFound(topic, conn.bootstrap_servers, topics)
     return topics[topic]
 
 
 def create_topic(
-    bootstrap_servers: str,
+    kafka: Kafka,
     topic: str,
     partitions: int = 1,
     config: Mapping[str, str] | None = None,
@@ -107,38 +104,46 @@ def create_topic(
     client_config: Config = None,
     timeout: float = 30.0,
 ) -> bool:
-    """Create ``topic`` with topic-level ``config``; True if created, False if it existed."""
-    admin = admin_client(bootstrap_servers, client_config)
+    """Create ``topic`` with topic-level ``config``; True if created, False if it existed.
+
+    ``client_config``: extra librdkafka settings for the admin client.
+    """
+    conn = connect(kafka, client_config)
+    admin = admin_client(conn)
     new = NewTopic(topic, partitions, replication_factor,
                    config={k: str(v) for k, v in (config or {}).items()})
     future = admin.create_topics([new], operation_timeout=timeout)[topic]
     try:
         future.result(timeout)
     except concurrent.futures.TimeoutError:
-        raise BrokerUnreachable(bootstrap_servers, f"no answer to CreateTopics in {timeout} s"
-                                ) from None
+        raise BrokerUnreachable(conn.bootstrap_servers,
+                                f"no answer to CreateTopics in {timeout} s") from None
     except KafkaException as exc:
         err = exc.args[0]
         if exist_ok and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return False
         if err.code() == KafkaError._TRANSPORT or err.code() == KafkaError._TIMED_OUT:
-            raise BrokerUnreachable(bootstrap_servers, str(err)) from None
+            raise BrokerUnreachable(conn.bootstrap_servers, str(err)) from None
         raise
-    _wait_for_metadata(bootstrap_servers, topic, client_config)
+    _wait_for_metadata(conn, topic, present=True)
     return True
 
 
-def _wait_for_metadata(bootstrap_servers: str, topic: str, config: Config,
+def _wait_for_metadata(conn: KafkaConnection, topic: str, present: bool,
                        timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
-    while topic not in list_topics(bootstrap_servers, config) and time.monotonic() < deadline:
+    while (topic in list_topics(conn)) != present and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
-def delete_topic(bootstrap_servers: str, topic: str, config: Config = None,
-                 missing_ok: bool = True, timeout: float = 30.0) -> None:
-    """Delete ``topic``; a missing topic is fine unless ``missing_ok`` is False."""
-    future = admin_client(bootstrap_servers, config).delete_topics(
+def delete_topic(kafka: Kafka, topic: str, config: Config = None,
+                 missing_ok: bool = True, timeout: float = 30.0, wait: bool = True) -> None:
+    """Delete ``topic``; a missing topic is fine unless ``missing_ok`` is False.
+
+    With ``wait`` (default), returns once the cluster's metadata no longer lists it.
+    """
+    conn = connect(kafka, config)
+    future = admin_client(conn).delete_topics(
         [topic], operation_timeout=timeout)[topic]
     try:
         future.result(timeout)
@@ -146,14 +151,16 @@ def delete_topic(bootstrap_servers: str, topic: str, config: Config = None,
         if missing_ok and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
             return
         raise
+    if wait:
+        _wait_for_metadata(conn, topic, present=False)
 
 
-def describe_topic_config(bootstrap_servers: str, topic: str, config: Config = None
-                          ) -> dict[str, str]:
+def describe_topic_config(kafka: Kafka, topic: str, config: Config = None) -> dict[str, str]:
     """The topic's configuration as the broker reports it (name → value)."""
-    partition_count(bootstrap_servers, topic, config)
+    conn = connect(kafka, config)
+    partition_count(conn, topic)
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    result = admin_client(bootstrap_servers, config).describe_configs([resource])[resource]
+    result = admin_client(conn).describe_configs([resource])[resource]
     return {name: entry.value for name, entry in result.result(30).items()}
 
 
@@ -189,12 +196,13 @@ def end_offsets(
     return {p: (marks[p][0], ends[p]) for p in partitions}
 
 
-def watermarks(bootstrap_servers: str, topic: str, config: Config = None) -> pd.DataFrame:
+def watermarks(kafka: Kafka, topic: str, config: Config = None) -> pd.DataFrame:
     """One row per partition: ``partition``, ``low`` (first offset), ``high`` (one past last)."""
     import pandas as pd
 
-    n = partition_count(bootstrap_servers, topic, config)
-    consumer = plain_consumer(bootstrap_servers, config)
+    conn = connect(kafka, config)
+    n = partition_count(conn, topic)
+    consumer = plain_consumer(conn)
     try:
         offsets = end_offsets(consumer, topic, list(range(n)))
     finally:

@@ -48,6 +48,8 @@ def windowed_reference(
 ) -> pd.DataFrame:
     """Aggregates of ``spec`` per window and key over ``events`` (naive UTC times).
 
+    Nulls as in SQL: ``count`` counts rows, ``count(col)`` non-null values,
+    ``sum/min/max/avg(col)`` skip nulls and give null (NaN) when all are null.
     With ``watermark``, only windows ending after it are kept: what a state store
     holds once the watermark has evicted older windows.
     """
@@ -61,6 +63,8 @@ def windowed_reference(
     for agg in spec.aggregates:
         if agg.function == "count":
             out[agg.name] = group.size() if agg.column is None else group[agg.column].count()
+        elif agg.function == "sum":  # SQL: the sum of nothing but nulls is null, not 0
+            out[agg.name] = group[agg.column].sum(min_count=1)
         else:
             out[agg.name] = getattr(group[agg.column], "mean" if agg.function == "avg"
                                     else agg.function)()

@@ -1,19 +1,26 @@
 """What a statekit query computes: the window, the group keys, the aggregates.
 
-Pure descriptions, validated when built, so a bad argument fails before Spark starts.
+Pure descriptions, validated when built, so a bad argument fails before Spark starts;
+``to_dict``/``from_dict`` carry them to another process (a drill's worker) as JSON.
+
+Nulls follow SQL (and pandas): ``count`` / ``count(*)`` count rows, ``count(col)``
+counts the rows where ``col`` is not null, ``sum/min/max/avg(col)`` ignore nulls
+(and are null for a window where every ``col`` is null).
 
 Example:
     >>> spec = QuerySpec(keys=["player"], window=tumbling("10 minutes"),
     ...                  aggregates=["count", "sum(score)", "max(score)"])
     >>> [a.name for a in spec.aggregates]
     ['count', 'sum_score', 'max_score']
+    >>> QuerySpec.from_dict(spec.to_dict()) == spec
+    True
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from statekit.durations import spark_interval, to_millis
 from statekit.errors import BadArgument
@@ -51,6 +58,21 @@ class WindowSpec:
     def size_ms(self) -> int:
         return to_millis(self.size)
 
+    def to_dict(self) -> dict:
+        """``{"kind": ..., "size": ..., "slide": ...}`` (slide only for hopping windows)."""
+        data = {"kind": self.kind, "size": self.size}
+        if self.slide is not None:
+            data["slide"] = self.slide
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> WindowSpec:
+        """The window ``to_dict`` described."""
+        if not isinstance(data, Mapping) or "kind" not in data or "size" not in data:
+            raise BadArgument("window description", data,
+                              "a dict with kind, size (and slide for hopping windows)")
+        return cls(data["kind"], data["size"], data.get("slide"))
+
     def column(self, event_time: str):
         """The Spark column grouping events into this window, aliased ``window``."""
         from pyspark.sql import functions as F
@@ -87,6 +109,11 @@ class Aggregate:
     def name(self) -> str:
         return self.function if self.column is None else f"{self.function}_{self.column}"
 
+    @property
+    def text(self) -> str:
+        """The aggregate as ``parse`` reads it: ``count``, ``count(col)``, ``sum(col)`` ..."""
+        return self.function if self.column is None else f"{self.function}({self.column})"
+
     @classmethod
     def parse(cls, text: str) -> Aggregate:
         """``"count"``, ``"count(*)"``, ``"sum(score)"`` … → Aggregate."""
@@ -114,19 +141,34 @@ class Aggregate:
 
 @dataclass(frozen=True)
 class QuerySpec:
-    """The stateful aggregation: group ``keys`` per ``window`` of ``event_time``."""
+    """The stateful aggregation: ``aggregates`` per ``window`` of ``event_time`` and ``keys``.
 
-    keys: Sequence[str] = ("player",)
-    window: WindowSpec = field(default_factory=lambda: tumbling("10 minutes"))
-    aggregates: Sequence[Aggregate | str] = ("count", "sum(score)", "max(score)")
+    Args:
+        keys: the group keys (one or more column names).
+        window: ``tumbling(..)``, ``hopping(..)`` or ``session(..)``.
+        aggregates: ``count``, ``count(col)``, ``sum/min/max/avg(col)`` (nulls as in SQL).
+        event_time: the event-time column (a timestamp).
+        watermark: how late an event may come before its window is evicted.
+    """
+
+    keys: Sequence[str]
+    window: WindowSpec
+    aggregates: Sequence[Aggregate | str] = ("count",)
     event_time: str = "ts"
     watermark: str = "10 minutes"
 
     def __post_init__(self):
-        keys = [self.keys] if isinstance(self.keys, str) else list(self.keys)
-        if not keys or not all(isinstance(k, str) and k for k in keys):
+        keys = [self.keys] if isinstance(self.keys, str) else self.keys
+        if not isinstance(keys, Sequence) or not keys or \
+                not all(isinstance(k, str) and k for k in keys):
             raise BadArgument("group keys", self.keys, "one or more column names")
-        aggs = [a if isinstance(a, Aggregate) else Aggregate.parse(a) for a in self.aggregates]
+        keys = list(keys)
+        if len(set(keys)) != len(keys):
+            raise BadArgument("group keys", self.keys, "distinct column names")
+        aggregates = [self.aggregates] if isinstance(self.aggregates, str) else self.aggregates
+        if not isinstance(aggregates, Sequence):
+            raise BadArgument("aggregates", self.aggregates, "a list such as ['count', 'sum(x)']")
+        aggs = [a if isinstance(a, Aggregate) else Aggregate.parse(a) for a in aggregates]
         if not aggs:
             raise BadArgument("aggregates", self.aggregates, "at least one aggregate")
         names = [a.name for a in aggs]
@@ -134,10 +176,16 @@ class QuerySpec:
             raise BadArgument("aggregates", self.aggregates, "each aggregate at most once")
         if not isinstance(self.window, WindowSpec):
             raise BadArgument("window", self.window, "tumbling(..), hopping(..) or session(..)")
+        if not isinstance(self.event_time, str) or not self.event_time:
+            raise BadArgument("event_time column", self.event_time, "a column name")
+        if self.event_time in keys:
+            raise BadArgument("event_time column", self.event_time,
+                              f"a column that is not a group key ({keys})")
         to_millis(self.watermark, "watermark delay")
         object.__setattr__(self, "keys", tuple(keys))
         object.__setattr__(self, "aggregates", tuple(aggs))
 
+    # --- columns --------------------------------------------------------------------------
     @property
     def input_columns(self) -> list[str]:
         """Columns the query reads: keys, event time, aggregated columns."""
@@ -146,6 +194,11 @@ class QuerySpec:
             if agg.column and agg.column not in cols:
                 cols.append(agg.column)
         return cols
+
+    @property
+    def required_columns(self) -> list[str]:
+        """Columns an event cannot do without (a null or missing one makes it malformed)."""
+        return [*self.keys, self.event_time]
 
     @property
     def key_columns(self) -> list[str]:
@@ -158,3 +211,44 @@ class QuerySpec:
     def value_columns(self) -> list[str]:
         cols = [a.name for a in self.aggregates]
         return ["window_end", *cols] if self.window.kind == "session" else cols
+
+    def default_event_schema(self) -> str:
+        """The JSON event schema assumed when none is given (Spark DDL).
+
+        Keys are strings, the event time a timestamp, a column only counted a string
+        (any JSON value reads as text), a column summed or compared a double.
+
+        Example:
+            >>> QuerySpec(keys=["origin"], window=tumbling("1 hour"),
+            ...           aggregates=["count", "avg(dep_delay)"]).default_event_schema()
+            '`origin` string, `ts` timestamp, `dep_delay` double'
+        """
+        numeric = {a.column for a in self.aggregates if a.column and a.function != "count"}
+        types = {k: "string" for k in self.keys}
+        types[self.event_time] = "timestamp"
+        for column in self.input_columns:
+            types.setdefault(column, "double" if column in numeric else "string")
+        return ", ".join(f"`{name}` {kind}" for name, kind in types.items())
+
+    # --- to and from JSON -----------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """The spec as plain JSON-ready data (``from_dict`` reads it back)."""
+        return {"keys": list(self.keys), "window": self.window.to_dict(),
+                "aggregates": [a.text for a in self.aggregates],
+                "event_time": self.event_time, "watermark": self.watermark}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> QuerySpec:
+        """The spec ``to_dict`` described; a missing or unknown field is named."""
+        fields = ("keys", "window", "aggregates", "event_time", "watermark")
+        if not isinstance(data, Mapping):
+            raise BadArgument("query spec description", data, f"a dict with {', '.join(fields)}")
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise BadArgument("query spec field", unknown[0], fields)
+        if "keys" not in data or "window" not in data:
+            raise BadArgument("query spec description", dict(data),
+                              "a dict with at least keys and window")
+        window = data["window"]
+        return cls(**{**data, "window": window if isinstance(window, WindowSpec)
+                      else WindowSpec.from_dict(window)})

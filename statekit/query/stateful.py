@@ -1,14 +1,15 @@
 """Start a stateful windowed aggregation over a Kafka topic and look inside its state.
 
 ``start_query`` reads JSON events from a topic (or takes any streaming
-DataFrame), keeps malformed events aside, applies an event-time watermark,
-groups by window and keys, and runs the aggregation with Spark's RocksDB state
-store. The returned ``StatefulQuery`` waits, reports progress, and reads the
-state: ``snapshot()``, ``changes()``, ``metadata()``.
+DataFrame), keeps malformed events aside (the null rule: ``parse_events``),
+applies an event-time watermark, groups by window and keys, and runs the
+aggregation with Spark's RocksDB state store. The returned ``StatefulQuery``
+waits, reports progress, and reads the state: ``snapshot()``, ``changes()``,
+``metadata()``.
 
 Example:
-    >>> q = start_query("games", bootstrap_servers=broker.bootstrap_servers,   # doctest: +SKIP
-    ...                 window=tumbling("10 minutes"), aggregates=["count", "sum(score)"])
+    >>> q = start_query("games", keys=["player"], window=tumbling("10 minutes"),  # doctest: +SKIP
+    ...                 aggregates=["count", "sum(score)"], kafka=broker)
     >>> q.wait_until_drained()                                                # doctest: +SKIP
     >>> q.snapshot().nlargest(5, "sum_score")                                 # doctest: +SKIP
 """
@@ -17,13 +18,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import glob
-import json
-import os
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -35,16 +33,17 @@ from statekit.changelog.format import changelog_topic
 from statekit.changelog.writer import ChangelogWriter
 from statekit.durations import spark_interval
 from statekit.errors import BadArgument, StatekitError
+from statekit.kafka.connection import Kafka, KafkaConnection, connect
 from statekit.query.progress import progress_frame
 from statekit.query.spec import Aggregate, QuerySpec, WindowSpec
-from statekit.state.reader import StateReader, committed_batches
+from statekit.state.checkpoint import Checkpoint
+from statekit.state.reader import StateReader
+from statekit.validate import batch_id, optional_whole_number
 
-#: The game events of the leaderboard story (see data/README.md).
-GAME_EVENT_SCHEMA = "player string, game string, score long, ts timestamp"
 CORRUPT = "_corrupt_record"
 OBSERVED = "statekit_input"  # observed metrics of the main query: rows in, malformed rows
 SINKS = ("noop", "memory", "console")
-_STATEKIT_DIR = "_statekit"
+MALFORMED_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "reason"]
 
 
 def kafka_format(spark: SparkSession) -> str:
@@ -61,11 +60,10 @@ def kafka_format(spark: SparkSession) -> str:
 def kafka_stream(
     spark: SparkSession,
     topic: str,
-    bootstrap_servers: str,
+    kafka: Kafka,
     starting_offsets: str = "earliest",
     max_offsets_per_trigger: int | None = None,
     fail_on_data_loss: bool = True,
-    kafka_config: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """A streaming DataFrame over ``topic`` with Spark's ``kafka`` columns.
 
@@ -74,52 +72,75 @@ def kafka_stream(
     """
     from statekit.kafka.topics import partition_count
 
-    limit = max_offsets_per_trigger
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
-        raise BadArgument("max_offsets_per_trigger", max_offsets_per_trigger,
-                          "a positive whole number of records, or None for no limit")
-    if not (starting_offsets in ("earliest", "latest") or starting_offsets.startswith("{")):
+    conn = connect(kafka)
+    limit = optional_whole_number(max_offsets_per_trigger, "max_offsets_per_trigger", minimum=1,
+                                  accepted="a positive whole number of records, or None for "
+                                           "no limit")
+    if not isinstance(starting_offsets, str) or not (
+            starting_offsets in ("earliest", "latest") or starting_offsets.startswith("{")):
         raise BadArgument("starting_offsets", starting_offsets,
                           'earliest, latest, or JSON like {"topic": {"0": 42}}')
-    partition_count(bootstrap_servers, topic, kafka_config)
+    partition_count(conn, topic)
     reader = (spark.readStream.format(kafka_format(spark))
-              .option("kafka.bootstrap.servers", bootstrap_servers)
+              .option("kafka.bootstrap.servers", conn.bootstrap_servers)
               .option("subscribe", topic)
               .option("startingOffsets", starting_offsets)
-              .option("failOnDataLoss", str(fail_on_data_loss).lower()))
-    if max_offsets_per_trigger is not None:
-        reader = reader.option("maxOffsetsPerTrigger", int(max_offsets_per_trigger))
-    for key, value in (kafka_config or {}).items():
+              .option("failOnDataLoss", str(bool(fail_on_data_loss)).lower()))
+    if limit is not None:
+        reader = reader.option("maxOffsetsPerTrigger", limit)
+    for key, value in conn.config.items():
         reader = reader.option(f"kafka.{key}", value)
     return reader.load()
 
 
-def parse_events(raw: DataFrame, schema: str | StructType) -> tuple[DataFrame, DataFrame]:
-    """Split raw Kafka rows into (events, malformed).
+def _json_path(name: str) -> str:
+    """A JSONPath to a top-level field, whatever its name holds."""
+    return "$['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
 
-    An event is malformed when its value is not a JSON object, when a field
-    cannot be read as its declared type, or when a declared field is missing.
+
+def parse_events(raw: DataFrame, schema: str | StructType,
+                 required: Sequence[str] = ()) -> tuple[DataFrame, DataFrame]:
+    """Split raw Kafka rows into (events, malformed), by the null rule below.
+
+    An event is **malformed** when its value is not a JSON object, when a field
+    holds a value that cannot be read as its declared type (``"abc"`` for a
+    number), or when a ``required`` field is missing or null. Every other
+    declared field may be null, and a field absent from the JSON object is
+    read as null: a cancelled flight's ``"dep_delay": null`` is an event, which
+    ``count`` counts and ``avg(dep_delay)`` skips, as SQL and pandas do.
+
     ``malformed`` keeps the raw record (value as text, topic, partition,
-    offset, timestamp) and a ``reason``. ``events`` also counts rows in and
-    malformed rows per batch as observed metrics (``observedMetrics`` in progress).
+    offset, timestamp) and a ``reason`` that names the field. ``events`` also
+    counts rows in and malformed rows per batch as observed metrics
+    (``observedMetrics`` in progress).
     """
     struct = StructType.fromDDL(schema) if isinstance(schema, str) else schema
     fields = struct.fieldNames()
+    unknown = [name for name in required if name not in fields]
+    if unknown:
+        raise BadArgument("required field", unknown[0], f"a field of the event schema: {fields}")
     with_corrupt = StructType([*struct.fields, StructField(CORRUPT, StringType(), True)])
     text = F.col("value").cast("string")
     parsed = raw.withColumn("event", F.from_json(
         text, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}))
     event = F.col("event")
-    reason: Column = F.lit(None).cast("string")
-    for name in reversed(fields):
-        reason = F.when(event[name].isNull(), F.lit(f"missing {name}")).otherwise(reason)
+    missing: Column = F.lit(None).cast("string")
+    for name in reversed(list(required)):
+        missing = F.when(event[name].isNull(), F.lit(f"{name} is missing or null")
+                         ).otherwise(missing)
+    wrong_type: Column = F.lit("a field has the wrong type")
+    for field in reversed(struct.fields):  # evaluated only for corrupt records
+        found = F.get_json_object(text, _json_path(field.name))
+        wrong_type = F.when(event[field.name].isNull() & found.isNotNull(), F.concat(
+            F.lit(f"{field.name} is not a {field.dataType.simpleString()}: "), found)
+        ).otherwise(wrong_type)
     all_null = F.lit(True)
     for name in fields:
         all_null = all_null & event[name].isNull()
     reason = (F.when(event.isNull() | (event[CORRUPT].isNotNull() & all_null),
                      F.lit("not a JSON object"))
-              .when(event[CORRUPT].isNotNull(), F.lit("a field has the wrong type"))
-              .otherwise(reason))
+              .when(event[CORRUPT].isNotNull(), wrong_type)
+              .otherwise(missing))
     parsed = parsed.withColumn("reason", reason)
     counted = parsed.observe(OBSERVED, F.count(F.lit(1)).alias("rows"),
                              F.sum(F.col("reason").isNotNull().cast("long")).alias("malformed"))
@@ -140,31 +161,19 @@ def aggregate(events: DataFrame, spec: QuerySpec) -> DataFrame:
             .agg(*[a.column_expr() for a in spec.aggregates]))
 
 
-def _progress_dir(checkpoint: str) -> str:
-    """Where statekit keeps a checkpoint's progress reports, one JSON file per batch."""
-    return os.path.join(checkpoint, _STATEKIT_DIR, "progress")
-
-
-def _progress_files(checkpoint: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(_progress_dir(checkpoint), "*.json")))
-
-
 class _ProgressRecorder(StreamingQueryListener):
-    """Writes every progress report of statekit queries beside their checkpoint."""
+    """Keeps every progress report of statekit queries beside their checkpoint."""
 
     def __init__(self):
-        self.folders: dict[str, str] = {}
+        self.checkpoints: dict[str, Checkpoint] = {}
 
     def onQueryStarted(self, event) -> None:
         pass
 
     def onQueryProgress(self, event) -> None:
-        folder = self.folders.get(str(event.progress.id))
-        if folder:
-            path = os.path.join(folder, f"{event.progress.batchId:010d}.json")
-            with open(path + ".tmp", "w") as out:
-                out.write(event.progress.json)
-            os.replace(path + ".tmp", path)
+        checkpoint = self.checkpoints.get(str(event.progress.id))
+        if checkpoint is not None:
+            checkpoint.write_progress(event.progress.batchId, event.progress.json)
 
     def onQueryIdle(self, event) -> None:
         pass
@@ -196,12 +205,14 @@ def _remove_listener(spark: SparkSession, listener: StreamingQueryListener) -> N
 class StatefulQuery:
     """A running statekit aggregation: wait on it, read its progress and its state."""
 
-    def __init__(self, spark: SparkSession, spec: QuerySpec, checkpoint: str,
+    def __init__(self, spark: SparkSession, spec: QuerySpec, checkpoint: Checkpoint,
                  query: StreamingQuery, malformed_stream: DataFrame | None,
                  reports_before: int = 0, changelog: ChangelogWriter | None = None):
-        self.spark, self.spec, self.checkpoint = spark, spec, checkpoint
+        self.spark, self.spec = spark, spec
+        #: the checkpoint folder (``Checkpoint``: Spark's logs and statekit's files beside them)
+        self.checkpoint = Checkpoint(checkpoint)
         self.query, self._malformed_stream = query, malformed_stream
-        self.state = StateReader(spark, checkpoint, spec)
+        self.state = StateReader(spark, self.checkpoint, spec)
         self._started_batches = reports_before
         #: ships each committed batch's state changes to the changelog topic (None: logging off)
         self.changelog = changelog
@@ -235,8 +246,9 @@ class StatefulQuery:
 
     def wait_for_batches(self, n: int, timeout: float = 120.0) -> int:
         """Block until this run has completed ``n`` batches; returns the last batch id."""
+        n = batch_id(n, "number of batches")
         deadline = time.monotonic() + timeout
-        while len(self._progress_files()) - self._started_batches < n:
+        while len(self.checkpoint.progress_files()) - self._started_batches < n:
             self._raise_if_failed()
             if not self.query.isActive:
                 raise StatekitError(f"query {self.name!r} stopped before {n} batches")
@@ -270,31 +282,20 @@ class StatefulQuery:
 
     def _await_report(self, batch: int, timeout: float = 10.0) -> None:
         """Progress reports arrive asynchronously; give the last one a moment to land."""
-        path = os.path.join(self._progress_dir(), f"{batch:010d}.json")
+        path = self.checkpoint.progress_path(batch) if batch >= 0 else None
         deadline = time.monotonic() + timeout
-        while batch >= 0 and not os.path.exists(path) and time.monotonic() < deadline:
+        while path is not None and not path.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
 
     # --- progress -------------------------------------------------------------------
-    def _progress_dir(self) -> str:
-        return _progress_dir(self.checkpoint)
-
-    def _progress_files(self) -> list[str]:
-        return _progress_files(self.checkpoint)
-
     def progress(self) -> pd.DataFrame:
         """One row per batch (all runs of this checkpoint): rows in, state rows, timings."""
-        reports = []
-        for path in self._progress_files():
-            with open(path) as src:
-                reports.append(json.load(src))
-        return progress_frame(reports)
+        return progress_frame(self.checkpoint.progress_reports())
 
     @property
     def last_batch(self) -> int:
         """Id of the last committed batch (-1 before the first)."""
-        batches = committed_batches(self.checkpoint)
-        return batches[-1] if batches else -1
+        return self.checkpoint.last_batch
 
     def late_events(self) -> int:
         """Rows dropped because they arrived behind the watermark (all batches)."""
@@ -302,34 +303,31 @@ class StatefulQuery:
         return int(frame["dropped_by_watermark"].sum()) if len(frame) else 0
 
     # --- malformed events -----------------------------------------------------------
-    def _malformed_path(self) -> str:
-        return os.path.join(self.checkpoint, _STATEKIT_DIR, "malformed", "data")
-
     def malformed(self, timeout: float = 300.0) -> pd.DataFrame:
         """Malformed input records kept aside: key, value (text), topic, partition, offset, …
 
         The main query only counts them (so the input is read once); this call
         brings the parquet side table under the checkpoint up to date with an
         incremental, exactly-once ``availableNow`` run over the same input, then
-        reads it.
+        reads it. ``reason`` says what is wrong (see ``parse_events``).
         """
-        columns = ["key", "value", "topic", "partition", "offset", "timestamp", "reason"]
         if self._malformed_stream is None:
-            return pd.DataFrame(columns=columns)
-        side = os.path.join(self.checkpoint, _STATEKIT_DIR, "malformed")
+            return pd.DataFrame(columns=MALFORMED_COLUMNS)
+        data = str(self.checkpoint.malformed_data_dir)
         run = (self._malformed_stream.writeStream.queryName(f"{self.name}-malformed")
-               .format("parquet").option("path", self._malformed_path())
-               .option("checkpointLocation", os.path.join(side, "checkpoint"))
+               .format("parquet").option("path", data)
+               .option("checkpointLocation", str(self.checkpoint.malformed_checkpoint_dir))
                .trigger(availableNow=True).start())
         if not run.awaitTermination(timeout):
             run.stop()
             raise TimeoutError(f"keeping malformed records aside took over {timeout:.0f} s")
         if run.exception() is not None:
             raise StatekitError(f"keeping malformed records aside failed: {run.exception()}")
-        if not glob.glob(os.path.join(self._malformed_path(), "*.parquet")):
-            return pd.DataFrame(columns=columns)
-        frame = self.spark.read.parquet(self._malformed_path()).toPandas()
-        return frame[columns].sort_values(["partition", "offset"]).reset_index(drop=True)
+        if not any(self.checkpoint.malformed_data_dir.glob("*.parquet")):
+            return pd.DataFrame(columns=MALFORMED_COLUMNS)
+        frame = self.spark.read.parquet(data).toPandas()
+        return frame[MALFORMED_COLUMNS].sort_values(["partition", "offset"]).reset_index(
+            drop=True)
 
     def malformed_count(self) -> int:
         """Malformed input rows counted by the query so far (all runs of this checkpoint)."""
@@ -356,34 +354,54 @@ class StatefulQuery:
         return self.changelog.topic if self.changelog is not None else None
 
     def read_changelog(self, from_batch: int | None = None, to_batch: int | None = None,
-                       progress: bool | None = None) -> pd.DataFrame:
-        """The changelog records shipped so far (see ``statekit.changelog.read_changelog``)."""
+                       progress: bool | None = None):
+        """The changelog records shipped so far: a ``Changelog`` (see ``read_changelog``)."""
         from statekit.changelog.reader import read_changelog
 
         if self.changelog is None:
             raise StatekitError(f"query {self.name!r} runs with its changelog switched off "
                                 f"(start_query(..., changelog=False))")
         self.changelog.raise_if_failed()
-        return read_changelog(self.changelog.bootstrap_servers, self.changelog.topic,
-                              from_batch=from_batch, to_batch=to_batch,
-                              kafka_config=self.changelog.kafka_config, progress=progress)
+        return read_changelog(self.changelog.kafka, self.changelog.topic,
+                              from_batch=from_batch, to_batch=to_batch, progress=progress)
 
     def __repr__(self) -> str:
         state = "active" if self.is_active else "stopped"
         return f"StatefulQuery({self.name!r}, {state}, last_batch={self.last_batch})"
 
 
+_SPEC_ARGUMENTS = ("keys", "window", "aggregates", "event_time", "watermark")
+
+
+def _spec_of(spec: QuerySpec | None, given: dict) -> QuerySpec:
+    """``spec``, or one built from the keyword arguments given (not both)."""
+    named = {k: v for k, v in given.items() if v is not None}
+    if spec is not None:
+        if not isinstance(spec, QuerySpec):
+            raise BadArgument("spec", spec, "a QuerySpec (or leave it out and pass keys=, "
+                                            "window=, aggregates=, ...)")
+        if named:
+            raise BadArgument(f"{', '.join(named)} with spec", named,
+                              "a QuerySpec or its keyword arguments, not both")
+        return spec
+    if "aggregates" in named and isinstance(named["aggregates"], (str, Aggregate)):
+        named["aggregates"] = [named["aggregates"]]
+    return QuerySpec(**{"keys": None, "window": None, **named})
+
+
 def start_query(
     source: str | DataFrame,
+    spec: QuerySpec | None = None,
     *,
-    spark: SparkSession | None = None,
-    bootstrap_servers: str | None = None,
-    keys: Sequence[str] | str = ("player",),
+    keys: Sequence[str] | str | None = None,
     window: WindowSpec | None = None,
-    aggregates: Sequence[str | Aggregate] = ("count", "sum(score)", "max(score)"),
-    event_time: str = "ts",
-    watermark: str = "10 minutes",
-    event_schema: str | StructType = GAME_EVENT_SCHEMA,
+    aggregates: Sequence[str | Aggregate] | None = None,
+    event_time: str | None = None,
+    watermark: str | None = None,
+    kafka: Kafka | None = None,
+    spark: SparkSession | None = None,
+    event_schema: str | StructType | None = None,
+    required_fields: Sequence[str] = (),
     checkpoint: str | None = None,
     name: str = "statekit",
     output_mode: str | None = None,
@@ -392,7 +410,6 @@ def start_query(
     starting_offsets: str = "earliest",
     max_offsets_per_trigger: int | None = None,
     fail_on_data_loss: bool = True,
-    kafka_config: Mapping[str, str] | None = None,
     changelog: bool | None = None,
     store_name: str = "aggregate",
 ) -> StatefulQuery:
@@ -402,24 +419,41 @@ def start_query(
         source: a Kafka topic name (JSON values, parsed with ``event_schema``), or a
             streaming DataFrame: with a ``value`` column it is parsed the same way,
             otherwise its columns are used as they are.
+        spec: what to compute (a ``QuerySpec``); or leave it out and give ``keys``,
+            ``window``, ``aggregates``, ``event_time``, ``watermark`` (QuerySpec's defaults
+            for those left out), not both.
+        kafka: the Kafka cluster (a ``KafkaConnection``, ``"host:port"`` or an
+            ``EmbeddedBroker``); required when ``source`` is a topic or a changelog is kept.
         spark: the session (``statekit.spark_session()`` when None).
-        bootstrap_servers: the Kafka cluster, required when ``source`` is a topic.
-        keys, window, aggregates, event_time, watermark: what to compute (see QuerySpec);
-            the window defaults to ``tumbling("10 minutes")``.
+        event_schema: the JSON events' schema (Spark DDL or StructType); default
+            ``spec.default_event_schema()`` (keys strings, event time a timestamp,
+            aggregated columns doubles).
+        required_fields: fields besides the group keys and the event time that an event
+            cannot do without. The null rule: an event is malformed (counted, kept aside
+            in ``malformed()``) when it is not a JSON object, when a field holds a value of
+            the wrong type, or when a group key, the event time or a required field is
+            missing or null; any other field may be null or absent (read as null), and
+            ``count`` counts the event while ``sum/min/max/avg(col)`` skip the null.
         checkpoint: the query's checkpoint directory (a new temp dir when None). Starting
             again with the same checkpoint resumes exactly where the query stopped.
         output_mode: ``update`` (default) or ``append`` (sessions need append).
         sink: where result rows go: noop (default), memory (a table named ``name``), console.
         trigger: a micro-batch interval such as "1 second", or "available-now".
         changelog: ship every committed state change to the topic ``<name>-<store_name>-
-            changelog`` (see ``statekit.changelog``). On by default when ``bootstrap_servers``
-            is given; ``False`` switches logging off, like Kafka Streams' ``withLoggingDisabled``.
+            changelog`` (see ``statekit.changelog``). On by default when ``kafka`` is given;
+            ``False`` switches logging off, like Kafka Streams' ``withLoggingDisabled``.
         store_name: the store's name in its changelog topic.
+
+    Example:
+        >>> from statekit.datasets import game_events                        # doctest: +SKIP
+        >>> games = game_events()                                            # doctest: +SKIP
+        >>> q = start_query("games", games.spec, kafka=broker,               # doctest: +SKIP
+        ...                 event_schema=games.schema)
     """
     from statekit.spark.session import spark_session
 
-    spec = QuerySpec(keys=keys, window=window or WindowSpec("tumbling", "10 minutes"),
-                     aggregates=aggregates, event_time=event_time, watermark=watermark)
+    spec = _spec_of(spec, {"keys": keys, "window": window, "aggregates": aggregates,
+                           "event_time": event_time, "watermark": watermark})
     if sink not in SINKS:
         raise BadArgument("sink", sink, SINKS)
     if output_mode is None:
@@ -428,17 +462,26 @@ def start_query(
         raise BadArgument("output mode", output_mode, ["update", "append"])
     if spec.window.kind == "session" and output_mode != "append":
         raise BadArgument("output mode for session windows", output_mode, ["append"])
+    if isinstance(required_fields, str):
+        required_fields = [required_fields]
     trigger_kwargs = _trigger(trigger)
+    conn: KafkaConnection | None = None if kafka is None else connect(kafka)
+    if changelog is None:
+        changelog = conn is not None
+    if changelog and conn is None:
+        raise BadArgument("kafka", None, "the Kafka cluster to write the changelog to "
+                                         "(a KafkaConnection, 'host:port' or an EmbeddedBroker)")
+    topic = changelog_topic(name, store_name) if changelog else None
     spark = spark or spark_session()
-    checkpoint = checkpoint or tempfile.mkdtemp(prefix=f"statekit-{name}-")
-    checkpoint = os.path.abspath(checkpoint)
+    checkpoint = Checkpoint(checkpoint or tempfile.mkdtemp(prefix=f"statekit-{name}-"))
 
     if isinstance(source, str):
-        if not bootstrap_servers:
-            raise BadArgument("bootstrap_servers", bootstrap_servers,
-                              "the Kafka cluster's 'host:port' (e.g. an EmbeddedBroker's)")
-        raw = kafka_stream(spark, source, bootstrap_servers, starting_offsets,
-                           max_offsets_per_trigger, fail_on_data_loss, kafka_config)
+        if conn is None:
+            raise BadArgument("kafka", None, "the Kafka cluster of topic "
+                                             f"{source!r} (a KafkaConnection, 'host:port' or an "
+                                             "EmbeddedBroker)")
+        raw = kafka_stream(spark, source, conn, starting_offsets, max_offsets_per_trigger,
+                           fail_on_data_loss)
     elif isinstance(source, DataFrame):
         if not source.isStreaming:
             raise BadArgument("source", "a batch DataFrame",
@@ -448,29 +491,22 @@ def start_query(
         raise BadArgument("source", source, "a topic name or a streaming DataFrame")
 
     if "value" in raw.columns:
-        events, malformed = parse_events(raw, event_schema)
+        required = list(dict.fromkeys([*spec.required_columns, *required_fields]))
+        events, malformed = parse_events(raw, event_schema or spec.default_event_schema(),
+                                         required)
     else:
         events, malformed = raw, None
 
-    if changelog is None:
-        changelog = bootstrap_servers is not None
-    if changelog and not bootstrap_servers:
-        raise BadArgument("bootstrap_servers", bootstrap_servers,
-                          "the Kafka cluster's 'host:port' to write the changelog to")
-    topic = changelog_topic(name, store_name) if changelog else None
-
-    progress_dir = _progress_dir(checkpoint)
-    os.makedirs(progress_dir, exist_ok=True)
-    reports_before = len(_progress_files(checkpoint))
+    reports_before = len(checkpoint.progress_files())
     recorder = _recorder(spark)
     writer = (aggregate(events, spec).writeStream.queryName(name).outputMode(output_mode)
-              .format(sink).option("checkpointLocation", checkpoint).trigger(**trigger_kwargs))
+              .format(sink).option("checkpointLocation", str(checkpoint))
+              .trigger(**trigger_kwargs))
     query = writer.start()
-    recorder.folders[str(query.id)] = progress_dir
+    recorder.checkpoints[str(query.id)] = checkpoint
     handle = StatefulQuery(spark, spec, checkpoint, query, malformed, reports_before)
     if topic:
-        handle.changelog = ChangelogWriter(handle.state, bootstrap_servers, topic,
-                                           kafka_config=kafka_config).start()
+        handle.changelog = ChangelogWriter(handle.state, conn, topic).start()
     return handle
 
 

@@ -1,35 +1,24 @@
 """Restoration: rebuild local stores from a changelog, keep standby replicas, run drills.
 
 Kept apart from the stores themselves (``statekit.stores``), as Kafka Streams and
-Quix Streams keep recovery apart from storage.
+Quix Streams keep recovery apart from storage. Names resolve on first use, so a
+store-owner worker process loads the stores and the restore code only.
 """
 
-from statekit.restore.changelog import (
-    RestoreResult,
-    compacted_copy,
-    open_partition_store,
-    restore_stores,
-    store_kind,
-)
-from statekit.restore.drill import SCENARIOS, failover_drill
-from statekit.restore.listener import Listeners, RecordingListener, RestoreListener
-from statekit.restore.panel import DrillPanel
-from statekit.restore.spark_drill import SparkRestartDrill, spark_restart_drill
-from statekit.restore.standby import StandbyReplica
+from statekit._lazy import lazy_exports
 
-__all__ = [
-    "SCENARIOS",
-    "DrillPanel",
-    "Listeners",
-    "RecordingListener",
-    "RestoreListener",
-    "RestoreResult",
-    "SparkRestartDrill",
-    "StandbyReplica",
-    "compacted_copy",
-    "failover_drill",
-    "open_partition_store",
-    "restore_stores",
-    "spark_restart_drill",
-    "store_kind",
-]
+_NAMES = {
+    **{name: "statekit.restore.changelog" for name in (
+        "RestoreResult", "compacted_copy", "open_partition_store", "restore_stores",
+        "store_kind")},
+    "SCENARIOS": "statekit.restore.drill",
+    "failover_drill": "statekit.restore.drill",
+    "Listeners": "statekit.restore.listener",
+    "RecordingListener": "statekit.restore.listener",
+    "RestoreListener": "statekit.restore.listener",
+    "SparkRestartDrill": "statekit.restore.spark_drill",
+    "spark_restart_drill": "statekit.restore.spark_drill",
+    "StandbyReplica": "statekit.restore.standby",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES)
+__all__ = sorted(_NAMES)

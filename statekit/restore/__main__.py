@@ -4,4 +4,5 @@ import sys
 
 from statekit.restore.worker import main
 
-main(sys.argv[1:])
+if __name__ == "__main__":
+    main(sys.argv[1:])

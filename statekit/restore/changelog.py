@@ -9,8 +9,8 @@ writes what log compaction would keep into a topic of its own, to restore
 from the compacted view and see the difference.
 
 Example:
-    >>> result = restore_stores(broker.bootstrap_servers,                 # doctest: +SKIP
-    ...                         "board-counts-changelog", query.spec, "/tmp/stores")
+    >>> result = restore_stores(broker, "board-counts-changelog",         # doctest: +SKIP
+    ...                         query.spec, "/tmp/stores")
     >>> result.report      # partition, start/end offsets, records, seconds  # doctest: +SKIP
     >>> result.table()     # equals query.snapshot()                       # doctest: +SKIP
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -27,9 +27,10 @@ from confluent_kafka import Producer
 from tqdm.auto import tqdm
 
 from statekit.changelog import format as fmt
-from statekit.errors import BadArgument, ChangelogError
+from statekit.changelog.reader import topic_partitions
+from statekit.errors import ChangelogError
+from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import (
-    CLIENT_LOG,
     consume_ranges,
     create_topic,
     delete_topic,
@@ -40,6 +41,7 @@ from statekit.kafka.topics import (
 from statekit.query.spec import QuerySpec
 from statekit.restore.listener import Listeners, RecordingListener, RestoreListener
 from statekit.stores import StateStore, open_store
+from statekit.validate import optional_batch_id, whole_number
 
 REPORT_COLUMNS = ["partition", "start_offset", "end_offset", "records", "seconds",
                   "records_per_s", "started", "finished"]
@@ -89,7 +91,7 @@ class RestoreResult:
 
 
 def restore_stores(
-    bootstrap_servers: str,
+    kafka: Kafka,
     topic: str,
     spec: QuerySpec,
     directory: str | os.PathLike | None = None,
@@ -100,12 +102,12 @@ def restore_stores(
     listeners: Iterable[RestoreListener] = (),
     progress: bool | None = None,
     chunk: int = 50_000,
-    kafka_config: Mapping[str, str] | None = None,
     label: str | None = None,
 ) -> RestoreResult:
     """Restore the stores of ``partitions`` (all by default) from changelog ``topic``.
 
     Args:
+        kafka: the cluster (a ``KafkaConnection``, ``"host:port"`` or an ``EmbeddedBroker``).
         spec: what the state holds (its key and value columns, window kind).
         directory: where the RocksDB stores live (``<directory>/<store>/<partition>``);
             None builds in-memory stores.
@@ -116,17 +118,14 @@ def restore_stores(
         chunk: records consumed and written per write batch.
         label: a ``source`` column in the events (e.g. "raw log" or "compacted").
     """
-    n = partition_count(bootstrap_servers, topic, kafka_config)
-    wanted = list(range(n)) if partitions is None else list(partitions)
-    bad = [p for p in wanted if not isinstance(p, int) or not 0 <= p < n]
-    if bad:
-        raise BadArgument("partition", bad[0], f"partitions of {topic!r}: 0..{n - 1}")
-    if to_batch is not None and (not isinstance(to_batch, int) or to_batch < 0):
-        raise BadArgument("to_batch", to_batch, "a batch id (0 or more), or None")
+    conn = connect(kafka)
+    wanted = topic_partitions(conn, topic, partitions)
+    to_batch = optional_batch_id(to_batch, "to_batch")
+    chunk = whole_number(chunk, "chunk", minimum=1)
     name = store_name or topic.removesuffix("-changelog")
     recorder = RecordingListener(label)
     hear = Listeners([recorder, *listeners])
-    consumer = plain_consumer(bootstrap_servers, kafka_config)
+    consumer = plain_consumer(conn)
     stores: dict[int, StateStore] = {}
     rows = []
     try:
@@ -216,9 +215,8 @@ def _upto_batch(messages: list, to_batch: int) -> list:
     return messages
 
 
-def compacted_copy(bootstrap_servers: str, topic: str, target: str | None = None, *,
-                   kafka_config: Mapping[str, str] | None = None, progress: bool | None = None,
-                   **compact_options) -> str:
+def compacted_copy(kafka: Kafka, topic: str, target: str | None = None, *,
+                   progress: bool | None = None, **compact_options) -> str:
     """Write what compaction keeps of ``topic`` to ``target`` (default ``<topic>-compacted``).
 
     The records keep their keys, values (re-encoded from the decoded columns),
@@ -230,18 +228,16 @@ def compacted_copy(bootstrap_servers: str, topic: str, target: str | None = None
     from statekit.changelog.compaction import compact
     from statekit.changelog.reader import read_changelog
 
+    conn = connect(kafka)
     target = target or f"{topic}-compacted"
-    log = read_changelog(bootstrap_servers, topic, kafka_config=kafka_config, progress=progress)
-    kept = compact(log, **compact_options)
-    n = partition_count(bootstrap_servers, topic, kafka_config)
-    delete_topic(bootstrap_servers, target, kafka_config)
-    _wait_gone(bootstrap_servers, target, kafka_config)
-    create_topic(bootstrap_servers, target, n, {"cleanup.policy": "compact"},
-                 client_config=kafka_config)
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "logger": CLIENT_LOG,
-                         "linger.ms": 20, "queue.buffering.max.messages": 2_000_000,
-                         **(kafka_config or {})})
-    values = log.attrs.get("value_columns", [])
+    log = read_changelog(conn, topic, progress=progress)
+    kept = compact(log, **compact_options).records
+    n = partition_count(conn, topic)
+    delete_topic(conn, target)
+    create_topic(conn, target, n, {"cleanup.policy": "compact"})
+    producer = Producer(conn.client_config(**{
+        "linger.ms": 20, "queue.buffering.max.messages": 2_000_000, **conn.config}))
+    values = log.value_columns
     stamps = kept["timestamp"].astype("int64") // 1_000_000
     for row, stamp in zip(kept.itertuples(index=False), stamps, strict=True):
         record = row._asdict()
@@ -252,11 +248,3 @@ def compacted_copy(bootstrap_servers: str, topic: str, target: str | None = None
         producer.poll(0)
     producer.flush(120)
     return target
-
-
-def _wait_gone(bootstrap_servers: str, topic: str, kafka_config, timeout: float = 10.0) -> None:
-    from statekit.kafka.topics import list_topics
-
-    deadline = time.monotonic() + timeout
-    while topic in list_topics(bootstrap_servers, kafka_config) and time.monotonic() < deadline:
-        time.sleep(0.05)

@@ -13,8 +13,7 @@ first answered point query; the replacement's contents are checked against the
 changelog replayed in pandas.
 
 Example:
-    >>> failover_drill(broker.bootstrap_servers, query.changelog_topic,   # doctest: +SKIP
-    ...                query.spec, "/tmp/drill")
+    >>> failover_drill(broker, query.changelog_topic, query.spec, "/tmp/drill")  # doctest: +SKIP
            scenario  records_replayed  restore_seconds  seconds_to_serve  correct
     0    no standby              1168            0.041             0.046     True
 """
@@ -25,18 +24,20 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 
 from statekit.changelog.format import decode_json
-from statekit.changelog.reader import materialize, read_changelog
+from statekit.changelog.reader import read_changelog
 from statekit.errors import BadArgument
+from statekit.kafka.connection import Kafka, KafkaConnection, connect
 from statekit.query.spec import QuerySpec
 from statekit.restore.changelog import RestoreResult, restore_stores
 from statekit.restore.standby import StandbyReplica
 from statekit.restore.worker import start_worker, store_config, wait_for_line
 from statekit.state.changes import same_rows
+from statekit.validate import optional_batch_id
 
 SCENARIOS = ("no standby", "standby", "stale standby")
 REPORT_COLUMNS = ["scenario", "records_replayed", "restore_seconds", "seconds_to_serve",
@@ -57,20 +58,19 @@ def _point_query(result: RestoreResult, spec: QuerySpec, key_json: str, partitio
         return list(found)
 
 
-def _take_over(scenario: str, bootstrap: str, topic: str, spec: QuerySpec, workdir: str,
-               probe: tuple[str, int], stale_batch: int, expected: pd.DataFrame,
-               kafka_config) -> dict:
+def _take_over(scenario: str, kafka: KafkaConnection, topic: str, spec: QuerySpec,
+               workdir: str, probe: tuple[str, int], stale_batch: int,
+               expected: pd.DataFrame) -> dict:
     here = os.path.join(workdir, scenario.replace(" ", "-"))
     active_dir = os.path.join(here, "active")
     standby_dir = os.path.join(here, "replacement" if scenario == "no standby" else "standby")
     standby, lag = None, 0
     if scenario == "standby":
-        standby = StandbyReplica(bootstrap, topic, spec, standby_dir,
-                                 kafka_config=kafka_config).start()
+        standby = StandbyReplica(kafka, topic, spec, standby_dir).start()
     elif scenario == "stale standby":
-        restore_stores(bootstrap, topic, spec, standby_dir, to_batch=stale_batch,
-                       progress=False, kafka_config=kafka_config).close()
-    owner = start_worker("store", store_config(topic, bootstrap, active_dir, spec))
+        restore_stores(kafka, topic, spec, standby_dir, to_batch=stale_batch,
+                       progress=False).close()
+    owner = start_worker("store", store_config(topic, kafka, active_dir, spec))
     try:
         wait_for_line(owner, "serving")
     finally:
@@ -82,8 +82,7 @@ def _take_over(scenario: str, bootstrap: str, topic: str, spec: QuerySpec, workd
         lag = int(samples.groupby("partition")["lag"].last().sum()) if len(samples) else 0
         result = standby.promote()
     else:
-        result = restore_stores(bootstrap, topic, spec, standby_dir, progress=False,
-                                kafka_config=kafka_config)
+        result = restore_stores(kafka, topic, spec, standby_dir, progress=False)
     answer = _point_query(result, spec, *probe)
     served = time.perf_counter()
     try:
@@ -97,18 +96,18 @@ def _take_over(scenario: str, bootstrap: str, topic: str, spec: QuerySpec, workd
 
 
 def failover_drill(
-    bootstrap_servers: str,
+    kafka: Kafka,
     topic: str,
     spec: QuerySpec,
     workdir: str | os.PathLike,
     *,
     scenarios: Sequence[str] = SCENARIOS,
     stale_batch: int | None = None,
-    kafka_config: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Run the failover drill for each scenario; one report row per scenario.
 
     Args:
+        kafka: the cluster (a ``KafkaConnection``, ``"host:port"`` or an ``EmbeddedBroker``).
         topic: the store's changelog topic (statekit format).
         spec: what the state holds.
         workdir: where the stores of the drill live (emptied first).
@@ -117,21 +116,24 @@ def failover_drill(
     bad = [s for s in scenarios if s not in SCENARIOS]
     if bad:
         raise BadArgument("failover scenario", bad[0], SCENARIOS)
-    log = read_changelog(bootstrap_servers, topic, kafka_config=kafka_config)
-    puts = log[~log["tombstone"]]
-    expected = materialize(log)
-    live = puts[puts["key"].isin(set(log.drop_duplicates("key", keep="last")
+    conn = connect(kafka)
+    stale_batch = optional_batch_id(stale_batch, "stale_batch")
+    log = read_changelog(conn, topic)
+    records = log.records
+    puts = records[~records["tombstone"]]
+    expected = log.materialize()
+    live = puts[puts["key"].isin(set(records.drop_duplicates("key", keep="last")
                                      .query("not tombstone")["key"]))]
     if not len(live):
         raise BadArgument("changelog topic", topic, "a changelog whose store holds some rows")
     probe_row = live.iloc[-1]
     probe = (probe_row["key"], int(probe_row["partition"]))
-    stale = log.attrs["last_batch"] // 2 if stale_batch is None else stale_batch
+    stale = log.last_batch // 2 if stale_batch is None else stale_batch
     workdir = str(workdir)
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir)
     columns = [c for c in expected.columns if c != "partition"]
-    rows = [_take_over(s, bootstrap_servers, topic, spec, workdir, probe, stale,
-                       expected[columns], kafka_config) for s in scenarios]
+    rows = [_take_over(s, conn, topic, spec, workdir, probe, stale, expected[columns])
+            for s in scenarios]
     return pd.DataFrame(rows, columns=REPORT_COLUMNS)
 

@@ -3,17 +3,18 @@
 The query first runs in a worker process of its own (``statekit.restore.worker``)
 with the given snapshot interval: Spark's RocksDB state store uploads a full
 snapshot every ``min_deltas_for_snapshot`` versions (checked every
-``maintenance_interval``) and writes a small changelog file every version.
+``maintenance_interval``) and writes a small delta file (``N.changelog``) every version.
 After ``batches`` committed batches the worker is killed. The query is then
 restarted in this process on the same checkpoint; each state partition loads
-the newest snapshot and replays the changelog files after it. The restore is
+the newest snapshot and replays the delta files after it. The restore is
 read from this process's state store log (``restart_timeline``).
 
 Example:
-    >>> drill = spark_restart_drill("games", broker.bootstrap_servers, "/tmp/ck",  # doctest: +SKIP
-    ...                             spark=spark, min_deltas_for_snapshot=2)
-    >>> drill.summary       # per partition: snapshot loaded, changelog files replayed, seconds
-    >>> drill.query.stop()
+    >>> drill = spark_restart_drill("games", broker, "/tmp/ck", spark=spark,  # doctest: +SKIP
+    ...                             spec=GAME_SPEC, event_schema=GAME_EVENT_SCHEMA,
+    ...                             min_deltas_for_snapshot=2)
+    >>> drill.summary    # per partition: snapshot loaded, delta files replayed  # doctest: +SKIP
+    >>> drill.query.stop()                                                 # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -27,14 +28,16 @@ import pandas as pd
 from pyspark.sql import SparkSession
 
 from statekit.durations import to_millis
-from statekit.errors import BadArgument, StatekitError
+from statekit.errors import StatekitError
+from statekit.kafka.connection import Kafka, connect
 from statekit.query.spec import QuerySpec
 from statekit.query.stateful import StatefulQuery, start_query
 from statekit.restore.worker import query_config, start_worker, wait_for_line
 from statekit.spark.session import state_store_log
-from statekit.state.files import state_files
-from statekit.state.reader import committed_batches
+from statekit.state.checkpoint import Checkpoint
 from statekit.state.restart import restart_summary, restart_timeline
+from statekit.state.spark_files import state_files
+from statekit.validate import whole_number
 
 MIN_DELTAS = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
 MAINTENANCE = "spark.sql.streaming.stateStore.maintenanceInterval"
@@ -54,11 +57,12 @@ class SparkRestartDrill:
 
 def spark_restart_drill(
     topic: str,
-    bootstrap_servers: str,
+    kafka: Kafka,
     checkpoint: str | os.PathLike,
     *,
     spark: SparkSession,
-    spec: QuerySpec | None = None,
+    spec: QuerySpec,
+    event_schema: str | None = None,
     name: str = "restarted",
     batches: int = 6,
     min_deltas_for_snapshot: int = 10,
@@ -70,30 +74,29 @@ def spark_restart_drill(
     """Run the query in a worker for ``batches`` batches, kill -9 it, restart it here.
 
     Args:
+        kafka: the cluster (a ``KafkaConnection``, ``"host:port"`` or an ``EmbeddedBroker``).
         spark: this process's session (a ``statekit.spark_session``: its state store log
             is where the restore is read from).
+        spec, event_schema: what the query computes over which events (see ``start_query``).
         min_deltas_for_snapshot: versions between Spark's state snapshots (Spark's default 10).
         maintenance_interval: how often Spark's maintenance uploads snapshots.
         settle_seconds: wait after the kill target is reached (lets maintenance upload).
     """
-    if isinstance(batches, bool) or not isinstance(batches, int) or batches < 1:
-        raise BadArgument("batches", batches, "a whole number of batches, 1 or more")
-    if (isinstance(min_deltas_for_snapshot, bool) or not isinstance(min_deltas_for_snapshot, int)
-            or min_deltas_for_snapshot < 1):
-        raise BadArgument("min_deltas_for_snapshot", min_deltas_for_snapshot,
-                          "a whole number of versions, 1 or more")
+    batches = whole_number(batches, "batches", minimum=1)
+    min_deltas_for_snapshot = whole_number(min_deltas_for_snapshot, "min_deltas_for_snapshot",
+                                           minimum=1)
     interval = f"{to_millis(maintenance_interval, 'maintenance interval')}ms"
-    spec = spec or QuerySpec()
-    checkpoint = os.path.abspath(str(checkpoint))
+    conn = connect(kafka)
+    checkpoint = Checkpoint(checkpoint)
     conf = {MIN_DELTAS: str(min_deltas_for_snapshot), MAINTENANCE: interval}
     worker = start_worker("query", query_config(
-        topic, bootstrap_servers, checkpoint, name, spec=spec,
+        topic, conn, checkpoint, name, spec=spec, event_schema=event_schema,
         max_offsets_per_trigger=max_offsets_per_trigger, conf=conf,
         shuffle_partitions=int(spark.conf.get("spark.sql.shuffle.partitions"))))
     try:
         wait_for_line(worker, "running", timeout)
         deadline = time.monotonic() + timeout
-        while len(committed_batches(checkpoint)) < batches:
+        while len(checkpoint.committed_batches()) < batches:
             if worker.poll() is not None:
                 raise StatekitError(f"the query worker exited with {worker.returncode}: "
                                     f"{worker.stdout.read()[-2000:]}")
@@ -105,17 +108,15 @@ def spark_restart_drill(
     finally:
         worker.send_signal(signal.SIGKILL)
         worker.wait(30)
-    killed_after = committed_batches(checkpoint)[-1]
+    killed_after = checkpoint.last_batch
     files = state_files(checkpoint)
     log = state_store_log()
     since = log.stat().st_size if log.exists() else 0
     old = spark.conf.get(MIN_DELTAS, None)
     spark.conf.set(MIN_DELTAS, str(min_deltas_for_snapshot))
     try:
-        query = start_query(topic, spark=spark, bootstrap_servers=bootstrap_servers,
-                            checkpoint=checkpoint, name=name, keys=spec.keys,
-                            window=spec.window, aggregates=spec.aggregates,
-                            event_time=spec.event_time, watermark=spec.watermark,
+        query = start_query(topic, spec, spark=spark, kafka=conn, checkpoint=str(checkpoint),
+                            name=name, event_schema=event_schema,
                             max_offsets_per_trigger=max_offsets_per_trigger)
     finally:
         if old is None:
@@ -123,7 +124,7 @@ def spark_restart_drill(
         else:
             spark.conf.set(MIN_DELTAS, old)
     query.wait_for_batches(1, timeout)
-    timeline = _timeline_when_logged(checkpoint, log, since, str(query.query.runId))
+    timeline = _timeline_when_logged(str(checkpoint), log, since, str(query.query.runId))
     return SparkRestartDrill(query, timeline, restart_summary(timeline), files, killed_after,
                              min_deltas_for_snapshot)
 

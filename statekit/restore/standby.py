@@ -8,8 +8,7 @@ lag can be drawn over time. ``promote()`` stops tailing, catches up the last
 records and hands over the stores: that is a failover.
 
 Example:
-    >>> standby = StandbyReplica(broker.bootstrap_servers, topic, query.spec,  # doctest: +SKIP
-    ...                          "/tmp/standby").start()
+    >>> standby = StandbyReplica(broker, topic, spec, "/tmp/standby").start()  # doctest: +SKIP
     >>> standby.lag()              # time, partition, lag, position, end_offset  # doctest: +SKIP
     >>> stores = standby.promote() # caught up: serve from these            # doctest: +SKIP
 """
@@ -19,12 +18,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from statekit.kafka.topics import partition_count, plain_consumer
+from statekit.changelog.reader import topic_partitions
+from statekit.kafka.connection import Kafka, connect
+from statekit.kafka.topics import plain_consumer
 from statekit.query.spec import QuerySpec
 from statekit.restore.changelog import RestoreResult, restore_stores
 from statekit.stores import StateStore
@@ -36,22 +37,21 @@ class StandbyReplica:
     """Tails changelog ``topic`` into local stores in ``directory`` (in memory when None).
 
     Args:
+        kafka: the cluster (a ``KafkaConnection``, ``"host:port"`` or an ``EmbeddedBroker``).
         spec: what the state holds.
         partitions: the partitions to keep (all by default).
         name: a ``replica`` column in ``lag()`` (to draw several replicas).
         sample_every: seconds between lag samples.
     """
 
-    def __init__(self, bootstrap_servers: str, topic: str, spec: QuerySpec,
+    def __init__(self, kafka: Kafka, topic: str, spec: QuerySpec,
                  directory: str | os.PathLike | None = None, *,
                  partitions: Sequence[int] | None = None, name: str = "standby",
-                 store_name: str | None = None, sample_every: float = 0.2,
-                 kafka_config: Mapping[str, str] | None = None):
-        self.bootstrap_servers, self.topic, self.spec = bootstrap_servers, topic, spec
+                 store_name: str | None = None, sample_every: float = 0.2):
+        self.kafka, self.topic, self.spec = connect(kafka), topic, spec
         self.directory, self.name, self.store_name = directory, name, store_name
-        n = partition_count(bootstrap_servers, topic, kafka_config)
-        self.partitions = list(range(n)) if partitions is None else list(partitions)
-        self.sample_every, self.kafka_config = sample_every, dict(kafka_config or {})
+        self.partitions = topic_partitions(self.kafka, topic, partitions)
+        self.sample_every = sample_every
         self.stores: dict[int, StateStore] = {}
         self.catch_up: RestoreResult | None = None
         self._samples: list[tuple] = []
@@ -63,10 +63,9 @@ class StandbyReplica:
     # --- lifecycle ------------------------------------------------------------------
     def start(self) -> StandbyReplica:
         """Catch up (restore from the stores' checkpoints), then tail in the background."""
-        self.catch_up = restore_stores(self.bootstrap_servers, self.topic, self.spec,
+        self.catch_up = restore_stores(self.kafka, self.topic, self.spec,
                                        self.directory, store_name=self.store_name,
-                                       partitions=self.partitions, progress=False,
-                                       kafka_config=self.kafka_config)
+                                       partitions=self.partitions, progress=False)
         self.stores = self.catch_up.stores
         self._positions = {p: self.stores[p].read_checkpoint()[p] for p in self.partitions}
         self._stop.clear()
@@ -101,16 +100,15 @@ class StandbyReplica:
         self.stop()
         for store in self.stores.values():
             store.close()
-        result = restore_stores(self.bootstrap_servers, self.topic, self.spec, self.directory,
+        result = restore_stores(self.kafka, self.topic, self.spec, self.directory,
                                 store_name=self.store_name, partitions=self.partitions,
-                                progress=False, kafka_config=self.kafka_config)
+                                progress=False)
         self.stores = result.stores
         return result
 
     # --- tailing --------------------------------------------------------------------
     def _tail(self) -> None:
-        consumer = plain_consumer(self.bootstrap_servers, self.kafka_config,
-                                  **{"enable.partition.eof": False})
+        consumer = plain_consumer(self.kafka, **{"enable.partition.eof": False})
         try:
             consumer.assign([TopicPartition(self.topic, p, self._positions[p])
                              for p in self.partitions])
@@ -148,7 +146,7 @@ class StandbyReplica:
 
     def lag(self) -> pd.DataFrame:
         """Lag samples: time, partition, lag (records behind), position, end_offset, replica."""
-        frame = pd.DataFrame(self._samples, columns=LAG_COLUMNS)
+        frame = pd.DataFrame(list(self._samples), columns=LAG_COLUMNS)  # a copy: the tail appends
         frame["replica"] = self.name
         return frame
 

@@ -8,8 +8,8 @@ CONFIG is JSON (see ``query_config`` / ``store_config``). Each prints one line
 (``serving`` / ``drained through batch N``) when it gets there.
 
 Example:
-    >>> config = query_config("games", broker.bootstrap_servers,         # doctest: +SKIP
-    ...                       "/tmp/ck", "drill")
+    >>> config = query_config("games", broker, "/tmp/ck", "drill",         # doctest: +SKIP
+    ...                       spec=GAME_SPEC, event_schema=GAME_EVENT_SCHEMA)
     >>> proc = start_worker("query", config)                               # doctest: +SKIP
     >>> proc.send_signal(signal.SIGKILL)                                   # doctest: +SKIP
 """
@@ -20,48 +20,49 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from statekit.query.spec import QuerySpec, WindowSpec
-
-
-def spec_to_dict(spec: QuerySpec) -> dict:
-    """A QuerySpec as plain JSON-ready data."""
-    return {"keys": list(spec.keys), "window": [spec.window.kind, spec.window.size,
-                                                spec.window.slide],
-            "aggregates": [f"{a.function}({a.column or '*'})" for a in spec.aggregates],
-            "event_time": spec.event_time, "watermark": spec.watermark}
+from statekit.kafka.connection import Kafka, KafkaConnection, connect
+from statekit.processes import spawn
+from statekit.query.spec import QuerySpec
 
 
-def spec_from_dict(data: Mapping) -> QuerySpec:
-    kind, size, slide = data["window"]
-    return QuerySpec(keys=data["keys"], window=WindowSpec(kind, size, slide),
-                     aggregates=data["aggregates"], event_time=data["event_time"],
-                     watermark=data["watermark"])
+def _kafka_dict(kafka: Kafka) -> dict:
+    conn = connect(kafka)
+    return {"bootstrap_servers": conn.bootstrap_servers, "config": dict(conn.config)}
 
 
-def query_config(topic: str, bootstrap_servers: str, checkpoint: str, name: str, *,
-                 mode: str = "run", spec: QuerySpec | None = None,
-                 max_offsets_per_trigger: int = 250, trigger: str = "200 milliseconds",
-                 shuffle_partitions: int = 3, conf: Mapping[str, str] | None = None) -> dict:
+def _kafka_of(config: Mapping) -> KafkaConnection:
+    return KafkaConnection(config["kafka"]["bootstrap_servers"], config["kafka"]["config"])
+
+
+def query_config(topic: str, kafka: Kafka, checkpoint: str, name: str, *, spec: QuerySpec,
+                 mode: str = "run", event_schema: str | None = None,
+                 required_fields: Sequence[str] = (), max_offsets_per_trigger: int = 250,
+                 trigger: str = "200 milliseconds", shuffle_partitions: int = 3,
+                 conf: Mapping[str, str] | None = None) -> dict:
     """The config of a query worker (``mode``: run until killed, or drain and stop)."""
-    return {"topic": topic, "bootstrap_servers": bootstrap_servers, "checkpoint": str(checkpoint),
-            "name": name, "mode": mode, "spec": spec_to_dict(spec or QuerySpec()),
+    return {"topic": topic, "kafka": _kafka_dict(kafka), "checkpoint": str(checkpoint),
+            "name": name, "mode": mode, "spec": spec.to_dict(), "event_schema": event_schema,
+            "required_fields": list(required_fields),
             "max_offsets_per_trigger": max_offsets_per_trigger, "trigger": trigger,
             "shuffle_partitions": shuffle_partitions, "conf": dict(conf or {})}
 
 
-def store_config(topic: str, bootstrap_servers: str, directory: str, spec: QuerySpec) -> dict:
+def store_config(topic: str, kafka: Kafka, directory: str, spec: QuerySpec) -> dict:
     """The config of a store owner: restore ``topic`` into ``directory``, then keep tailing."""
-    return {"topic": topic, "bootstrap_servers": bootstrap_servers, "directory": str(directory),
-            "spec": spec_to_dict(spec)}
+    return {"topic": topic, "kafka": _kafka_dict(kafka), "directory": str(directory),
+            "spec": spec.to_dict()}
 
 
 def start_worker(command: str, config: Mapping) -> subprocess.Popen:
-    """Start a worker process (stdout and stderr in ``proc.stdout``, text)."""
-    return subprocess.Popen([sys.executable, "-m", "statekit.restore", command,
-                             json.dumps(config)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    """Start a worker process (stdout and stderr in ``proc.stdout``, text).
+
+    The worker dies with this process (``statekit.processes.spawn``), so a killed test
+    run or notebook kernel leaves no query running.
+    """
+    return spawn([sys.executable, "-m", "statekit.restore", command, json.dumps(config)],
+                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def wait_for_line(proc: subprocess.Popen, text: str, timeout: float = 240.0) -> str:
@@ -80,19 +81,18 @@ def wait_for_line(proc: subprocess.Popen, text: str, timeout: float = 240.0) -> 
 
 
 def _run_query(config: Mapping) -> None:
-    import statekit as sk
+    from statekit.query.stateful import start_query
+    from statekit.spark.session import spark_session
 
-    spark = sk.spark_session("local[2]", app_name=f"worker-{config['name']}",
-                             shuffle_partitions=config["shuffle_partitions"],
-                             conf=config.get("conf") or None)
-    spec = spec_from_dict(config["spec"])
-    query = sk.start_query(config["topic"], spark=spark,
-                           bootstrap_servers=config["bootstrap_servers"],
-                           checkpoint=config["checkpoint"], name=config["name"], keys=spec.keys,
-                           window=spec.window, aggregates=spec.aggregates,
-                           event_time=spec.event_time, watermark=spec.watermark,
-                           max_offsets_per_trigger=config["max_offsets_per_trigger"],
-                           trigger=config["trigger"])
+    spark = spark_session("local[2]", app_name=f"worker-{config['name']}",
+                          shuffle_partitions=config["shuffle_partitions"],
+                          conf=config.get("conf") or None)
+    query = start_query(config["topic"], QuerySpec.from_dict(config["spec"]), spark=spark,
+                        kafka=_kafka_of(config), checkpoint=config["checkpoint"],
+                        name=config["name"], event_schema=config["event_schema"],
+                        required_fields=config["required_fields"],
+                        max_offsets_per_trigger=config["max_offsets_per_trigger"],
+                        trigger=config["trigger"])
     if config["mode"] == "drain":
         query.wait_until_drained()
         query.stop()
@@ -106,8 +106,9 @@ def _run_query(config: Mapping) -> None:
 def _own_store(config: Mapping) -> None:
     from statekit.restore.standby import StandbyReplica
 
-    replica = StandbyReplica(config["bootstrap_servers"], config["topic"],
-                             spec_from_dict(config["spec"]), config["directory"], name="active")
+    replica = StandbyReplica(_kafka_of(config), config["topic"],
+                             QuerySpec.from_dict(config["spec"]), config["directory"],
+                             name="active")
     replica.start()
     print("serving", flush=True)
     while True:

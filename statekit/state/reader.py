@@ -25,16 +25,15 @@ from pyspark.sql.types import StructField, StructType
 
 from statekit.errors import BatchNotRetained, CheckpointError, StatekitError
 from statekit.query.spec import BUFFER_WIDTH, QuerySpec
+from statekit.state.checkpoint import Checkpoint
+from statekit.validate import batch_id
 
 CHANGE_NAMES = {"update": "put", "delete": "delete"}
 
 
-def committed_batches(checkpoint: str) -> list[int]:
-    """Ids of the batches in a checkpoint's commit log, ascending (empty before the first)."""
-    commits = os.path.join(checkpoint, "commits")
-    if not os.path.isdir(commits):
-        return []
-    return sorted(int(name) for name in os.listdir(commits) if name.isdigit())
+def committed_batches(checkpoint: str | os.PathLike) -> list[int]:
+    """Ids of the batches in a checkpoint's commit log (``Checkpoint.committed_batches``)."""
+    return Checkpoint(checkpoint).committed_batches()
 
 
 class StateReader:
@@ -42,24 +41,31 @@ class StateReader:
 
     Args:
         spark: the session to read with.
-        checkpoint: the query's checkpoint location.
+        checkpoint: the query's checkpoint location (a path or a ``Checkpoint``).
         spec: what the query computes (tells how to flatten keys and buffers).
         operator_id: the stateful operator to read (statekit queries have one: 0).
     """
 
-    def __init__(self, spark: SparkSession, checkpoint: str, spec: QuerySpec, operator_id: int = 0):
-        self.spark, self.checkpoint, self.spec, self.operator_id = (
-            spark, str(checkpoint), spec, operator_id)
+    def __init__(self, spark: SparkSession, checkpoint: str | os.PathLike | Checkpoint,
+                 spec: QuerySpec, operator_id: int = 0):
+        self.spark, self.spec = spark, spec
+        self.checkpoint = Checkpoint(checkpoint)
+        self.operator_id = batch_id(operator_id, "operator_id")
+
+    @property
+    def path(self) -> str:
+        """The checkpoint location as Spark's readers take it."""
+        return str(self.checkpoint)
 
     # --- metadata -------------------------------------------------------------------
     def metadata(self) -> pd.DataFrame:
         """One row per stateful operator and store: partitions and the retained batch range."""
-        self._require_checkpoint()
+        self.checkpoint.require_state()
         try:
-            meta = self.spark.read.format("state-metadata").load(self.checkpoint).toPandas()
+            meta = self.spark.read.format("state-metadata").load(self.path).toPandas()
         except Exception as exc:  # Spark's AnalysisException and friends
             raise CheckpointError(
-                f"cannot read state metadata of checkpoint {self.checkpoint!r}: "
+                f"cannot read state metadata of checkpoint {self.path!r}: "
                 f"{_first_line(exc)}") from None
         return meta.rename(columns={
             "operatorId": "operator_id", "operatorName": "operator", "stateStoreName": "store",
@@ -72,36 +78,20 @@ class StateReader:
         Read from the checkpoint's commit log listing (cheap; Spark keeps the log
         and the state versions for the same ``minBatchesToRetain`` batches).
         """
-        self._require_checkpoint()
-        batches = committed_batches(self.checkpoint)
-        return (batches[0], batches[-1]) if batches else None
-
-    def _check_batch(self, batch: int | None, span: tuple[int, int] | None) -> int:
-        """``batch`` (the last committed when None) if ``span`` holds it, else BatchNotRetained."""
-        if batch is None:
-            if span is None:
-                raise BatchNotRetained(-1, None, self.checkpoint)
-            return span[1]
-        if not isinstance(batch, int) or span is None or not span[0] <= batch <= span[1]:
-            raise BatchNotRetained(batch, span, self.checkpoint)
-        return batch
-
-    def _require_checkpoint(self) -> None:
-        if not os.path.isdir(os.path.join(self.checkpoint, "state")):
-            raise CheckpointError(
-                f"no state in checkpoint {self.checkpoint!r} (missing "
-                f"{os.path.join(self.checkpoint, 'state')!r}): has the query committed a batch?")
+        self.checkpoint.require_state()
+        return self.checkpoint.batch_range()
 
     # --- reading --------------------------------------------------------------------
     def _load(self, **options) -> DataFrame:
         reader = self.spark.read.format("statestore").option("operatorId", self.operator_id)
         for key, value in options.items():
             reader = reader.option(key, value)
-        return reader.load(self.checkpoint)
+        return reader.load(self.path)
 
     def snapshot_frame(self, batch: int | None = None) -> DataFrame:
         """The flattened state at ``batch`` (latest when None) as a Spark DataFrame."""
-        batch = self._check_batch(batch, self.batch_range())
+        self.checkpoint.require_state()
+        batch = self.checkpoint.check_batch(batch)
         raw = self._load(batchId=batch)
         return raw.select(*self._flat_columns(raw), F.col("partition_id").alias("partition"))
 
@@ -117,7 +107,7 @@ class StateReader:
             raise
         except Exception as exc:
             raise CheckpointError(
-                f"reading state of batch {batch} from {self.checkpoint!r} failed: "
+                f"reading state of batch {batch} from {self.path!r} failed: "
                 f"{_first_line(exc)}") from None
         if sort:
             frame = frame.sort_values(self.spec.key_columns, kind="stable", ignore_index=True)
@@ -125,10 +115,12 @@ class StateReader:
 
     def changes_frame(self, from_batch: int, to_batch: int | None = None) -> DataFrame:
         """The change feed between two batches (inclusive) as a Spark DataFrame."""
-        span = self.batch_range()
-        to_batch = self._check_batch(to_batch, span)
-        if not isinstance(from_batch, int) or span is None or not span[0] <= from_batch <= to_batch:
-            raise BatchNotRetained(from_batch, span, self.checkpoint)
+        self.checkpoint.require_state()
+        to_batch = self.checkpoint.check_batch(to_batch, "to_batch")
+        from_batch = batch_id(from_batch, "from_batch")
+        span = self.checkpoint.batch_range()
+        if not span[0] <= from_batch <= to_batch:
+            raise BatchNotRetained(from_batch, span, self.path)
         raw = self._load(readChangeFeed=True, changeStartBatchId=from_batch,
                          changeEndBatchId=to_batch)
         change = F.col("change_type")
@@ -154,13 +146,13 @@ class StateReader:
         expected = lead + sum(BUFFER_WIDTH[a.function] for a in spec.aggregates)
         if len(value_type.fields) != expected:
             raise StatekitError(
-                f"the state in {self.checkpoint!r} has value fields "
+                f"the state in {self.path!r} has value fields "
                 f"{[f.name for f in value_type.fields]}, which do not fit the aggregates "
                 f"{[a.name for a in spec.aggregates]}: was it written by another query?")
         missing = [k for k in spec.keys if k not in key_type.fieldNames()]
         if missing:
             raise StatekitError(
-                f"the state in {self.checkpoint!r} has key fields {key_type.fieldNames()}, "
+                f"the state in {self.path!r} has key fields {key_type.fieldNames()}, "
                 f"not the group keys {missing}: was it written by another query?")
         # Buffer fields repeat names (two 'sum's, two 'count's): cast to positional names.
         positional = StructType([StructField(f"v{i}", f.dataType, True)

@@ -1,8 +1,8 @@
-"""Spark's own restore after a restart, as a timeline: snapshot load, changelog replay, first batch.
+"""Spark's own restore after a restart, as a timeline: snapshot load, delta replay, first batch.
 
 When a query restarts from its checkpoint, every state store partition is cold:
 its first task loads the newest snapshot ``<= V`` (``V`` = the version to resume
-from), opens RocksDB on it and replays the changelogs after it, up to ``V``. The
+from), opens RocksDB on it and replays the delta files (``N.changelog``) after it, up to ``V``. The
 driver of a statekit Spark session logs that work (logger
 ``org.apache.spark.sql.execution.streaming.state``, see
 ``statekit.spark.session.state_store_log``); this module reads that log back:
@@ -11,7 +11,7 @@ driver of a statekit Spark session logs that work (logger
   maintenance snapshot uploads, one row each;
 - ``restart_timeline``: per partition, the phases of its first load in one run,
   plus the run's first batch (from the progress JSON statekit keeps), cross-checked
-  with the files in the checkpoint (``statekit.state.files.restore_plan``);
+  with the files in the checkpoint (``statekit.state.spark_files.restore_plan``);
 - ``restart_summary``: one row per partition.
 
 Example:
@@ -30,8 +30,6 @@ Example:
 
 from __future__ import annotations
 
-import glob
-import json
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -40,8 +38,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from statekit.errors import BadArgument, CheckpointError, StatekitError
-from statekit.state.files import restore_plan, state_files
+from statekit.errors import CheckpointError, StatekitError
+from statekit.state.checkpoint import Checkpoint
+from statekit.state.spark_files import restore_plan, state_files
+from statekit.validate import require_columns, whole_number
 
 #: The events kept from the log, in the order they happen in a load / an upload.
 EVENTS = (
@@ -59,9 +59,9 @@ EVENTS = (
 EVENT_COLUMNS = ["time", "partition", "operator_id", "store", "run_id", "event", "version",
                  "from_version", "to_version", "files", "bytes", "thread", "message"]
 TIMELINE_COLUMNS = ["partition", "phase", "start", "end", "seconds", "detail", "operator_id",
-                    "store", "run_id", "version", "snapshot_version", "changelog_files",
-                    "plan_snapshot_version", "plan_changelog_files", "matches_plan"]
-PHASES = ("load snapshot", "replay changelog", "first batch")
+                    "store", "run_id", "version", "snapshot_version", "delta_files",
+                    "plan_snapshot_version", "plan_delta_files", "matches_plan"]
+PHASES = ("load snapshot", "replay deltas", "first batch")
 QUERY_ROW = -1  # ``partition`` of the query-wide 'first batch' row
 REMEDY = ("restart the query with a statekit Spark session (statekit.spark_session()) so the "
           "state store log is written, take os.path.getsize(state_store_log()) just before "
@@ -216,10 +216,9 @@ def state_store_events(
     if not path.is_file():
         raise StatekitError(f"no state store log at {str(path)!r}; {REMEDY}")
     size = path.stat().st_size
-    if isinstance(since, bool) or not isinstance(since, (int, np.integer)) \
-            or not 0 <= since <= size:
-        raise BadArgument("log offset (since)", since,
-                          f"a byte offset from 0 to {size} (the size of {str(path)!r} now)")
+    since = whole_number(since, "log offset (since)", minimum=0, maximum=size,
+                         accepted=f"a byte offset from 0 to {size} (the size of {str(path)!r} "
+                                  f"now)")
     read = {"end": since}
 
     def complete_lines(src) -> Iterator[str]:
@@ -245,13 +244,8 @@ def state_store_events(
 def _progress(checkpoint: Path) -> pd.DataFrame:
     """runId, batch, start, end and the first state operator's metrics of every report."""
     rows = []
-    # statekit's progress recorder writes them there (statekit.query.stateful)
-    for name in sorted(glob.glob(str(checkpoint / "_statekit" / "progress" / "*.json"))):
-        try:
-            with open(name) as src:
-                report = json.load(src)
-        except (OSError, ValueError):
-            continue
+    # statekit's progress recorder keeps them beside the checkpoint (statekit.query.stateful)
+    for report in Checkpoint(checkpoint).progress_reports():
         ops = report.get("stateOperators") or [{}]
         duration = report.get("batchDuration",
                               (report.get("durationMs") or {}).get("triggerExecution"))
@@ -298,12 +292,12 @@ def _first_load(events: pd.DataFrame) -> dict | None:
 
 
 def _range_text(first: int, last: int) -> str:
-    return f"changelog {first}" if first == last else \
-        f"changelogs {first}-{last} ({last - first + 1} files)"
+    return f"delta {first}" if first == last else \
+        f"deltas {first}-{last} ({last - first + 1} files)"
 
 
 def _plans(checkpoint: Path, loads: dict) -> dict:
-    """(operator, partition) → (snapshot version or None, changelogs, snapshot file name)."""
+    """(operator, partition) → (snapshot version or None, delta files, snapshot file name)."""
     plans, listings = {}, {}
     for (operator, store, partition), version in loads.items():
         if store != "default":
@@ -327,7 +321,7 @@ def _plans(checkpoint: Path, loads: dict) -> dict:
             row = plan.iloc[0]
             snap = None if pd.isna(row["snapshot_version"]) else int(row["snapshot_version"])
             name = None if row["snapshot_file"] is None else Path(row["snapshot_file"]).name
-            plans[(operator, partition)] = (snap, int(row["changelog_files"]), name)
+            plans[(operator, partition)] = (snap, int(row["delta_files"]), name)
     return plans
 
 
@@ -347,9 +341,9 @@ def _partition_rows(key: tuple, load: dict, plan: tuple | None, run: str) -> lis
         first = last = None
         replayed = 0 if snap_event is not None else None
     base = {"operator_id": operator, "store": store, "run_id": run, "version": version,
-            "snapshot_version": snapshot, "changelog_files": replayed,
+            "snapshot_version": snapshot, "delta_files": replayed,
             "plan_snapshot_version": plan[0] if plan else None,
-            "plan_changelog_files": plan[1] if plan else None,
+            "plan_delta_files": plan[1] if plan else None,
             "matches_plan": (plan[0] == snapshot and plan[1] == replayed) if plan else None}
     rows = []
     if snap_event is not None:
@@ -365,7 +359,7 @@ def _partition_rows(key: tuple, load: dict, plan: tuple | None, run: str) -> lis
                      "end": replay["time"] if replay is not None else end, "detail": detail,
                      **base})
     if replay is not None:
-        rows.append({"partition": partition, "phase": "replay changelog",
+        rows.append({"partition": partition, "phase": "replay deltas",
                      "start": replay["time"], "end": end, "detail": _range_text(first, last),
                      **base})
     return rows
@@ -389,13 +383,13 @@ def restart_timeline(
 
     One row per (partition, phase): ``load snapshot`` (from the task asking for the
     version to the start of the replay: find, copy and open the snapshot), ``replay
-    changelog`` (replay the changelogs after the snapshot, up to the version), and one
+    deltas`` (replay the delta files after the snapshot, up to the version), and one
     ``first batch`` row with ``partition == -1`` (the run's first batch, from its progress
     report: start = its trigger time, end = start + batchDuration). Columns: ``partition``,
     ``phase``, ``start``, ``end`` (naive UTC; NaT when the load did not finish),
     ``seconds``, ``detail``, ``operator_id``, ``store``, ``run_id``, ``version`` (the
-    version loaded), ``snapshot_version`` (NA: no snapshot, an empty store), ``changelog_files``
-    (replayed), ``plan_snapshot_version`` / ``plan_changelog_files`` (what
+    version loaded), ``snapshot_version`` (NA: no snapshot, an empty store), ``delta_files``
+    (replayed), ``plan_snapshot_version`` / ``plan_delta_files`` (what
     ``restore_plan`` reads from the files now; NA when they are gone) and ``matches_plan``.
     ``attrs``: ``run_id``, ``checkpoint``, ``log_path``, ``since``, ``version``,
     ``first_batch``, ``progress_metrics`` (the first batch's RocksDB metrics).
@@ -445,8 +439,8 @@ def restart_timeline(
     timeline["seconds"] = (timeline["end"] - timeline["start"]).dt.total_seconds()
     timeline = timeline.astype({
         "partition": "int64", "operator_id": "Int64", "version": "Int64",
-        "snapshot_version": "Int64", "changelog_files": "Int64",
-        "plan_snapshot_version": "Int64", "plan_changelog_files": "Int64",
+        "snapshot_version": "Int64", "delta_files": "Int64",
+        "plan_snapshot_version": "Int64", "plan_delta_files": "Int64",
         "matches_plan": "boolean"})
     order = timeline["phase"].map({p: i for i, p in enumerate(PHASES)})
     timeline = timeline.assign(_order=order).sort_values(
@@ -467,7 +461,7 @@ def restart_summary(timeline: pd.DataFrame) -> pd.DataFrame:
     """One row per restored partition: what it loaded and how long it took.
 
     Columns: ``partition``, ``operator_id``, ``store``, ``version``, ``snapshot_version``,
-    ``changelog_files``, ``load_seconds`` (snapshot), ``replay_seconds``,
+    ``delta_files``, ``load_seconds`` (snapshot), ``replay_seconds``,
     ``restore_seconds`` (both), ``first_batch_seconds`` (the run's first batch, restore
     included, from its trigger to its commit), ``matches_plan``.
 
@@ -475,27 +469,20 @@ def restart_summary(timeline: pd.DataFrame) -> pd.DataFrame:
         >>> t0 = pd.Timestamp("2026-11-22 08:50:26")
         >>> s = pd.Timedelta(seconds=1)
         >>> timeline = pd.DataFrame({"partition": [-1, 0, 0],
-        ...     "phase": ["first batch", "load snapshot", "replay changelog"],
+        ...     "phase": ["first batch", "load snapshot", "replay deltas"],
         ...     "start": [t0 - s, t0, t0 + s / 2], "end": [t0 + 2 * s, t0 + s / 2, t0 + s],
         ...     "snapshot_version": pd.array([None, 8, 8], dtype="Int64"),
-        ...     "changelog_files": pd.array([None, 1, 1], dtype="Int64")})
+        ...     "delta_files": pd.array([None, 1, 1], dtype="Int64")})
         >>> timeline["seconds"] = (timeline["end"] - timeline["start"]).dt.total_seconds()
         >>> restart_summary(timeline)[["partition", "snapshot_version", "restore_seconds",
         ...                            "first_batch_seconds"]]
            partition  snapshot_version  restore_seconds  first_batch_seconds
         0          0                 8              1.0                  3.0
     """
-    needed = ("partition", "phase", "start", "end", "seconds")
-    if not isinstance(timeline, pd.DataFrame):
-        raise BadArgument("restart timeline", type(timeline).__name__,
-                          "a frame from restart_timeline()")
-    missing = [c for c in needed if c not in timeline.columns]
-    if missing:
-        raise BadArgument(f"restart timeline: missing column {missing[0]!r}",
-                          sorted(map(str, timeline.columns)),
-                          f"a frame from restart_timeline() (needs {', '.join(needed)})")
+    require_columns(timeline, ("partition", "phase", "start", "end", "seconds"),
+                    "restart timeline", "as restart_timeline() gives")
     columns = ["partition", "operator_id", "store", "version", "snapshot_version",
-               "changelog_files", "load_seconds", "replay_seconds", "restore_seconds",
+               "delta_files", "load_seconds", "replay_seconds", "restore_seconds",
                "first_batch_seconds", "matches_plan"]
     first = timeline[timeline["phase"] == "first batch"]
     batch_seconds = float(first["seconds"].iloc[0]) if len(first) else float("nan")
@@ -506,12 +493,12 @@ def restart_summary(timeline: pd.DataFrame) -> pd.DataFrame:
         values = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
         seconds = group.groupby("phase")["seconds"].sum(min_count=1)
         load = seconds.get("load snapshot", np.nan)
-        replay = seconds.get("replay changelog", 0.0 if "load snapshot" in seconds else np.nan)
+        replay = seconds.get("replay deltas", 0.0 if "load snapshot" in seconds else np.nan)
         row = {**values, "load_seconds": load, "replay_seconds": replay,
                "restore_seconds": np.nan if group["end"].isna().any() else
                (group["end"].max() - group["start"].min()).total_seconds(),
                "first_batch_seconds": batch_seconds}
-        for column in ("version", "snapshot_version", "changelog_files", "matches_plan"):
+        for column in ("version", "snapshot_version", "delta_files", "matches_plan"):
             if column in group.columns:
                 row[column] = group[column].iloc[0]
         rows.append(row)
@@ -521,7 +508,7 @@ def restart_summary(timeline: pd.DataFrame) -> pd.DataFrame:
                                           if c in computed or c in parts.columns])
     for column, dtype in (("partition", "int64"), ("operator_id", "Int64"),
                           ("version", "Int64"), ("snapshot_version", "Int64"),
-                          ("changelog_files", "Int64"), ("matches_plan", "boolean"),
+                          ("delta_files", "Int64"), ("matches_plan", "boolean"),
                           ("load_seconds", "float64"), ("replay_seconds", "float64"),
                           ("restore_seconds", "float64"), ("first_batch_seconds", "float64")):
         if column in summary.columns:

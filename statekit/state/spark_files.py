@@ -1,17 +1,19 @@
-"""Spark's own compaction of RocksDB state: snapshot and changelog files, and what a restore reads.
+"""Spark state files: the snapshots and delta files of a RocksDB store, and what a restore reads.
 
 With changelog checkpointing, every committed version ``N`` of a state store
 partition (version ``N`` = the state after batch ``N - 1``) writes a small
-``N.changelog`` file: the rows put and deleted by that batch. Now and then the
-background maintenance task uploads a full snapshot ``N.zip`` (after
-``spark.sql.streaming.stateStore.minDeltasForSnapshot`` changelogs; the SST files
-it needs go to ``SSTs/``). Spark never rewrites old changelogs: a snapshot is its
-way of "compacting" them. With checkpoint format v2 the names carry a unique id:
-``N_<uuid>.changelog`` and ``N_<uuid>.zip``.
+**delta file** ``N.changelog``: the rows put and deleted by that batch. (Spark
+calls these changelog files; statekit says *delta* so that "changelog" always
+means the Kafka topic. Spark's HDFS-backed provider names its own ``N.delta``.)
+Now and then the background maintenance task uploads a full **snapshot**
+``N.zip`` (after ``spark.sql.streaming.stateStore.minDeltasForSnapshot`` deltas;
+the SST files it needs go to ``SSTs/``). Spark never rewrites old deltas: a
+snapshot is its way of "compacting" them. With checkpoint format v2 the names
+carry a unique id: ``N_<uuid>.changelog`` and ``N_<uuid>.zip``.
 
 A cold restore of version ``V`` (after a restart, or on a new executor) loads the
 newest snapshot with version ``<= V`` (or starts from an empty store, version 0)
-and replays the changelogs after it, up to ``V``. An executor that already holds
+and replays the delta files after it, up to ``V``. An executor that already holds
 ``V - 1`` in memory skips all that and just applies the next batch.
 
 Layout read: ``<checkpoint>/state/<operator>/<partition>/`` (the default store of
@@ -21,8 +23,8 @@ are counted in ``files.attrs["sst_files"]``).
 Example:
     >>> files = state_files("/tmp/ck")                                   # doctest: +SKIP
     >>> restore_plan(files)                                              # doctest: +SKIP
-       partition  target_version  snapshot_version  ...  changelog_files replay_versions
-    0          0              12                10  ...                2           11-12
+       partition  target_version  snapshot_version  ...  delta_files replay_versions
+    0          0              12                10  ...            2           11-12
     >>> state_files_chart(with_restore_use(files))                       # doctest: +SKIP
 """
 
@@ -33,14 +35,14 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from statekit.errors import BadArgument, CheckpointError
+from statekit.errors import CheckpointError
+from statekit.validate import require_columns, whole_number
 
 #: ``N.changelog``, ``N.zip``, or with checkpoint format v2 ``N_<uuid>.changelog`` / ``.zip``.
 FILE_NAME = re.compile(r"^(?P<version>\d+)(?:_(?P<uid>[0-9A-Za-z-]+))?\.(?P<ext>changelog|zip)$")
-KINDS = {"changelog": "changelog", "zip": "snapshot"}
+KINDS = {"changelog": "delta", "zip": "snapshot"}  # file extension → statekit's word
 COLUMNS = ["partition", "version", "batch", "kind", "file", "bytes", "modified", "unique_id"]
 
 
@@ -58,10 +60,11 @@ def _ranges(values: Iterable[int]) -> str:
 
 
 def state_files(checkpoint: str | os.PathLike, operator_id: int = 0) -> pd.DataFrame:
-    """The snapshot and changelog files of one stateful operator, one row per file.
+    """The Spark state files (snapshots and deltas) of one stateful operator, one row per file.
 
     Columns: ``partition``, ``version``, ``batch`` (= version - 1), ``kind``
-    (``"snapshot"`` or ``"changelog"``), ``file`` (path), ``bytes``, ``modified``
+    (``"snapshot"`` for ``N.zip`` or ``"delta"`` for ``N.changelog``), ``file`` (path),
+    ``bytes``, ``modified``
     (naive UTC), ``unique_id`` (checkpoint format v2, else None); sorted by partition,
     version and kind. ``attrs``: ``checkpoint``, ``operator_id``, ``sst_files``
     (partition → number of shared SST files).
@@ -69,7 +72,7 @@ def state_files(checkpoint: str | os.PathLike, operator_id: int = 0) -> pd.DataF
     Example:
         >>> state_files("/tmp/ck").groupby("kind").size()                # doctest: +SKIP
         kind
-        changelog    36
+        delta        36
         snapshot     18
     """
     root = Path(checkpoint)
@@ -113,25 +116,17 @@ def state_files(checkpoint: str | os.PathLike, operator_id: int = 0) -> pd.DataF
 
 
 def _require_files(files: pd.DataFrame) -> None:
-    needed = ("partition", "version", "kind", "file")
-    if not isinstance(files, pd.DataFrame):
-        raise BadArgument("state files", type(files).__name__, "a frame from state_files()")
-    missing = [c for c in needed if c not in files.columns]
-    if missing:
-        raise BadArgument(f"state files frame: missing column {missing[0]!r}",
-                          sorted(map(str, files.columns)),
-                          f"a frame from state_files() (needs {', '.join(needed)})")
+    require_columns(files, ("partition", "version", "kind", "file"), "state files frame",
+                    "as state_files() gives")
 
 
 def _target(files: pd.DataFrame, version: int | None) -> int:
     if version is None:
         if files.empty:
-            raise CheckpointError("no snapshot or changelog file: nothing to restore")
+            raise CheckpointError("no snapshot or delta file: nothing to restore")
         return int(files["version"].max())
-    if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
-        raise BadArgument("state version", version,
-                          "a version >= 0 (version N is the state after batch N - 1)")
-    return int(version)
+    return whole_number(version, "state version", minimum=0,
+                        accepted="a version >= 0 (version N is the state after batch N - 1)")
 
 
 def _chosen(files: pd.DataFrame) -> pd.DataFrame:
@@ -152,7 +147,7 @@ def _plan_rows(files: pd.DataFrame, target: int) -> list[dict]:
         snaps = group[(group["kind"] == "snapshot") & (group["version"] <= target)]
         snap = snaps.loc[snaps["version"].idxmax()] if len(snaps) else None
         start = 0 if snap is None else int(snap["version"])
-        logs = group[group["kind"] == "changelog"].set_index("version")["file"]
+        logs = group[group["kind"] == "delta"].set_index("version")["file"]
         needed = range(start + 1, target + 1)
         missing = [v for v in needed if v not in logs.index]
         if missing:
@@ -161,13 +156,13 @@ def _plan_rows(files: pd.DataFrame, target: int) -> list[dict]:
                    "cleaned up, and no snapshot after it covers it")
             raise CheckpointError(
                 f"cannot restore version {target} of partition {partition} from {checkpoint!r}: "
-                f"no changelog of version {missing[0]} ({why}); versions present: "
-                f"changelogs {_ranges(logs.index)}, snapshots {_ranges(snapshots)}")
+                f"no delta file of version {missing[0]} ({why}); versions present: "
+                f"deltas {_ranges(logs.index)}, snapshots {_ranges(snapshots)}")
         rows.append({
             "partition": int(partition), "target_version": target,
             "snapshot_version": None if snap is None else start,
             "snapshot_file": None if snap is None else snap["file"],
-            "changelog_files": len(needed),
+            "delta_files": len(needed),
             "replay_versions": _ranges(needed),
             "replay_files": [logs[v] for v in needed],
         })
@@ -179,12 +174,12 @@ def restore_plan(files: pd.DataFrame, version: int | None = None) -> pd.DataFram
 
     Columns: ``partition``, ``target_version``, ``snapshot_version`` (nullable Int64:
     the newest snapshot ``<= version``; NA = none, start from an empty store),
-    ``snapshot_file``, ``changelog_files`` (how many changelogs are replayed),
+    ``snapshot_file``, ``delta_files`` (how many delta files are replayed),
     ``replay_versions`` (``"first-last"`` text, ``"none"`` when the snapshot is the
     target), ``replay_files`` (their paths, a list).
 
     Raises:
-        CheckpointError: a changelog needed for the replay is gone (cleaned up) and no
+        CheckpointError: a delta file needed for the replay is gone (cleaned up) and no
             later snapshot covers it; the message names the version and what is present.
 
     Example:
@@ -193,11 +188,11 @@ def restore_plan(files: pd.DataFrame, version: int | None = None) -> pd.DataFram
     _require_files(files)
     target = _target(files, version)
     plan = pd.DataFrame(_plan_rows(files, target), columns=[
-        "partition", "target_version", "snapshot_version", "snapshot_file", "changelog_files",
+        "partition", "target_version", "snapshot_version", "snapshot_file", "delta_files",
         "replay_versions", "replay_files"])
     plan["snapshot_version"] = plan["snapshot_version"].astype("Int64")
     plan = plan.astype({"partition": "int64", "target_version": "int64",
-                        "changelog_files": "int64"})
+                        "delta_files": "int64"})
     plan.attrs = dict(files.attrs)
     return plan
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from statekit.changelog.format import TIME_COLUMNS, changelog_key_columns
 from statekit.errors import BadArgument
+from statekit.validate import is_whole_number, whole_number
 
 KINDS = ("key-value", "window", "session")
 #: The last millisecond a 4-digit-year ISO timestamp can show (9999-12-31T23:59:59.999Z).
@@ -55,12 +56,10 @@ def iso_to_ms(text: str | bytes) -> int:
 
 def check_time(what: str, value: object) -> int:
     """``value`` as a timestamp in ms, or BadArgument naming ``what``."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
+    if not is_whole_number(value):
         raise BadArgument(what, value, "an integer number of milliseconds since the epoch")
-    ms = value.__index__()
-    if not 0 <= ms <= MAX_TIME_MS:
-        raise BadArgument(what, value, f"milliseconds from 0 to {MAX_TIME_MS} (year 9999)")
-    return ms
+    return whole_number(value, what, minimum=0, maximum=MAX_TIME_MS,
+                        accepted=f"milliseconds from 0 to {MAX_TIME_MS} (year 9999)")
 
 
 def check_time_range(what_from: str, time_from: object, what_to: str, time_to: object,

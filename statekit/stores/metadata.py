@@ -4,7 +4,7 @@
 key and value columns, changelog topic); opening a directory checks it, so a
 store never reads another store's bytes. ``statekit-store.checkpoint`` keeps
 the changelog offsets restored so far (as Kafka Streams' ``.checkpoint``).
-Both are written atomically (a temporary file, then ``os.replace``).
+Both are written atomically (``statekit.atomic``: a temporary file, fsync, rename).
 
 Example:
     >>> import tempfile
@@ -23,20 +23,20 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from statekit.atomic import write_atomic
 from statekit.errors import BadArgument
 from statekit.stores.errors import StoreCorrupt, StoreMismatch
 from statekit.stores.keys import KINDS
+from statekit.validate import is_whole_number, kafka_name, optional_whole_number, whole_number
 
 #: The store directory format this statekit writes and reads (and every older one).
 STORE_FORMAT_VERSION = 1
 METADATA_FILE = "statekit-store.json"
 CHECKPOINT_FILE = "statekit-store.checkpoint"
-_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _DELETE = "delete the directory (the changelog restores it)"
 
 
@@ -54,25 +54,18 @@ class StoreMetadata:
     format_version: int = STORE_FORMAT_VERSION
 
     def __post_init__(self):
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise BadArgument("store name", self.name,
-                              "letters, digits, '.', '_' and '-' (as in a Kafka topic name)")
+        kafka_name(self.name, "store name")
         if self.kind not in KINDS:
             raise BadArgument("store kind", self.kind, KINDS)
-        if isinstance(self.partition, bool) or not isinstance(self.partition, int) \
-                or self.partition < 0:
-            raise BadArgument("partition", self.partition, "an integer >= 0")
-        if self.window_size_ms is not None and (
-                isinstance(self.window_size_ms, bool) or not isinstance(self.window_size_ms, int)
-                or self.window_size_ms <= 0):
-            raise BadArgument("window_size_ms", self.window_size_ms,
-                              "a positive number of milliseconds, or None")
+        object.__setattr__(self, "partition", whole_number(self.partition, "partition", minimum=0))
+        object.__setattr__(self, "window_size_ms", optional_whole_number(
+            self.window_size_ms, "window_size_ms", minimum=1,
+            accepted="a positive number of milliseconds, or None"))
         if self.window_size_ms is not None and self.kind != "window":
             raise BadArgument(f"window_size_ms of a {self.kind} store", self.window_size_ms,
                               "None (only window stores have a window size)")
-        if self.changelog_topic is not None and not (
-                isinstance(self.changelog_topic, str) and _NAME.match(self.changelog_topic)):
-            raise BadArgument("changelog topic", self.changelog_topic, "a Kafka topic name or None")
+        if self.changelog_topic is not None:
+            kafka_name(self.changelog_topic, "changelog topic")
         object.__setattr__(self, "key_columns", tuple(self.key_columns))
         if self.value_columns is not None:
             object.__setattr__(self, "value_columns", tuple(self.value_columns))
@@ -94,12 +87,7 @@ class StoreMetadata:
 
 
 def _write_json(path: Path, data: object) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as out:
-        json.dump(data, out, indent=1)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=1))
 
 
 def _read_json(path: Path, remedy: str) -> dict | None:
@@ -131,7 +119,7 @@ def read_metadata(directory: str | os.PathLike) -> StoreMetadata | None:
     if data is None:
         return None
     version = data.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool):
+    if not is_whole_number(version):
         raise StoreCorrupt(path, f"format_version {version!r} is not an integer", _DELETE)
     if version > STORE_FORMAT_VERSION:
         raise StoreMismatch(
@@ -184,7 +172,7 @@ def check_offsets(offsets: object) -> dict[int, int]:
         raise BadArgument("checkpoint offsets", offsets, accepted)
     for partition, offset in offsets.items():
         for value in (partition, offset):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            if not is_whole_number(value) or value < 0:
                 raise BadArgument("checkpoint offsets", dict(offsets), accepted)
     return {int(p): int(o) for p, o in offsets.items()}
 

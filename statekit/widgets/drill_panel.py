@@ -1,23 +1,22 @@
 """A small Jupyter panel to run a failover drill and watch its outcome.
 
 Example:
-    >>> panel = DrillPanel(broker.bootstrap_servers, query.changelog_topic,  # doctest: +SKIP
-    ...                    query.spec, "/tmp/drill")
-    >>> panel            # tick scenarios, press "Run failover drill"
-    >>> panel.run()      # the same from code; returns the report
+    >>> panel = DrillPanel(broker, query.changelog_topic, spec, "/tmp/drill")  # doctest: +SKIP
+    >>> panel            # tick scenarios, press "Run failover drill"  # doctest: +SKIP
+    >>> panel.run()      # the same from code; returns the report    # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
 import altair as alt
 import ipywidgets as widgets
 import pandas as pd
 
+from statekit.charts.output import offline
 from statekit.charts.restore import failover_chart
-from statekit.charts.scrubber import enable_offline
+from statekit.kafka.connection import Kafka, connect
 from statekit.query.spec import QuerySpec
 from statekit.restore.drill import SCENARIOS, failover_drill
 
@@ -25,11 +24,10 @@ from statekit.restore.drill import SCENARIOS, failover_drill
 class DrillPanel(widgets.VBox):
     """Scenario checkboxes, a run button, a status line, the time-to-serve chart and report."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, spec: QuerySpec,
-                 workdir: str | os.PathLike, *, kafka_config: Mapping[str, str] | None = None):
-        self.bootstrap_servers, self.topic, self.spec = bootstrap_servers, topic, spec
-        self.workdir, self.kafka_config = workdir, kafka_config
-        self.offline = enable_offline()
+    def __init__(self, kafka: Kafka, topic: str, spec: QuerySpec, workdir: str | os.PathLike):
+        self.kafka, self.topic, self.spec = connect(kafka), topic, spec
+        self.workdir = workdir
+        self.offline = offline()
         self.choices = {s: widgets.Checkbox(value=True, description=s, indent=False)
                         for s in SCENARIOS}
         self.button = widgets.Button(description="Run failover drill", icon="bolt",
@@ -56,8 +54,8 @@ class DrillPanel(widgets.VBox):
         self.button.disabled = True
         self.status.value = f"running: {', '.join(chosen)} (each kills a store owner)…"
         try:
-            report = failover_drill(self.bootstrap_servers, self.topic, self.spec, self.workdir,
-                                    scenarios=chosen, kafka_config=self.kafka_config)
+            report = failover_drill(self.kafka, self.topic, self.spec, self.workdir,
+                                    scenarios=chosen)
         except Exception as exc:
             self.status.value = f"the drill failed: {exc}"
             raise

@@ -1,10 +1,14 @@
 """A Jupyter widget to scrub through a changelog batch by batch: the raw log next to its compaction.
 
 Example:
-    >>> scrubber = ChangelogScrubber(changelog)                           # doctest: +SKIP
-    >>> scrubber                      # in Jupyter: a slider, a summary line, the chart
-    >>> scrubber.batch = 7            # moves the slider; the chart follows
-    >>> scrubber.compacted_view["offset"].tolist()                        # doctest: +SKIP
+    >>> log = pd.DataFrame({"partition": [0, 0, 0], "offset": [0, 1, 2],
+    ...     "timestamp": pd.to_datetime(["2026-01-05 10:00"] * 3), "batch": [0, 1, 2],
+    ...     "seq": [0, 0, 0], "tombstone": [False, False, True],
+    ...     "key": ['{"k":"a"}', '{"k":"a"}', '{"k":"a"}']})
+    >>> scrubber = ChangelogScrubber(log)   # in Jupyter: a slider, a summary line, the chart
+    >>> scrubber.batch = 1                  # moves the slider; the chart follows
+    >>> scrubber.compacted_view["offset"].tolist()
+    [1]
 """
 
 from __future__ import annotations
@@ -14,23 +18,16 @@ from collections.abc import Mapping
 
 import altair as alt
 import ipywidgets as widgets
-import numpy as np
 import pandas as pd
 
-from statekit.changelog.compaction import REQUIRED, compact, require_columns, upto_batch
+from statekit.changelog.compaction import REQUIRED, compact, upto_batch
+from statekit.changelog.log import Changelog, records_of, value_columns_of
 from statekit.charts.changelog import log_vs_compacted_chart
+from statekit.charts.output import offline
 from statekit.errors import BadArgument
+from statekit.validate import require_columns, whole_number
 
 _COMPACT_OPTIONS = [name for name in inspect.signature(compact).parameters if name != "changelog"]
-
-
-def enable_offline() -> bool:
-    """Make ``alt.JupyterChart`` load Vega from vl-convert's bundle (no internet); True if so."""
-    try:
-        alt.JupyterChart.enable_offline()
-    except Exception:  # vl-convert missing or unable to bundle: Vega comes from a CDN instead
-        return False
-    return True
 
 
 class ChangelogScrubber(widgets.VBox):
@@ -43,7 +40,7 @@ class ChangelogScrubber(widgets.VBox):
     (Vega from a CDN, so it needs internet) and ``offline`` is False.
 
     Args:
-        changelog: a changelog frame (see ``statekit.changelog.compaction``).
+        changelog: a ``Changelog`` (from ``read_changelog``) or its records frame.
         compact_options: keyword arguments of ``compact`` (``now``,
             ``delete_retention_ms``, ``min_compaction_lag_ms``, ``retention_ms``).
             Without ``now`` each view is compacted "just after" its last batch.
@@ -58,27 +55,30 @@ class ChangelogScrubber(widgets.VBox):
         >>> ChangelogScrubber(changelog, {"delete_retention_ms": 60_000})  # doctest: +SKIP
     """
 
-    def __init__(self, changelog: pd.DataFrame, compact_options: Mapping | None = None,
+    def __init__(self, changelog: Changelog | pd.DataFrame, compact_options: Mapping | None = None,
                  max_points: int = 5000, bins: int = 100):
-        require_columns(changelog, (*REQUIRED, "batch"))
-        if changelog.empty:
+        records = records_of(changelog)
+        require_columns(records, (*REQUIRED, "batch"), "changelog records",
+                        "as read_changelog() gives")
+        if records.empty:
             raise BadArgument("changelog", "an empty frame", "a changelog with at least a record")
         options = dict(compact_options or {})
         unknown = [name for name in options if name not in _COMPACT_OPTIONS]
         if unknown:
             raise BadArgument("compact option", unknown[0], _COMPACT_OPTIONS)
-        compact(changelog.iloc[:0], **options)  # bad values fail now, not on the first slide
-        self._changelog, self._options = changelog, options
+        compact(records.iloc[:0], **options)  # bad values fail now, not on the first slide
+        self._changelog, self._options = records, options
+        self._values = value_columns_of(changelog)
         self._max_points, self._bins = max_points, bins
-        self.offline = enable_offline()
-        batches = changelog["batch"].to_numpy()
+        self.offline = offline()
+        batches = records["batch"].to_numpy()
         first, last = int(batches.min()), int(batches.max())
         self._slider = widgets.IntSlider(
             value=last, min=first, max=last, step=1, description="after batch",
-            continuous_update=len(changelog) <= 200_000,
+            continuous_update=len(records) <= 200_000,
             style={"description_width": "initial"}, layout=widgets.Layout(width="520px"))
         self._label = widgets.Label()
-        self._raw = self._compacted = changelog.iloc[:0]
+        self._raw = self._compacted = records.iloc[:0]
         self._chart = alt.JupyterChart(self._make_chart(last))
         self._slider.observe(self._on_slide, names="value")
         super().__init__([self._slider, self._label, self._chart])
@@ -92,10 +92,8 @@ class ChangelogScrubber(widgets.VBox):
     @batch.setter
     def batch(self, value: int) -> None:
         low, high = self._slider.min, self._slider.max
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-                or not low <= value <= high:
-            raise BadArgument("batch", value, f"a batch id from {low} to {high}")
-        self._slider.value = int(value)
+        self._slider.value = whole_number(value, "batch", minimum=low, maximum=high,
+                                          accepted=f"a batch id from {low} to {high}")
 
     @property
     def raw_view(self) -> pd.DataFrame:
@@ -131,6 +129,7 @@ class ChangelogScrubber(widgets.VBox):
                              f"tombstones){kept}")
         return log_vs_compacted_chart(
             raw, compacted, max_points=self._max_points, bins=self._bins,
+            value_columns=self._values,
             title=f"The changelog topic after batch {batch}: raw and compacted")
 
     def _on_slide(self, change) -> None:
