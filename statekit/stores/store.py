@@ -74,6 +74,9 @@ class BackedStore(StateStore):
     def write_raw(self, records: Iterable[RawRecord]) -> int:
         return self._open().write(records)
 
+    def get_raw(self, key: bytes) -> bytes | None:
+        return self._open().get(key)
+
     def approximate_num_entries(self) -> int:
         return self._open().count()
 

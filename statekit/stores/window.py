@@ -33,6 +33,7 @@ from statekit.stores.keys import (
     iso_to_ms,
     ms_to_iso,
     object_prefix,
+    successor,
     time_field,
 )
 from statekit.stores.metadata import StoreMetadata
@@ -123,6 +124,23 @@ class BackedWindowStore(BackedStore, WindowStore):
             return SKIP
 
         return self._iterate(None, None, convert)
+
+    def fetch_range(self, key_from: object | None, key_to: object | None, time_from: int,
+                    time_to: int) -> StoreIterator[tuple[WindowedKey, object]]:
+        start, end = check_time_range("time_from", time_from, "time_to", time_to)
+        self._open()
+        lower = None if key_from is None else self._prefix(key_from)
+        upper = None if key_to is None else successor(self._prefix(key_to))
+        low, high = ms_to_iso(start).encode(), ms_to_iso(end).encode()
+        windowed = self._windowed
+
+        def convert(k: bytes, v: bytes) -> object:
+            at = k.find(START_FIELD) + len(START_FIELD)
+            if low <= k[at:at + ISO_WIDTH] <= high:
+                return windowed(k, v)
+            return SKIP
+
+        return self._iterate(lower, upper, convert)
 
     def all(self) -> StoreIterator[tuple[WindowedKey, object]]:
         self._open()

@@ -1,0 +1,357 @@
+"""Keep local stores of some changelog partitions current: restore each, then follow the log.
+
+``ChangelogTail`` owns one local store per changelog partition it holds and one
+background thread with one consumer (assigned to every partition, no consumer
+group, as Kafka Streams restores a thread's tasks together). A partition added
+to it starts **restoring**: it is read from its store's checkpointed offset (the
+log's start the first time) up to the end the log had when it was added; then it
+is **running**: each new record is written as it arrives. Partitions can be
+added and removed while it runs (a reassignment). Offsets are checkpointed in
+each store every ``checkpoint_every`` seconds, so a restart replays only the tail.
+
+It also follows the changelog's metadata topic (``statekit.changelog.meta``)
+and so knows, per partition, the **batch its store reflects**: the highest
+batch ``B`` whose records all lie below the offset it has read. That is what a
+serving instance reports with every answer.
+
+Example:
+    >>> tail = ChangelogTail(broker, "board-counts-changelog", spec,   # doctest: +SKIP
+    ...                      "/tmp/stores", partitions=[0, 2]).start()
+    >>> tail.wait_running(timeout=60)                                  # doctest: +SKIP
+    >>> tail.status_frame()   # partition, state, next_offset, batch   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+import pandas as pd
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from statekit.changelog import format as fmt
+from statekit.changelog.meta import Position, StoreSchema, decode_meta, meta_topic
+from statekit.changelog.reader import topic_partitions
+from statekit.errors import ChangelogError
+from statekit.kafka.connection import Kafka, connect
+from statekit.kafka.topics import end_offsets, list_topics, plain_consumer
+from statekit.query.spec import QuerySpec
+from statekit.restore.changelog import open_partition_store
+from statekit.stores import StateStore
+from statekit.validate import whole_numbers
+
+RESTORING, RUNNING = "restoring", "running"
+STATUS_COLUMNS = ["partition", "state", "next_offset", "restored", "to_restore", "batch",
+                  "shipped_batch", "lag_batches"]
+_HISTORY = 4096  # positions remembered per partition (one per shipping round)
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    """Where one partition's store stands.
+
+    ``state`` is ``restoring`` until ``next_offset`` reaches ``restore_to`` (the log's
+    end when the partition was added), then ``running``. ``batch`` is the batch the
+    store reflects (-1: none yet); ``shipped_batch`` the last batch the changelog
+    writer has shipped, so ``lag_batches`` is how many batches the store is behind.
+    """
+
+    partition: int
+    state: str
+    next_offset: int
+    restore_from: int
+    restore_to: int
+    batch: int = -1
+    shipped_batch: int = -1
+
+    @property
+    def restored(self) -> int:
+        """Records read since the restore began."""
+        return max(0, self.next_offset - self.restore_from)
+
+    @property
+    def to_restore(self) -> int:
+        """Records the restore has to read in all."""
+        return max(0, self.restore_to - self.restore_from)
+
+    @property
+    def lag_batches(self) -> int:
+        return max(0, self.shipped_batch - self.batch)
+
+    def describe(self) -> str:
+        """``restoring, 1,200 of 5,000 records`` or ``running at batch 9``."""
+        if self.state == RESTORING:
+            return f"restoring, {self.restored:,} of {self.to_restore:,} records"
+        return f"{self.state} at batch {self.batch}"
+
+
+class ChangelogTail:
+    """Stores of ``partitions`` of changelog ``topic`` in ``directory``, kept current.
+
+    Args:
+        kafka: the cluster (a ``KafkaConnection``, ``"host:port"`` or an EmbeddedBroker).
+        topic: a statekit changelog topic.
+        spec: what the state holds (key and value columns, window kind).
+        directory: where the RocksDB stores live (``<directory>/<store>/<partition>``);
+            None keeps them in memory.
+        store_name: the store's name (default: ``topic`` without ``-changelog``).
+        partitions: the partitions to hold from the start.
+        checkpoint_every: seconds between checkpoints of the stores' offsets.
+    """
+
+    def __init__(self, kafka: Kafka, topic: str, spec: QuerySpec,
+                 directory: str | os.PathLike | None = None, *, store_name: str | None = None,
+                 partitions: Iterable[int] = (), checkpoint_every: float = 1.0):
+        self.kafka, self.topic, self.spec = connect(kafka), topic, spec
+        self.directory, self.store_name = directory, store_name or topic.removesuffix(
+            "-changelog")
+        self.checkpoint_every = checkpoint_every
+        self.meta_topic = meta_topic(topic)
+        #: what the store holds, from the metadata topic (None until it is read)
+        self.schema: StoreSchema | None = None
+        self.partition_count = len(topic_partitions(self.kafka, topic, None))
+        self._lock = threading.RLock()
+        self._stores: dict[int, StateStore] = {}
+        self._status: dict[int, PartitionStatus] = {}
+        self._shipped: dict[int, list[Position]] = {}  # partition → positions by offset
+        self._changed = threading.Event()  # the set of partitions changed: reassign
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self.add(partitions)
+
+    # --- which partitions ---------------------------------------------------------------
+    @property
+    def partitions(self) -> list[int]:
+        with self._lock:
+            return sorted(self._stores)
+
+    def add(self, partitions: Iterable[int]) -> list[int]:
+        """Hold ``partitions`` too; each restores from its checkpoint. Returns those new here."""
+        wanted = whole_numbers(partitions, "partition", minimum=0,
+                               maximum=self.partition_count - 1)
+        new = [p for p in dict.fromkeys(wanted) if p not in self._stores]
+        if not new:
+            return []
+        consumer = plain_consumer(self.kafka)
+        try:
+            ends = end_offsets(consumer, self.topic, new)
+        finally:
+            consumer.close()
+        with self._lock:
+            for p in new:
+                store = open_partition_store(self.spec, self.store_name, p, self.directory,
+                                             self.topic)
+                low, end = ends[p]
+                start = store.read_checkpoint().get(p, low)
+                if start > end or start < low:
+                    store.close()
+                    raise ChangelogError(
+                        f"the store of partition {p} of {self.topic!r} was restored up to "
+                        f"offset {start}, but the topic now spans {low}..{end}: it was "
+                        f"recreated or cut by retention; delete the store directory")
+                self._stores[p] = store
+                self._status[p] = PartitionStatus(p, RUNNING if start >= end else RESTORING,
+                                                  start, start, end)
+            self._changed.set()
+        return new
+
+    def remove(self, partitions: Iterable[int]) -> list[int]:
+        """Stop holding ``partitions`` (their stores are checkpointed and closed, files kept)."""
+        gone = []
+        with self._lock:
+            for p in partitions:
+                store = self._stores.pop(p, None)
+                if store is None:
+                    continue
+                status = self._status.pop(p)
+                store.write_checkpoint({p: status.next_offset})
+                store.close()
+                gone.append(p)
+            self._changed.set()
+        return gone
+
+    # --- reading the state ----------------------------------------------------------------
+    def store(self, partition: int) -> StateStore:
+        """The store of ``partition`` (KeyError when it is not held here)."""
+        with self._lock:
+            return self._stores[partition]
+
+    def status(self, partition: int | None = None) -> PartitionStatus | dict[int, PartitionStatus]:
+        """One partition's status, or all of them."""
+        self.raise_if_failed()
+        with self._lock:
+            if partition is not None:
+                return self._with_batch(self._status[partition])
+            return {p: self._with_batch(s) for p, s in sorted(self._status.items())}
+
+    def _with_batch(self, status: PartitionStatus) -> PartitionStatus:
+        shipped = self._shipped.get(status.partition) or []
+        offsets = [pos.next_offset for pos in shipped]
+        i = bisect.bisect_right(offsets, status.next_offset)
+        reflected = shipped[i - 1].batch if i else -1
+        latest = shipped[-1].batch if shipped else -1
+        return replace(status, batch=max(status.batch, reflected),
+                       shipped_batch=max(latest, status.batch))
+
+    def status_frame(self) -> pd.DataFrame:
+        """One row per partition: state, next offset, restored / to restore, batch, lag."""
+        rows = [{"partition": s.partition, "state": s.state, "next_offset": s.next_offset,
+                 "restored": s.restored, "to_restore": s.to_restore, "batch": s.batch,
+                 "shipped_batch": s.shipped_batch, "lag_batches": s.lag_batches}
+                for s in self.status().values()]
+        return pd.DataFrame(rows, columns=STATUS_COLUMNS)
+
+    def wait_running(self, partitions: Sequence[int] | None = None, timeout: float = 120.0
+                     ) -> None:
+        """Block until ``partitions`` (all held by default) have restored; TimeoutError names
+        the ones still restoring and how far they are."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.status()
+            waiting = [s for p, s in status.items() if (partitions is None or p in partitions)
+                       and s.state != RUNNING]
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"partitions of {self.topic!r} still restoring after "
+                                   f"{timeout:.0f} s: " + "; ".join(
+                                       f"{s.partition}: {s.describe()}" for s in waiting))
+            time.sleep(0.02)
+
+    def wait_for_batch(self, partition: int, batch: int, timeout: float) -> PartitionStatus:
+        """Wait up to ``timeout`` seconds until ``partition`` reflects ``batch``; the status."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.status(partition)
+            if (status.batch >= batch and status.state == RUNNING) or \
+                    time.monotonic() >= deadline:
+                return status
+            time.sleep(0.005)
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def start(self) -> ChangelogTail:
+        """Restore and follow in the background."""
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name=f"tail-{self.topic}",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop following (stores stay open and checkpointed); raise the thread's error."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+        self.raise_if_failed()
+
+    def close(self) -> None:
+        """Stop, checkpoint and close every store."""
+        try:
+            self.stop()
+        finally:
+            self.remove(list(self._stores))
+
+    def raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def __enter__(self) -> ChangelogTail:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- the loop -------------------------------------------------------------------------
+    def _assignment(self) -> list[TopicPartition]:
+        with self._lock:
+            self._changed.clear()
+            parts = [TopicPartition(self.topic, p, s.next_offset)
+                     for p, s in self._status.items()]
+        return parts
+
+    def _run(self) -> None:
+        consumer = plain_consumer(self.kafka, **{"enable.partition.eof": False})
+        try:
+            follow_meta = self.meta_topic in list_topics(self.kafka)
+            positions = [TopicPartition(self.meta_topic, 0, 0)] if follow_meta else []
+            consumer.assign(self._assignment() + positions)
+            next_checkpoint = time.monotonic() + self.checkpoint_every
+            next_look = time.monotonic() + 1.0
+            while not self._stop.is_set():
+                if not positions and time.monotonic() >= next_look:  # the writer creates it
+                    next_look = time.monotonic() + 1.0
+                    if self.meta_topic in list_topics(self.kafka):
+                        positions = [TopicPartition(self.meta_topic, 0, 0)]
+                        self._changed.set()
+                if self._changed.is_set():
+                    consumer.assign(self._assignment() + positions)
+                messages = consumer.consume(10_000, timeout=0.05)
+                self._apply(messages)
+                if time.monotonic() >= next_checkpoint:
+                    self._checkpoint()
+                    next_checkpoint = time.monotonic() + self.checkpoint_every
+            self._checkpoint()
+        except BaseException as exc:  # surfaced by status() / stop()
+            self._error = exc
+        finally:
+            consumer.close()
+
+    def _apply(self, messages: list) -> None:
+        by_partition: dict[int, list] = {}
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(err)
+                continue
+            if msg.topic() == self.meta_topic:
+                record = decode_meta(msg.key(), msg.value(), self.meta_topic)
+                if isinstance(record, Position):
+                    self._remember(record)
+                else:
+                    self.schema = record
+            else:
+                by_partition.setdefault(msg.partition(), []).append(msg)
+        with self._lock:
+            for p, batch in by_partition.items():
+                status = self._status.get(p)
+                if status is None:  # removed meanwhile
+                    continue
+                self._stores[p].write_raw([(m.key(), m.value()) for m in batch])
+                last = batch[-1]
+                head = fmt.parse_headers(last.headers())
+                complete = status.batch
+                if head is not None and head[fmt.H_SEQ] == head[fmt.H_COUNT] - 1:
+                    complete = head[fmt.H_BATCH]
+                elif head is not None:  # mid-batch: the batch before it is complete here
+                    complete = max(complete, head[fmt.H_PREV])
+                next_offset = last.offset() + 1
+                state = RUNNING if next_offset >= status.restore_to else status.state
+                self._status[p] = replace(status, next_offset=next_offset, batch=complete,
+                                          state=state)
+
+    def _remember(self, position: Position) -> None:
+        with self._lock:
+            history = self._shipped.setdefault(position.partition, [])
+            if history and position.next_offset < history[-1].next_offset:
+                history.clear()  # a recreated topic: start over
+            if history and history[-1].next_offset == position.next_offset:
+                history[-1] = position  # no new record here: a later batch, same offset
+            else:
+                history.append(position)
+            del history[:-_HISTORY]
+
+    def _checkpoint(self) -> None:
+        with self._lock:
+            for p, store in self._stores.items():
+                store.write_checkpoint({p: self._status[p].next_offset})
+
+    def __repr__(self) -> str:
+        return f"ChangelogTail({self.topic!r}, partitions={self.partitions})"

@@ -1,0 +1,32 @@
+"""Interactive queries: serve the live state by key from instances kept current by the changelog.
+
+``serve(kafka, topic, instances=3, standbys=1)`` starts serving processes on this
+machine; ``ServingCluster.client()`` (or ``ServingClient(urls)``) routes point
+lookups to the partition's owner — the partition Spark itself keeps the row in
+(``placement``) — and scatters and gathers the rest, falling back to standbys.
+A ``ServingInstance`` is one instance in this process; ``statekit.serve.rest``
+serves it over HTTP. Names resolve on first use.
+"""
+
+from statekit._lazy import lazy_exports
+
+_NAMES = {
+    "Assignment": "statekit.serve.assignment",
+    "assign": "statekit.serve.assignment",
+    "ServingCluster": "statekit.serve.cluster",
+    "serve": "statekit.serve.cluster",
+    "ServingClient": "statekit.serve.client",
+    "KeyMetadata": "statekit.serve.client",
+    "InstanceDown": "statekit.serve.client",
+    "ServingInstance": "statekit.serve.instance",
+    "PartitionNotHeld": "statekit.serve.instance",
+    "KeyCodec": "statekit.serve.keys",
+    "spark_hash": "statekit.serve.placement",
+    "state_partition": "statekit.serve.placement",
+    "QueryResult": "statekit.serve.results",
+    "PartitionAnswer": "statekit.serve.results",
+    "PartitionUnavailable": "statekit.serve.results",
+    "PositionNotReached": "statekit.serve.results",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES)
+__all__ = sorted(_NAMES)

@@ -1,0 +1,361 @@
+"""A serving instance: the stores of its partitions, kept current, answering queries in process.
+
+An instance holds the partitions the ``Assignment`` gives it — as their active
+owner or as a standby — each in a local RocksDB store that a ``ChangelogTail``
+restores from the changelog and then keeps current. It reads what the store
+holds (the spec, the key types, the partition count) from the changelog's
+metadata topic, so it needs no Spark and no checkpoint: only Kafka.
+
+It answers Kafka Streams' query shapes over the partitions it holds — ``get``,
+``fetch``, ``fetch_all``, ``fetch_range``, ``all``, ``find_sessions``,
+``approximate_num_entries`` and the leaderboard's ``top_k`` — each as a
+``QueryResult`` saying, per partition, the batch it reflects. A query may ask
+for ``min_batch``: it waits up to ``timeout`` for the store to reach it, else
+``PositionNotReached`` names the batch it has. A partition still restoring is
+``PartitionUnavailable`` (how far along it is); one it does not hold is
+``PartitionNotHeld`` (ask its owner: ``statekit.serve.client`` routes).
+
+Example:
+    >>> instance = ServingInstance("i0", broker, "board-counts-changelog",  # doctest: +SKIP
+    ...                            "/tmp/serving").start()
+    >>> instance.get({"player": "p07", "window_start": "2026-01-05T10:00Z"}).value  # doctest: +SKIP
+    {'player': 'p07', 'window_start': ..., 'count': 3, 'sum_score': 120, 'max_score': 80}
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import islice
+from pathlib import Path
+
+from statekit.changelog.meta import StoreSchema
+from statekit.changelog.reader import read_meta
+from statekit.errors import BadArgument, StatekitError
+from statekit.kafka.connection import Kafka, connect
+from statekit.restore.tail import RUNNING, ChangelogTail, PartitionStatus
+from statekit.serve.assignment import Assignment, assign
+from statekit.serve.keys import KeyCodec, time_ms
+from statekit.serve.results import (
+    PartitionAnswer,
+    PartitionUnavailable,
+    PositionNotReached,
+    QueryResult,
+)
+from statekit.stores.keys import ms_to_iso
+from statekit.validate import optional_batch_id, whole_number
+
+KINDS = ("get", "fetch", "fetch_all", "fetch_range", "all", "find_sessions", "top_k",
+         "approximate_num_entries")
+MAX_ROWS = 1_000_000  # a scan stops here unless the caller asks for less
+
+
+class PartitionNotHeld(StatekitError, LookupError):
+    """This instance does not hold the partition: ask its owner."""
+
+    def __init__(self, instance: str, partition: int, owners: Sequence[str]):
+        self.instance, self.partition, self.owners = instance, partition, list(owners)
+        super().__init__(f"instance {instance!r} does not hold partition {partition}; its "
+                         f"owners: {', '.join(owners) or 'none'}")
+
+
+def wait_for_schema(kafka: Kafka, topic: str, timeout: float) -> StoreSchema:
+    """The store schema from ``topic``'s metadata topic, waiting for the writer to publish it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        schema, _ = read_meta(kafka, topic)
+        if schema is not None:
+            return schema
+        if time.monotonic() > deadline:
+            raise StatekitError(f"no store schema in the metadata topic of {topic!r} after "
+                                f"{timeout:.0f} s: is a statekit query shipping this changelog?")
+        time.sleep(0.2)
+
+
+class ServingInstance:
+    """Holds and serves the partitions ``assignment`` gives to instance ``name``.
+
+    Args:
+        name: this instance's name in the assignment.
+        kafka: the cluster (a ``KafkaConnection``, ``"host:port"`` or an EmbeddedBroker).
+        topic: the store's changelog topic.
+        directory: where this instance keeps its stores (``<directory>/<name>/...``);
+            None keeps them in memory.
+        assignment: who owns what (default: this instance owns every partition).
+        schema: what the store holds (default: read from the metadata topic).
+    """
+
+    def __init__(self, name: str, kafka: Kafka, topic: str,
+                 directory: str | os.PathLike | None = None,
+                 assignment: Assignment | None = None, *, schema: StoreSchema | None = None,
+                 store_name: str | None = None, schema_timeout: float = 60.0):
+        self.name, self.kafka, self.topic = name, connect(kafka), topic
+        self.schema = schema or wait_for_schema(self.kafka, topic, schema_timeout)
+        spec = self.schema.spec
+        self.codec = KeyCodec(spec, self.schema.key_types, self.schema.partitions)
+        self.kind = "session" if spec.window.kind == "session" else "window"
+        folder = None if directory is None else Path(directory) / name
+        self.tail = ChangelogTail(self.kafka, topic, spec, folder, store_name=store_name)
+        self.assignment = assignment or assign(self.schema.partitions, [name], 0)
+        self.set_assignment(self.assignment)
+
+    # --- assignment -----------------------------------------------------------------------
+    def set_assignment(self, assignment: Assignment) -> dict[int, str]:
+        """Hold what ``assignment`` gives this instance (new partitions restore); its roles."""
+        held = assignment.held_by(self.name)
+        self.tail.remove([p for p in self.tail.partitions if p not in held])
+        self.tail.add(held)
+        self.assignment = assignment
+        return held
+
+    @property
+    def roles(self) -> dict[int, str]:
+        """partition → ``active`` or ``standby``, for the partitions held here."""
+        return self.assignment.held_by(self.name)
+
+    def active_partitions(self) -> list[int]:
+        return [p for p, role in self.roles.items() if role == "active"]
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def start(self) -> ServingInstance:
+        self.tail.start()
+        return self
+
+    def wait_ready(self, timeout: float = 120.0) -> ServingInstance:
+        """Block until every held partition has restored."""
+        self.tail.wait_running(timeout=timeout)
+        return self
+
+    def close(self) -> None:
+        self.tail.close()
+
+    def __enter__(self) -> ServingInstance:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- one partition ----------------------------------------------------------------------
+    def _ready(self, partition: int, min_batch: int | None, timeout: float
+               ) -> tuple[object, PartitionStatus]:
+        role = self.roles.get(partition)
+        if role is None:
+            raise PartitionNotHeld(self.name, partition, self.assignment.owners(partition))
+        status = self.tail.status(partition)
+        if status.state != RUNNING:
+            raise PartitionUnavailable(partition, f"instance {self.name!r} holds it but is "
+                                                  f"{status.describe()}", retry_after=1.0)
+        if min_batch is not None and status.batch < min_batch:
+            status = self.tail.wait_for_batch(partition, min_batch, timeout)
+            if status.batch < min_batch:
+                raise PositionNotReached(partition, min_batch, status.batch, self.name)
+        return self.tail.store(partition), status
+
+    def _answer(self, partition: int, status: PartitionStatus, started: float
+                ) -> PartitionAnswer:
+        return PartitionAnswer(partition, self.name, self.roles.get(partition, "standby"),
+                               status.batch, status.lag_batches,
+                               time.perf_counter() - started, status.state)
+
+    def _over(self, kind: str, partitions: Iterable[int] | None, read: Callable,
+              min_batch: int | None, timeout: float) -> QueryResult:
+        """Run ``read(store, partition)`` on each partition; one answer per partition."""
+        wanted = self.active_partitions() if partitions is None else [
+            whole_number(p, "partition", minimum=0, maximum=self.schema.partitions - 1)
+            for p in partitions]
+        min_batch = optional_batch_id(min_batch, "min_batch")
+        rows, report = [], []
+        for p in wanted:
+            started = time.perf_counter()
+            store, status = self._ready(p, min_batch, timeout)
+            rows.extend(read(store, p))
+            report.append(self._answer(p, status, started))
+        return QueryResult(kind, rows, report)
+
+    # --- rows -------------------------------------------------------------------------------
+    def _window_row(self, key: Mapping, start: int, value: Mapping) -> dict:
+        end = start + self.codec.size_ms
+        return {**key, "window_start": ms_to_iso(start), "window_end": ms_to_iso(end), **value}
+
+    @staticmethod
+    def _session_row(session, value: Mapping) -> dict:
+        return {**session.key, "window_start": ms_to_iso(session.start), **value}
+
+    def _require(self, kind: str, store_kind: str) -> None:
+        if self.kind != store_kind:
+            raise BadArgument("query", kind, f"the queries of a {self.kind} store "
+                                             f"(this store holds {self.kind}s)")
+
+    # --- the queries ------------------------------------------------------------------------
+    def get(self, key: object, *, min_batch: int | None = None, timeout: float = 0.0
+            ) -> QueryResult:
+        """One state row by its full key: group keys and ``window_start``.
+
+        The key's partition must be held here (``PartitionNotHeld`` otherwise).
+        """
+        full = self.codec.key(key)
+        partition = self.codec.partition(full)
+        store_key = self.codec.store_key(full)
+
+        def read(store, _p):
+            value = store.get_raw(store_key)
+            return [] if value is None else [KeyCodec.row(store_key, value)]
+
+        return self._over("get", [partition], read, min_batch, timeout)
+
+    def fetch(self, key: object, time_from: object, time_to: object, *,
+              partitions: Sequence[int] | None = None, min_batch: int | None = None,
+              timeout: float = 0.0) -> QueryResult:
+        """A key's windows starting in [time_from, time_to], in time order (sessions:
+        overlapping it).
+
+        Reads the partitions holding them (``partitions`` narrows it to those given).
+        """
+        group = self.codec.group(key)
+        spread = self.codec.partitions_of_range(group, time_from, time_to)
+        wanted = [p for p in spread if partitions is None or p in partitions]
+        low, high = time_ms(time_from, "time_from"), time_ms(time_to, "time_to")
+        if self.kind == "session":
+            return self.find_sessions(group, low, high, partitions=wanted,
+                                      min_batch=min_batch, timeout=timeout)
+
+        def read(store, _p):
+            with store.fetch(group, low, high) as found:
+                return [self._window_row(group, start, value) for start, value in found]
+
+        result = self._over("fetch", wanted, read, min_batch, timeout)
+        result.rows.sort(key=lambda row: row["window_start"])  # in time order, as one store
+        return result
+
+    def fetch_all(self, time_from: object, time_to: object, *,
+                  partitions: Sequence[int] | None = None, limit: int = MAX_ROWS,
+                  min_batch: int | None = None, timeout: float = 0.0) -> QueryResult:
+        """Every window starting in [time_from, time_to], of the partitions asked (default:
+        those this instance is active for)."""
+        self._require("fetch_all", "window")
+        low, high = time_ms(time_from, "time_from"), time_ms(time_to, "time_to")
+        limit = whole_number(limit, "limit", minimum=1)
+
+        def read(store, _p):
+            with store.fetch_all(low, high) as found:
+                return [self._window_row(w.key, w.start, v) for w, v in islice(found, limit)]
+
+        return self._over("fetch_all", partitions, read, min_batch, timeout)
+
+    def fetch_range(self, key_from: object | None, key_to: object | None, time_from: object,
+                    time_to: object, *, partitions: Sequence[int] | None = None,
+                    limit: int = MAX_ROWS, min_batch: int | None = None,
+                    timeout: float = 0.0) -> QueryResult:
+        """Windows of the keys from ``key_from`` to ``key_to`` (store byte order) in time."""
+        self._require("fetch_range", "window")
+        low, high = time_ms(time_from, "time_from"), time_ms(time_to, "time_to")
+        lo = None if key_from is None else self.codec.group(key_from)
+        hi = None if key_to is None else self.codec.group(key_to)
+        limit = whole_number(limit, "limit", minimum=1)
+
+        def read(store, _p):
+            with store.fetch_range(lo, hi, low, high) as found:
+                return [self._window_row(w.key, w.start, v) for w, v in islice(found, limit)]
+
+        return self._over("fetch_range", partitions, read, min_batch, timeout)
+
+    def all(self, *, partitions: Sequence[int] | None = None, limit: int = MAX_ROWS,
+            min_batch: int | None = None, timeout: float = 0.0) -> QueryResult:
+        """Every state row of the partitions asked (default: those this instance is active
+        for), at most ``limit`` per partition."""
+        limit = whole_number(limit, "limit", minimum=1)
+
+        def read(store, _p):
+            with store.all() as found:
+                if self.kind == "session":
+                    return [self._session_row(s, v) for s, v in islice(found, limit)]
+                return [self._window_row(w.key, w.start, v) for w, v in islice(found, limit)]
+
+        return self._over("all", partitions, read, min_batch, timeout)
+
+    def find_sessions(self, key: object, earliest_end: object, latest_start: object, *,
+                      partitions: Sequence[int] | None = None, min_batch: int | None = None,
+                      timeout: float = 0.0) -> QueryResult:
+        """A key's sessions that end at or after ``earliest_end`` and start at or before
+        ``latest_start`` (Kafka Streams' ``findSessions``)."""
+        self._require("find_sessions", "session")
+        group = self.codec.group(key)
+        low = time_ms(earliest_end, "earliest_end")
+        high = time_ms(latest_start, "latest_start")
+        partition = self.codec.partition(group)
+        wanted = [partition] if partitions is None or partition in partitions else []
+
+        def read(store, _p):
+            with store.find_sessions(group, low, high) as found:
+                return [self._session_row(s, v) for s, v in found]
+
+        return self._over("find_sessions", wanted, read, min_batch, timeout)
+
+    def top_k(self, window_start: object, k: int, by: str, *,
+              partitions: Sequence[int] | None = None, min_batch: int | None = None,
+              timeout: float = 0.0) -> QueryResult:
+        """The ``k`` rows of the window starting at ``window_start`` with the largest ``by``
+        (the leaderboard), of the partitions asked; nulls rank last, ties by key."""
+        self._require("top_k", "window")
+        start = time_ms(window_start, "window_start")
+        k = whole_number(k, "k", minimum=1, maximum=MAX_ROWS)
+        values = self.schema.spec.value_columns
+        if by not in values:
+            raise BadArgument("top_k by", by, values)
+
+        keys = self.schema.spec.keys
+
+        def read(store, _p):
+            with store.fetch_all(start, start) as found:
+                rows = (self._window_row(w.key, w.start, v) for w, v in found)
+                return top(rows, k, by, keys)
+
+        result = self._over("top_k", partitions, read, min_batch, timeout)
+        result.rows = top(result.rows, k, by, keys)
+        return result
+
+    def approximate_num_entries(self, *, partitions: Sequence[int] | None = None
+                                ) -> QueryResult:
+        """About how many state rows each partition asked holds (RocksDB's estimate)."""
+        return self._over("approximate_num_entries", partitions, lambda store, p: [
+            {"partition": p, "entries": store.approximate_num_entries()}], None, 0.0)
+
+    # --- about itself -----------------------------------------------------------------------
+    def metadata(self) -> dict:
+        """This instance: its name, the assignment, and per held partition its role, state,
+        batch, offsets and restore progress."""
+        status = self.tail.status()
+        return {
+            "instance": self.name, "topic": self.topic, "store": self.tail.store_name,
+            "kind": self.kind, "partitions": self.schema.partitions,
+            "spec": self.schema.spec.to_dict(), "key_types": dict(self.schema.key_types),
+            "assignment": self.assignment.to_dict(),
+            "held": {str(p): {"role": role, "state": status[p].state,
+                              "batch": status[p].batch, "shipped_batch": status[p].shipped_batch,
+                              "lag_batches": status[p].lag_batches,
+                              "next_offset": status[p].next_offset,
+                              "restored": status[p].restored,
+                              "to_restore": status[p].to_restore}
+                     for p, role in self.roles.items() if p in status},
+        }
+
+    def __repr__(self) -> str:
+        return f"ServingInstance({self.name!r}, {self.topic!r}, roles={self.roles})"
+
+
+def top(rows: Iterable[Mapping], k: int, by: str, keys: Sequence[str]) -> list[dict]:
+    """The ``k`` rows with the largest ``by``: nulls last, ties by the group keys' text.
+
+    Example:
+        >>> top([{"p": "b", "n": 3}, {"p": "a", "n": 3}, {"p": "c", "n": None},
+        ...      {"p": "d", "n": 1}], 3, "n", ["p"])
+        [{'p': 'a', 'n': 3}, {'p': 'b', 'n': 3}, {'p': 'd', 'n': 1}]
+    """
+    def rank(row: Mapping) -> tuple:
+        value = row.get(by)
+        return (value is None, -value if value is not None else 0,
+                tuple(str(row.get(key)) for key in keys))
+
+    return heapq.nsmallest(k, rows, key=rank)

@@ -1,0 +1,130 @@
+"""What an interactive query answers: the rows, and for each partition who answered, at what batch.
+
+Every answer carries one ``PartitionAnswer`` per partition it read: the
+instance that answered, whether it was the partition's active owner or a
+standby, the batch the store reflected (like the position Kafka Streams'
+IQv2 returns with a result, in Spark batch ids), how many batches behind the
+changelog writer it was, and how long the partition took. ``rows`` are plain
+Python values (window times in ISO-8601 text, as in the changelog);
+``to_pandas()`` gives a frame with times as ``datetime64``.
+
+Example:
+    >>> answer = QueryResult("get", [{"player": "p07", "count": 3}],
+    ...                      [PartitionAnswer(2, "i1", "active", 9, 0, 0.0001)])
+    >>> answer.value, answer.batch, answer.from_standby
+    ({'player': 'p07', 'count': 3}, 9, False)
+    >>> answer.report()[["partition", "instance", "role", "batch"]]
+       partition instance    role  batch
+    0          2       i1  active      9
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+import pandas as pd
+
+from statekit.changelog.format import parse_times
+from statekit.errors import StatekitError
+
+REPORT_COLUMNS = ["partition", "instance", "role", "batch", "lag_batches", "seconds", "state"]
+
+
+class PositionNotReached(StatekitError):
+    """The store has not reached the batch the query asked for (within its timeout)."""
+
+    def __init__(self, partition: int, wanted: int, current: int, instance: str = ""):
+        self.partition, self.wanted, self.current = partition, wanted, current
+        at = f" on instance {instance!r}" if instance else ""
+        super().__init__(f"not yet: partition {partition}{at} reflects batch {current}, the "
+                         f"query asked for at least batch {wanted}; retry later or wait longer")
+
+
+class PartitionUnavailable(StatekitError):
+    """No live instance can answer for a partition now (owner and standbys gone, or restoring)."""
+
+    def __init__(self, partition: int, detail: str, retry_after: float = 1.0):
+        self.partition, self.retry_after = partition, retry_after
+        super().__init__(f"partition {partition} is unavailable: {detail}; retry in about "
+                         f"{retry_after:.0f} s")
+
+
+@dataclass(frozen=True)
+class PartitionAnswer:
+    """Who answered for one partition, and as of which batch."""
+
+    partition: int
+    instance: str
+    role: str
+    batch: int
+    lag_batches: int = 0
+    seconds: float = 0.0
+    state: str = "running"
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> PartitionAnswer:
+        return cls(**{k: data[k] for k in REPORT_COLUMNS if k in data})
+
+
+@dataclass
+class QueryResult:
+    """The answer to one query: ``rows`` and one ``PartitionAnswer`` per partition read."""
+
+    kind: str
+    rows: list[dict]
+    partitions: list[PartitionAnswer] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)  # partitions left out (partial results)
+
+    @property
+    def value(self) -> dict | None:
+        """A point query's row (None when the key has no state)."""
+        return self.rows[0] if self.rows else None
+
+    @property
+    def batch(self) -> int:
+        """The oldest batch among the partitions read (-1 when none was read)."""
+        return min((p.batch for p in self.partitions), default=-1)
+
+    @property
+    def from_standby(self) -> bool:
+        """True when a standby answered for some partition."""
+        return any(p.role == "standby" for p in self.partitions)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    def to_pandas(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """The rows as a frame (window times as naive-UTC ``datetime64``)."""
+        frame = pd.DataFrame.from_records(self.rows, columns=columns)
+        return parse_times(frame)
+
+    def report(self) -> pd.DataFrame:
+        """One row per partition: instance, role, batch, lag in batches, seconds, state."""
+        return pd.DataFrame([asdict(p) for p in self.partitions], columns=REPORT_COLUMNS)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "rows": self.rows,
+                "partitions": [asdict(p) for p in self.partitions], "missing": self.missing}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> QueryResult:
+        return cls(data["kind"], list(data["rows"]),
+                   [PartitionAnswer.from_dict(p) for p in data["partitions"]],
+                   list(data.get("missing", [])))
+
+    @classmethod
+    def merge(cls, kind: str, parts: Sequence[QueryResult]) -> QueryResult:
+        """Several partitions' answers as one (rows concatenated in the given order)."""
+        rows = [row for part in parts for row in part.rows]
+        report = sorted((p for part in parts for p in part.partitions),
+                        key=lambda p: p.partition)
+        missing = sorted({m for part in parts for m in part.missing})
+        return cls(kind, rows, report, missing)
+
+    def __repr__(self) -> str:
+        standby = ", from a standby" if self.from_standby else ""
+        partial = f", missing partitions {self.missing}" if self.missing else ""
+        return (f"QueryResult({self.kind}, {len(self.rows)} rows, {len(self.partitions)} "
+                f"partitions, batch {self.batch}{standby}{partial})")
