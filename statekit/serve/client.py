@@ -247,16 +247,33 @@ class ServingClient:
         return self._scatter("fetch_range", params, partial)
 
     def top_k(self, window_start: object, k: int, by: str, *, min_batch: int | None = None,
-              partial: bool | None = None) -> QueryResult:
-        """The leaderboard: the ``k`` largest ``by`` of one window, over every partition."""
+              partial: bool | None = None, enrich: str | None = None) -> QueryResult:
+        """The leaderboard: the ``k`` largest ``by`` of one window, over every partition;
+        ``enrich`` adds the columns of a global store's entries (looked up where they ran)."""
         params = {"window_start": time_ms(window_start, "window_start"), "k": k, "by": by,
-                  "min_batch": min_batch}
+                  "min_batch": min_batch, "enrich": enrich}
         result = self._scatter("top_k", params, partial)
         result.rows = top(result.rows, k, by, self.schema.spec.keys)
         return result
 
     def approximate_num_entries(self, *, partial: bool | None = None) -> QueryResult:
         return self._scatter("approximate_num_entries", {}, partial)
+
+    def global_get(self, name: str, key: object) -> QueryResult:
+        """One row of global store ``name``: every instance holds it all, so the first live
+        one answers (this process's own instance when there is one)."""
+        if self.local is not None:
+            return self.local.global_get(name, key)
+        errors = []
+        for instance, url in self.urls.items():
+            try:
+                response = self._http.get(f"{url}/global/{name}/get",
+                                          params={"key": json.dumps(_jsonable_global(key))})
+            except httpx.HTTPError as exc:
+                errors.append(f"{instance}: {exc}")
+                continue
+            return decode_response(response)
+        raise InstanceDown(f"no serving instance answered: {'; '.join(errors)}")
 
     def close(self) -> None:
         self._http.close()
@@ -285,6 +302,10 @@ def _jsonable(key: object) -> object:
     return out
 
 
+def _jsonable_global(key: object) -> object:
+    return key.item() if hasattr(key, "item") else key
+
+
 LOCAL_CALLS: dict[str, Callable] = {
     "get": lambda i, p, parts: i.get(p["key"], min_batch=p.get("min_batch"),
                                      timeout=float(p.get("timeout") or 0)),
@@ -304,7 +325,8 @@ LOCAL_CALLS: dict[str, Callable] = {
         p.get("key_from"), p.get("key_to"), p["time_from"], p["time_to"], partitions=parts,
         limit=p.get("limit") or 1_000_000, min_batch=p.get("min_batch")),
     "top_k": lambda i, p, parts: i.top_k(p["window_start"], p["k"], p["by"],
-                                         partitions=parts, min_batch=p.get("min_batch")),
+                                         partitions=parts, min_batch=p.get("min_batch"),
+                                         enrich=p.get("enrich")),
     "approximate_num_entries": lambda i, p, parts: i.approximate_num_entries(partitions=parts),
 }
 

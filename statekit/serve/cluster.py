@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -43,6 +44,7 @@ from statekit.kafka.connection import Kafka, connect
 from statekit.processes import stop as stop_process
 from statekit.serve.assignment import Assignment, assign
 from statekit.serve.client import ServingClient
+from statekit.serve.global_store import GlobalTable
 from statekit.serve.instance import wait_for_schema
 from statekit.serve.process import instance_config, start_instance
 from statekit.serve.rest import check_host
@@ -57,7 +59,8 @@ class ServingCluster:
 
     def __init__(self, kafka: Kafka, topic: str, *, instances: int = 3, standbys: int = 1,
                  workdir: str | os.PathLike | None = None, host: str = "127.0.0.1",
-                 allow_remote: bool = False, monitor_every: float = 0.2):
+                 allow_remote: bool = False, monitor_every: float = 0.2,
+                 global_tables: Sequence[GlobalTable] = ()):
         self.kafka, self.topic = connect(kafka), topic
         count = whole_number(instances, "instances", minimum=1, maximum=64)
         self.standby_count = standbys
@@ -68,6 +71,7 @@ class ServingCluster:
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="statekit-serving-"))
         self.urls = {name: f"http://{self.host}:{free_port(self.host)}" for name in self.names}
         self.monitor_every = monitor_every
+        self.global_tables = list(global_tables)
         self.assignment: Assignment | None = None
         self.procs: dict[str, subprocess.Popen] = {}
         self._events: list[tuple] = []
@@ -89,7 +93,8 @@ class ServingCluster:
             config = instance_config(name, self.kafka, self.topic, self.workdir,
                                      self.assignment, self.urls, host=self.host,
                                      port=int(self.urls[name].rsplit(":", 1)[1]),
-                                     allow_remote=self.allow_remote)
+                                     allow_remote=self.allow_remote,
+                                     global_tables=self.global_tables)
             self.procs[name] = start_instance(config, self.workdir / f"{name}.log")
             self._event(name, "started", sorted(self.assignment.held_by(name)),
                         f"pid {self.procs[name].pid}, {self.urls[name]}")
@@ -128,13 +133,16 @@ class ServingCluster:
             waiting = {}
             for name in self.live:
                 try:
-                    held = self._http.get(f"{self.urls[name]}/metadata").json()["held"]
+                    meta = self._http.get(f"{self.urls[name]}/metadata").json()
+                    held = meta["held"]
                 except (httpx.HTTPError, ValueError, KeyError):
                     waiting[name] = "not answering"
                     continue
                 restoring = [p for p, s in held.items() if s["state"] != "running"]
+                restoring += [g for g, s in meta.get("globals", {}).items()
+                              if s["state"] != "running"]
                 if restoring:
-                    waiting[name] = f"restoring partitions {restoring}"
+                    waiting[name] = f"restoring {restoring}"
             if not waiting:
                 return self
             if time.monotonic() > deadline:
@@ -256,13 +264,17 @@ class ServingCluster:
 
 def serve(kafka: Kafka, topic: str, *, instances: int = 3, standbys: int = 1,
           workdir: str | os.PathLike | None = None, host: str = "127.0.0.1",
-          allow_remote: bool = False, timeout: float = 120.0) -> ServingCluster:
+          allow_remote: bool = False, global_tables: Sequence[GlobalTable] = (),
+          timeout: float = 120.0) -> ServingCluster:
     """Start ``instances`` serving instances of changelog ``topic`` (``standbys`` each).
 
-    Returns the started cluster; use it in a ``with`` block or call ``stop()``.
+    ``global_tables`` are held whole by every instance (``GlobalTable(name, topic,
+    key_columns, plain_keys)``). Returns the started cluster; use it in a ``with``
+    block or call ``stop()``.
     """
     return ServingCluster(kafka, topic, instances=instances, standbys=standbys,
-                          workdir=workdir, host=host, allow_remote=allow_remote).start(timeout)
+                          workdir=workdir, host=host, allow_remote=allow_remote,
+                          global_tables=global_tables).start(timeout)
 
 
 @atexit.register

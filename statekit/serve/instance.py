@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import heapq
+import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -37,6 +38,7 @@ from statekit.errors import BadArgument, StatekitError
 from statekit.kafka.connection import Kafka, connect
 from statekit.restore.tail import RUNNING, ChangelogTail, PartitionStatus
 from statekit.serve.assignment import Assignment, assign
+from statekit.serve.global_store import GlobalStore, GlobalTable
 from statekit.serve.keys import KeyCodec, time_ms
 from statekit.serve.results import (
     PartitionAnswer,
@@ -90,7 +92,8 @@ class ServingInstance:
     def __init__(self, name: str, kafka: Kafka, topic: str,
                  directory: str | os.PathLike | None = None,
                  assignment: Assignment | None = None, *, schema: StoreSchema | None = None,
-                 store_name: str | None = None, schema_timeout: float = 60.0):
+                 store_name: str | None = None, schema_timeout: float = 60.0,
+                 global_tables: Sequence[GlobalTable] = ()):
         self.name, self.kafka, self.topic = name, connect(kafka), topic
         self.schema = schema or wait_for_schema(self.kafka, topic, schema_timeout)
         spec = self.schema.spec
@@ -100,6 +103,9 @@ class ServingInstance:
         self.tail = ChangelogTail(self.kafka, topic, spec, folder, store_name=store_name)
         self.assignment = assignment or assign(self.schema.partitions, [name], 0)
         self.set_assignment(self.assignment)
+        #: global stores (every instance holds all of their topics), by name
+        self.globals: dict[str, GlobalStore] = {
+            table.name: table.open(self.kafka, folder) for table in global_tables}
 
     # --- assignment -----------------------------------------------------------------------
     def set_assignment(self, assignment: Assignment) -> dict[int, str]:
@@ -107,13 +113,13 @@ class ServingInstance:
         held = assignment.held_by(self.name)
         self.tail.remove([p for p in self.tail.partitions if p not in held])
         self.tail.add(held)
-        self.assignment = assignment
-        return held
+        self.assignment, self._roles = assignment, held  # roles: read on every query
+        return dict(held)
 
     @property
     def roles(self) -> dict[int, str]:
         """partition → ``active`` or ``standby``, for the partitions held here."""
-        return self.assignment.held_by(self.name)
+        return dict(self._roles)
 
     def active_partitions(self) -> list[int]:
         return [p for p, role in self.roles.items() if role == "active"]
@@ -121,15 +127,23 @@ class ServingInstance:
     # --- lifecycle ------------------------------------------------------------------------
     def start(self) -> ServingInstance:
         self.tail.start()
+        for store in self.globals.values():
+            store.start()
         return self
 
     def wait_ready(self, timeout: float = 120.0) -> ServingInstance:
-        """Block until every held partition has restored."""
+        """Block until every held partition and every global store has restored."""
         self.tail.wait_running(timeout=timeout)
+        for store in self.globals.values():
+            store.wait_running(timeout)
         return self
 
     def close(self) -> None:
-        self.tail.close()
+        try:
+            self.tail.close()
+        finally:
+            for store in self.globals.values():
+                store.close()
 
     def __enter__(self) -> ServingInstance:
         return self.start()
@@ -140,7 +154,7 @@ class ServingInstance:
     # --- one partition ----------------------------------------------------------------------
     def _ready(self, partition: int, min_batch: int | None, timeout: float
                ) -> tuple[object, PartitionStatus]:
-        role = self.roles.get(partition)
+        role = self._roles.get(partition)
         if role is None:
             raise PartitionNotHeld(self.name, partition, self.assignment.owners(partition))
         status = self.tail.status(partition)
@@ -155,7 +169,7 @@ class ServingInstance:
 
     def _answer(self, partition: int, status: PartitionStatus, started: float
                 ) -> PartitionAnswer:
-        return PartitionAnswer(partition, self.name, self.roles.get(partition, "standby"),
+        return PartitionAnswer(partition, self.name, self._roles.get(partition, "standby"),
                                status.batch, status.lag_batches,
                                time.perf_counter() - started, status.state)
 
@@ -165,7 +179,12 @@ class ServingInstance:
         wanted = self.active_partitions() if partitions is None else [
             whole_number(p, "partition", minimum=0, maximum=self.schema.partitions - 1)
             for p in partitions]
-        min_batch = optional_batch_id(min_batch, "min_batch")
+        return self._read(kind, wanted, read, optional_batch_id(min_batch, "min_batch"),
+                          timeout)
+
+    def _read(self, kind: str, wanted: Sequence[int], read: Callable, min_batch: int | None,
+              timeout: float) -> QueryResult:
+        """``_over`` once the partitions and ``min_batch`` are checked."""
         rows, report = [], []
         for p in wanted:
             started = time.perf_counter()
@@ -176,8 +195,9 @@ class ServingInstance:
 
     # --- rows -------------------------------------------------------------------------------
     def _window_row(self, key: Mapping, start: int, value: Mapping) -> dict:
-        end = start + self.codec.size_ms
-        return {**key, "window_start": ms_to_iso(start), "window_end": ms_to_iso(end), **value}
+        iso = self.codec.iso  # window times repeat: their text is remembered
+        return {**key, "window_start": iso(start), "window_end": iso(start + self.codec.size_ms),
+                **value}
 
     @staticmethod
     def _session_row(session, value: Mapping) -> dict:
@@ -195,15 +215,15 @@ class ServingInstance:
 
         The key's partition must be held here (``PartitionNotHeld`` otherwise).
         """
-        full = self.codec.key(key)
-        partition = self.codec.partition(full)
-        store_key = self.codec.store_key(full)
+        partition, store_key, key_row = self.codec.locate(key)
 
         def read(store, _p):
             value = store.get_raw(store_key)
-            return [] if value is None else [KeyCodec.row(store_key, value)]
+            return [] if value is None else [{**key_row, **json.loads(value)}]
 
-        return self._over("get", [partition], read, min_batch, timeout)
+        # the partition is computed, not asked for: no need to check it as _over does
+        return self._read("get", [partition], read, optional_batch_id(min_batch, "min_batch"),
+                          timeout)
 
     def fetch(self, key: object, time_from: object, time_to: object, *,
               partitions: Sequence[int] | None = None, min_batch: int | None = None,
@@ -295,9 +315,12 @@ class ServingInstance:
 
     def top_k(self, window_start: object, k: int, by: str, *,
               partitions: Sequence[int] | None = None, min_batch: int | None = None,
-              timeout: float = 0.0) -> QueryResult:
+              timeout: float = 0.0, enrich: str | None = None) -> QueryResult:
         """The ``k`` rows of the window starting at ``window_start`` with the largest ``by``
-        (the leaderboard), of the partitions asked; nulls rank last, ties by key."""
+        (the leaderboard), of the partitions asked; nulls rank last, ties by key.
+
+        ``enrich`` names a global store: each row gains its columns (looked up by the
+        row's values of the global store's key columns, locally)."""
         self._require("top_k", "window")
         start = time_ms(window_start, "window_start")
         k = whole_number(k, "k", minimum=1, maximum=MAX_ROWS)
@@ -308,13 +331,42 @@ class ServingInstance:
         keys = self.schema.spec.keys
 
         def read(store, _p):
-            with store.fetch_all(start, start) as found:
-                rows = (self._window_row(w.key, w.start, v) for w, v in found)
-                return top(rows, k, by, keys)
+            with store.fetch_all(start, start) as found:  # ranked before rows are built
+                best = heapq.nsmallest(k, found, key=lambda wv: _rank(wv[1].get(by), wv[0].key,
+                                                                      keys))
+                return [self._window_row(w.key, w.start, v) for w, v in best]
 
         result = self._over("top_k", partitions, read, min_batch, timeout)
         result.rows = top(result.rows, k, by, keys)
+        if enrich is not None:
+            result.rows = self.enrich(result.rows, enrich)
         return result
+
+    # --- global stores ------------------------------------------------------------------------
+    def global_store(self, name: str) -> GlobalStore:
+        """The global store ``name``; BadArgument naming the ones held."""
+        if name not in self.globals:
+            raise BadArgument("global store", name, sorted(self.globals) or "(none held)")
+        return self.globals[name]
+
+    def enrich(self, rows: Sequence[Mapping], name: str) -> list[dict]:
+        """``rows`` with the columns of their entries in global store ``name`` added."""
+        store = self.global_store(name)
+        out = []
+        for row in rows:
+            found = store.get({c: row.get(c) for c in store.key_columns}) if all(
+                row.get(c) is not None for c in store.key_columns) else None
+            out.append({**(found or {}), **row})
+        return out
+
+    def global_get(self, name: str, key: object) -> QueryResult:
+        """One row of global store ``name`` (answered here: every instance holds it all)."""
+        started = time.perf_counter()
+        store = self.global_store(name)
+        row = store.get(key)
+        answer = PartitionAnswer(-1, self.name, "global", -1, 0,
+                                 time.perf_counter() - started, store.state)
+        return QueryResult("global_get", [] if row is None else [row], [answer])
 
     def approximate_num_entries(self, *, partitions: Sequence[int] | None = None
                                 ) -> QueryResult:
@@ -332,6 +384,9 @@ class ServingInstance:
             "kind": self.kind, "partitions": self.schema.partitions,
             "spec": self.schema.spec.to_dict(), "key_types": dict(self.schema.key_types),
             "assignment": self.assignment.to_dict(),
+            "globals": {name: {"topic": g.topic, "state": g.state, "restored": g.restored,
+                               "entries": g.approximate_num_entries()}
+                        for name, g in self.globals.items()},
             "held": {str(p): {"role": role, "state": status[p].state,
                               "batch": status[p].batch, "shipped_batch": status[p].shipped_batch,
                               "lag_batches": status[p].lag_batches,
@@ -353,9 +408,11 @@ def top(rows: Iterable[Mapping], k: int, by: str, keys: Sequence[str]) -> list[d
         ...      {"p": "d", "n": 1}], 3, "n", ["p"])
         [{'p': 'a', 'n': 3}, {'p': 'b', 'n': 3}, {'p': 'd', 'n': 1}]
     """
-    def rank(row: Mapping) -> tuple:
-        value = row.get(by)
-        return (value is None, -value if value is not None else 0,
-                tuple(str(row.get(key)) for key in keys))
+    return heapq.nsmallest(k, rows, key=lambda row: _rank(row.get(by), row, keys))
 
-    return heapq.nsmallest(k, rows, key=rank)
+
+def _rank(value: object, group: Mapping, keys: Sequence[str]) -> tuple:
+    """Where a row ranks in ``top``: by ``value``, largest first, nulls last, then by its keys'
+    text."""
+    return (value is None, -value if value is not None else 0,
+            tuple(str(group.get(key)) for key in keys))

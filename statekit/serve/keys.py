@@ -26,16 +26,44 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import numbers
 from collections.abc import Mapping
+from json.encoder import encode_basestring  # the str encoder of json.dumps(ensure_ascii=False)
 
 from statekit.changelog.format import changelog_key_columns, encode_json
 from statekit.durations import to_millis
 from statekit.errors import BadArgument
 from statekit.query.spec import QuerySpec
-from statekit.serve.placement import state_partition
+from statekit.serve.placement import (
+    SEED,
+    TYPES,
+    hash_bytes,
+    hash_value,
+    kind_of,
+    pmod,
+    state_partition,
+)
 from statekit.stores.keys import MAX_TIME_MS, ms_to_iso
 from statekit.validate import is_whole_number
 
+
+def _real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and type(value).__name__ not in ("bool", "bool_")
+
+
+def _whole(bits: int):
+    return lambda value: is_whole_number(value) and -2**bits <= int(value) < 2**bits
+
+
+_FITS = {  # Spark type of a group key -> the Python values it takes
+    "string": lambda value: isinstance(value, str),
+    "boolean": lambda value: type(value).__name__ in ("bool", "bool_"),
+    "double": _real, "float": _real,
+    "tinyint": _whole(7), "smallint": _whole(15), "int": _whole(31), "bigint": _whole(63),
+}
+
+_MICROS = {"s": 1_000_000, "ms": 1000, "us": 1}
+_CACHED_WINDOWS = 4096  # window starts whose hash seed and ISO text a codec remembers
 TIME_ACCEPTED = ("milliseconds since the epoch, ISO-8601 text (2026-01-05T10:00:00Z) "
                  "or a datetime")
 
@@ -44,18 +72,23 @@ def time_ms(value: object, what: str) -> int:
     """A time as milliseconds since the epoch (naive = UTC); BadArgument naming ``what``."""
     import pandas as pd
 
-    if is_whole_number(value):
+    if type(value) is int:  # the common case first (is_whole_number's ABC check is slower)
+        ms = value
+    elif is_whole_number(value):
         ms = int(value)
     elif isinstance(value, str | dt.datetime | pd.Timestamp):
         try:
             stamp = pd.Timestamp(value)
-        except (ValueError, TypeError):
+            if stamp is pd.NaT:
+                raise BadArgument(what, value, TIME_ACCEPTED)
+            if stamp.tzinfo is not None:
+                stamp = stamp.tz_convert("UTC").tz_localize(None)
+            # nanoseconds only reach 2262: a later stamp (year 3000) counts in a coarser unit
+            count = int(stamp.asm8.view("i8"))
+            micros = count // 1000 if stamp.unit == "ns" else count * _MICROS[stamp.unit]
+        except (ValueError, TypeError, OverflowError):
             raise BadArgument(what, value, TIME_ACCEPTED) from None
-        if stamp is pd.NaT:
-            raise BadArgument(what, value, TIME_ACCEPTED)
-        if stamp.tzinfo is not None:
-            stamp = stamp.tz_convert("UTC").tz_localize(None)
-        ms = stamp.value // 1_000_000
+        ms = micros // 1000
     else:
         raise BadArgument(what, value, TIME_ACCEPTED)
     if not 0 <= ms <= MAX_TIME_MS:
@@ -78,6 +111,14 @@ class KeyCodec:
         self.size_ms = spec.window.size_ms
         self.slide_ms = to_millis(spec.window.slide) if spec.window.slide else self.size_ms
         self.key_columns = changelog_key_columns(spec.key_columns)  # store byte order
+        # the point-query fast path (keys.partition, keys.store_key): each group key's declared
+        # type, and per window start its hash seed and ISO text, computed once
+        kinds = [self.key_types.get(k) for k in spec.keys]
+        self._kinds = list(zip(spec.keys, kinds, strict=True)) if all(
+            k in TYPES for k in kinds) else None
+        self._seeds: dict[int, int] = {}
+        self._isos: dict[int, str] = {}
+        self._names = {c: json.dumps(c, ensure_ascii=False) for c in self.key_columns}
 
     # --- keys -------------------------------------------------------------------------
     def group(self, key: object) -> dict:
@@ -93,7 +134,26 @@ class KeyCodec:
         if missing:
             raise BadArgument("key", dict(key), f"a value for each group key "
                                                 f"{list(self.spec.keys)} (missing {missing})")
-        return {k: key[k] for k in self.spec.keys}
+        return {k: self._value(k, key[k]) for k in self.spec.keys}
+
+    def _value(self, name: str, value: object) -> object:
+        """A group key's value, when it is one of its Spark type that Spark can hash."""
+        kind = self.key_types.get(name)
+        if kind == "string" and type(value) is str:  # the common key, checked cheaply:
+            try:                                     # it hashes when it encodes
+                value.encode("utf-8")
+                return value
+            except UnicodeEncodeError:
+                pass  # a lone surrogate: refused below
+        fits = _FITS.get(kind, lambda v: not isinstance(v, Mapping | list | tuple | set))
+        try:
+            ok = fits(value) and isinstance(hash_value(value, kind or kind_of(value), 42), int)
+        except (TypeError, ValueError, OverflowError):  # e.g. a lone surrogate in a string
+            ok = False
+        if not ok:
+            raise BadArgument(f"key {name}", value, f"a {kind or 'string, number or bool'} "
+                                                    f"value (the key column's type)")
+        return value
 
     def key(self, key: object) -> dict:
         """A full state key: group keys and ``window_start`` (and ``window_end``) in ms."""
@@ -110,34 +170,98 @@ class KeyCodec:
                                   f"the start of a {self.spec.window.size} window (a multiple "
                                   f"of {self.size_ms} ms since the epoch)")
             full["window_end"] = start + self.size_ms
+            if full["window_end"] > MAX_TIME_MS:
+                raise BadArgument("window_start", raw["window_start"],
+                                  f"the start of a window that ends by "
+                                  f"{ms_to_iso(MAX_TIME_MS)}")
         return full
 
     def store_key(self, key: Mapping) -> bytes:
         """The changelog key bytes of a full key (``key()``'s result)."""
-        row = {c: ms_to_iso(key[c]) if c in ("window_start", "window_end") else key[c]
-               for c in self.key_columns}
-        return encode_json(row, self.key_columns)
+        return self._encode(self._key_row(key))[0]
+
+    def locate(self, key: object) -> tuple[int, bytes, dict]:
+        """A point query's key: its partition, its store key bytes and its columns as
+        ``row()`` gives them (what ``key()``, ``partition()`` and ``store_key()`` compute,
+        in one pass)."""
+        full = self.key(key)
+        data, plain = self._encode(self._key_row(full))
+        return self.partition(full), data, plain if plain is not None else json.loads(data)
+
+    def _key_row(self, key: Mapping) -> dict:
+        """A full key's columns in store order, window times as ISO text."""
+        return {c: self.iso(key[c]) if c in ("window_start", "window_end") else key[c]
+                for c in self.key_columns}
+
+    def _encode(self, row: dict) -> tuple[bytes, dict | None]:
+        """``encode_json(row, key_columns)``, and ``row`` when it is what decoding gives back.
+
+        Plain str and int keys (and the ISO times) are written here as ``encode_json``
+        writes them, without parsing each time back (it formats any time it is given).
+        """
+        if not all(type(row[k]) in (str, int) for k in self.spec.keys):
+            return encode_json(row, self.key_columns), None
+        names = self._names
+        text = ",".join([f"{names[c]}:{encode_basestring(v) if type(v) is str else v}"
+                         for c, v in row.items()])
+        return ("{" + text + "}").encode(), row
+
+    def iso(self, ms: int) -> str:
+        """``ms_to_iso(ms)``, remembered for the last few thousand window times."""
+        text = self._isos.get(ms)
+        if text is None:
+            if len(self._isos) >= _CACHED_WINDOWS:
+                self._isos.clear()
+            text = self._isos[ms] = ms_to_iso(ms)
+        return text
 
     def group_prefix(self, group: Mapping) -> dict:
         return {k: group[k] for k in self.spec.keys}
 
     def partition(self, key: Mapping) -> int:
         """The Spark state partition of a full key (session stores: of its group keys)."""
+        if self._kinds is not None and all(k in key for k, _ in self._kinds) and (
+                not self.windowed or "window_start" in key):
+            # every key typed (as the metadata topic gives them): hash on from the window's seed
+            h = self._window_seed(time_ms(key["window_start"], "window_start")) \
+                if self.windowed else SEED
+            for name, kind in self._kinds:
+                value = key[name]
+                h = hash_bytes(value.encode("utf-8"), h) if kind == "string" and \
+                    type(value) is str else hash_value(value, kind, h)
+            return pmod(h, self.partitions)
         row = dict(key)
         if self.windowed:
+            if "window_start" not in row:
+                raise BadArgument("key", row, "the group keys and window_start (a time "
+                                              "window's state is placed by its window)")
             start = time_ms(row["window_start"], "window_start")
             row["window_start"] = start * 1000  # Spark keeps times in microseconds
             row["window_end"] = (start + self.size_ms) * 1000
         return state_partition(row, self.spec.keys, self.windowed, self.partitions,
                                self.key_types)
 
+    def _window_seed(self, start: int) -> int:
+        """The running hash after a time window's struct (start, end in microseconds)."""
+        seed = self._seeds.get(start)
+        if seed is None:
+            if len(self._seeds) >= _CACHED_WINDOWS:
+                self._seeds.clear()
+            seed = hash_value((start + self.size_ms) * 1000, "timestamp",
+                              hash_value(start * 1000, "timestamp", SEED))
+            self._seeds[start] = seed
+        return seed
+
     def window_starts(self, time_from: object, time_to: object) -> list[int]:
         """Starts (ms) of every window of this store starting in [time_from, time_to]."""
+        return list(self._starts(time_from, time_to))
+
+    def _starts(self, time_from: object, time_to: object) -> range:
         low, high = time_ms(time_from, "time_from"), time_ms(time_to, "time_to")
         if low > high:
             raise BadArgument("time_from", time_from, f"a time no later than time_to={time_to}")
         first = -(-low // self.slide_ms) * self.slide_ms
-        return list(range(first, high + 1, self.slide_ms))
+        return range(first, high + 1, self.slide_ms)
 
     def partitions_of_range(self, group: Mapping, time_from: object, time_to: object
                             ) -> dict[int, list[int]]:
@@ -145,13 +269,17 @@ class KeyCodec:
 
         Time windows of one key are spread over partitions (the window is hashed
         with the key); a session store keeps all of a key's sessions in one partition.
+        A long range stops once every partition has a window (the rest adds no
+        partition: the lists are then its first windows only).
         """
         if not self.windowed:
             low, high = time_ms(time_from, "time_from"), time_ms(time_to, "time_to")
             return {self.partition(group): [low, high]}
         out: dict[int, list[int]] = {}
-        for start in self.window_starts(time_from, time_to):
+        for start in self._starts(time_from, time_to):
             out.setdefault(self.partition({**group, "window_start": start}), []).append(start)
+            if len(out) == self.partitions:
+                break
         return dict(sorted(out.items()))
 
     # --- values -----------------------------------------------------------------------

@@ -16,12 +16,13 @@ when the query first ran (a checkpoint keeps it; changing the setting later does
 not move state).
 
 The hash is Spark's ``Murmur3_x86_32`` as Spark uses it: ints, smallints,
-tinyints and dates with ``hashInt``, longs and timestamps (microseconds) with
-``hashLong``, strings (UTF-8 bytes; the default ``UTF8_BINARY`` collation) and
-binary with ``hashUnsafeBytes`` — which, unlike reference Murmur3, mixes each
-trailing byte on its own, as a signed int — booleans as 1/0, a null leaving the
-running hash unchanged, and a struct hashing its fields in order with the
-running hash as seed (so the window struct hashes like its start and end).
+tinyints and dates with ``hashInt``, longs and timestamps (microseconds, with or
+without time zone) with ``hashLong``, strings (UTF-8 bytes; the default
+``UTF8_BINARY`` collation) and binary with ``hashUnsafeBytes`` — which, unlike
+reference Murmur3, mixes each trailing byte on its own, as a signed int —
+booleans as 1/0, a null leaving the running hash unchanged, and a struct hashing
+its fields in order with the running hash as seed (so the window struct hashes
+like its start and end).
 
 Doubles hash as ``Double.doubleToLongBits`` and floats as ``Float.floatToIntBits``,
 and SQL's ``hash()`` itself maps ``-0.0`` to the hash of ``0.0``: so ``hash(-0.0)
@@ -72,7 +73,7 @@ SEED = 42  # HashPartitioning's seed (and SQL's hash())
 _MASK = 0xFFFFFFFF
 _C1, _C2 = 0xCC9E2D51, 0x1B873593
 TYPES = ("string", "int", "bigint", "timestamp", "date", "boolean", "double", "float",
-         "binary", "smallint", "tinyint")
+         "binary", "smallint", "tinyint", "timestamp_ntz")
 _FLOATING = ("double", "float")
 _WHOLE = ("int", "smallint", "tinyint", "bigint")
 _EXACT = 2**53  # floats hold whole numbers exactly up to here
@@ -82,6 +83,7 @@ _EPOCH_DATE = dt.date(1970, 1, 1)
 _DOUBLE_NAN_BITS = 0x7FF8000000000000  # Double.doubleToLongBits(any NaN)
 _FLOAT_NAN_BITS = 0x7FC00000  # Float.floatToIntBits(any NaN)
 _WINDOW = ("window_start", "window_end")
+_NEVER_NULL = (str, int, bytes)  # exact types: never None, NA, NaT or NaN
 
 
 def _rotl(x: int, r: int) -> int:
@@ -128,16 +130,34 @@ def hash_long(value: int, seed: int) -> int:
 
 
 def hash_bytes(data: bytes, seed: int) -> int:
-    """Spark's ``Murmur3_x86_32.hashUnsafeBytes`` (each trailing byte mixed on its own)."""
+    """Spark's ``Murmur3_x86_32.hashUnsafeBytes`` (each trailing byte mixed on its own).
+
+    ``_mix_k1`` and ``_mix_h1`` are inlined, and a trailing byte's ``_mix_k1`` comes from a
+    table: a point query hashes its key on every call.
+    """
     n = len(data)
     aligned = n - n % 4
     h1 = seed & _MASK
-    for (word,) in struct.iter_unpack("<I", data[:aligned]):
-        h1 = _mix_h1(h1, _mix_k1(word))
+    if aligned:
+        words = _WORDS.get(aligned)
+        if words is None:
+            words = _WORDS[aligned] = struct.Struct(f"<{aligned // 4}I")
+        for k1 in words.unpack_from(data):
+            k1 = (k1 * _C1) & _MASK
+            k1 = ((k1 << 15) | (k1 >> 17)) & _MASK
+            h1 ^= (k1 * _C2) & _MASK
+            h1 = ((h1 << 13) | (h1 >> 19)) & _MASK
+            h1 = (h1 * 5 + 0xE6546B64) & _MASK
     for byte in data[aligned:]:
-        signed_byte = byte - 256 if byte > 127 else byte
-        h1 = _mix_h1(h1, _mix_k1(signed_byte & _MASK))
+        h1 ^= _BYTE_K1[byte]
+        h1 = ((h1 << 13) | (h1 >> 19)) & _MASK
+        h1 = (h1 * 5 + 0xE6546B64) & _MASK
     return _signed(_fmix(h1, n))
+
+
+#: ``_mix_k1`` of each trailing byte, as the signed int Spark mixes it
+_BYTE_K1 = [_mix_k1((b - 256 if b > 127 else b) & _MASK) for b in range(256)]
+_WORDS: dict[int, struct.Struct] = {}  # "<nI" of each aligned length met
 
 
 def _micros(value: object) -> int:
@@ -171,6 +191,8 @@ def _float_bits(value: float) -> int:
 def _is_null(value: object, kind: str) -> bool:
     """None, pandas' NA and NaT; and NaN, except in a double or float (where NaN is a value)
     — pandas keeps a null int, string or timestamp of a float column as NaN."""
+    if type(value) in _NEVER_NULL:  # the common keys, without the ABC checks below
+        return False
     if value is None or type(value).__name__ in ("NAType", "NaTType"):
         return True
     if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral) and \
@@ -180,9 +202,10 @@ def _is_null(value: object, kind: str) -> bool:
 
 
 def _check_kind(kind: object) -> str:
+    """``kind`` as this module hashes it (a timestamp_ntz hashes as a timestamp), or the error."""
     if kind not in TYPES:
         raise BadArgument("Spark type for hashing", kind, TYPES)
-    return kind
+    return "timestamp" if kind == "timestamp_ntz" else kind
 
 
 def hash_value(value: object, kind: str, seed: int) -> int:
@@ -191,7 +214,7 @@ def hash_value(value: object, kind: str, seed: int) -> int:
     A null is None, ``pd.NA`` or ``NaT``, or NaN for any type but double and float
     (where NaN is a value: pandas holds a null int as NaN in a float column).
     """
-    _check_kind(kind)
+    kind = _check_kind(kind)
     if _is_null(value, kind):
         return seed
     if kind == "string":
@@ -288,11 +311,10 @@ def _key_kinds(keys: Sequence[str] | str,
         return keys, {}
     if not isinstance(key_types, Mapping):
         raise BadArgument("key_types", key_types, 'a dict such as {"level": "int"}')
-    for name, kind in key_types.items():
+    for name in key_types:
         if name not in keys:
             raise BadArgument("key_types key", name, f"one of the group keys {keys}")
-        _check_kind(kind)
-    return keys, dict(key_types)
+    return keys, {name: _check_kind(kind) for name, kind in key_types.items()}
 
 
 def state_partition(row: Mapping[str, object], keys: Sequence[str] | str, windowed: bool,
@@ -301,12 +323,14 @@ def state_partition(row: Mapping[str, object], keys: Sequence[str] | str, window
 
     Args:
         row: the group keys (and for time windows ``window_start`` and ``window_end``).
-        keys: the group keys in grouping order.
+        keys: the group keys in grouping order (a string for one key).
         windowed: True for tumbling and hopping windows (the window struct is hashed
             first); False for session windows (keys only).
         partitions: the query's state partitions (``spark.sql.shuffle.partitions``).
-        key_types: Spark types of the keys (``"int"`` for an int column: an int and a
-            bigint hash differently); by default from the Python values (``kind_of``).
+        key_types: Spark types of the keys, by name (one of ``TYPES``, as Spark's
+            ``simpleString`` spells them: ``"int"`` for an int column — an int and a
+            bigint hash differently); a key left out is typed from its Python value
+            (``kind_of``). A name that is not a group key is refused.
     """
     partitions = whole_number(partitions, "partitions", minimum=1)
     keys, declared = _key_kinds(keys, key_types)

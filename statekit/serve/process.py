@@ -18,22 +18,25 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from statekit.kafka.connection import Kafka, KafkaConnection, connect
 from statekit.processes import spawn
 from statekit.serve.assignment import Assignment
+from statekit.serve.global_store import GlobalTable
 
 
 def instance_config(name: str, kafka: Kafka, topic: str, directory: str | os.PathLike,
                     assignment: Assignment, urls: Mapping[str, str], *,
-                    host: str = "127.0.0.1", port: int, allow_remote: bool = False) -> dict:
+                    host: str = "127.0.0.1", port: int, allow_remote: bool = False,
+                    global_tables: Sequence[GlobalTable] = ()) -> dict:
     """The JSON config of one instance process."""
     conn = connect(kafka)
     return {"name": name, "kafka": {"bootstrap_servers": conn.bootstrap_servers,
                                     "config": dict(conn.config)},
             "topic": topic, "directory": str(directory), "assignment": assignment.to_dict(),
-            "urls": dict(urls), "host": host, "port": port, "allow_remote": allow_remote}
+            "urls": dict(urls), "host": host, "port": port, "allow_remote": allow_remote,
+            "globals": [table.to_dict() for table in global_tables]}
 
 
 def start_instance(config: Mapping, log_path: str | os.PathLike | None = None
@@ -54,17 +57,20 @@ def run_instance(config: Mapping) -> None:
 
     from statekit.serve.client import ServingClient
     from statekit.serve.instance import ServingInstance
-    from statekit.serve.rest import check_host, create_app
+    from statekit.serve.rest import MAX_REQUEST_LINE, check_host, create_app
 
     kafka = KafkaConnection(config["kafka"]["bootstrap_servers"], config["kafka"]["config"])
     host = check_host(config["host"], config.get("allow_remote", False))
+    tables = [GlobalTable.from_dict(t) for t in config.get("globals", [])]
     instance = ServingInstance(config["name"], kafka, config["topic"], config["directory"],
-                               Assignment.from_dict(config["assignment"])).start()
+                               Assignment.from_dict(config["assignment"]),
+                               global_tables=tables).start()
     client = ServingClient(config["urls"], local=instance)
     app = create_app(instance, client)
     print(f"serving on http://{host}:{config['port']}", flush=True)
     try:
         uvicorn.run(app, host=host, port=config["port"], log_level="warning",
-                    access_log=False, lifespan="off")
+                    access_log=False, lifespan="off",
+                    h11_max_incomplete_event_size=MAX_REQUEST_LINE)
     finally:
         instance.close()

@@ -2,26 +2,32 @@
 
 Built on FastAPI (routing, validation and an OpenAPI schema from type hints)
 served by uvicorn (a small, fast ASGI server): the well-kept Python stack for a
-JSON API, and the schema lets the tests fuzz the service against itself.
+JSON API, and the schema lets the tests fuzz the service against itself
+(``tests/test_rest_fuzz.py``: every answer, error or not, is the one the schema
+documents).
 
 Like Kafka Streams' ``application.server``, every instance answers every query:
 a key whose partition lives elsewhere is forwarded to its owner (or a standby),
 and ``all`` / ``fetch_all`` / ``fetch_range`` / ``top_k`` are gathered from all
 owners (``statekit.serve.client``). Requests a router sends with ``local=true``
-are answered from this instance's own partitions only.
+are answered from this instance's own partitions only (``partitions`` narrows
+them; a routed query reads every partition it needs).
 
-Errors are JSON ``{"detail": {"error": ..., "message": ...}}``: 400 for a bad
-key, time or parameter (the value named), 404 for an unknown store, 409 when
-the store has not reached the batch asked for (``min_batch``; the batch it has
-is given), 413 for a result larger than ``limit`` rows or a request too large,
-503 with ``Retry-After`` when no live instance holds a partition (named, with
-its state). Served on 127.0.0.1 unless a non-loopback address is asked for
-explicitly (``allow_remote=True``).
+Every error is JSON ``{"detail": {"error": ..., "message": ...}}`` naming the bad
+value and what would be accepted: 400 for a bad key, time or parameter, 404 for
+an unknown store or path, 405 for a method a path does not take, 409 when the
+store has not reached the batch asked for (``min_batch``; the batch it has is
+given), 413 for a result larger than ``limit`` rows or a body larger than
+``MAX_BODY``, 414 for a URL longer than ``MAX_URL``, 422 for a parameter or body
+of the wrong shape (each problem listed in ``errors``), 503 with ``Retry-After``
+when no live instance holds a partition (named, with its state). Served on
+127.0.0.1 unless a non-loopback address is asked for explicitly
+(``allow_remote=True``).
 
 Example:
     >>> app = create_app(instance, client)                               # doctest: +SKIP
-    >>> serve_in_thread(app, port=8123)                                  # doctest: +SKIP
-    >>> httpx.get("http://127.0.0.1:8123/stores/counts/top_k",           # doctest: +SKIP
+    >>> server = Server(app, port=8123).start()                          # doctest: +SKIP
+    >>> httpx.get(f"{server.url}/stores/board-counts/top_k",             # doctest: +SKIP
     ...           params={"window_start": "2026-01-05T11:00Z", "k": 5, "by": "sum_score"})
 """
 
@@ -29,14 +35,17 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from statekit.errors import BadArgument
 from statekit.serve.assignment import Assignment
@@ -46,10 +55,15 @@ from statekit.serve.results import PartitionUnavailable, PositionNotReached, Que
 
 MAX_LIMIT = 100_000          # rows one answer may carry
 DEFAULT_LIMIT = 10_000
-MAX_URL = 8192               # bytes of a request's URL
+MAX_URL = 8192               # bytes of a request's target (path and query)
 MAX_BODY = 65_536            # bytes of a request's body
 MAX_WAIT = 30.0              # seconds a query may wait for min_batch
-PARTITIONS = r"^\d{1,6}(,\d{1,6})*$"
+MAX_REQUEST_LINE = 262_144   # bytes of a request's head uvicorn reads (h11 answers a longer
+                             # one with a plain-text 400): well over MAX_URL, so 414 is JSON
+MAX_ID = 2**53 - 1           # batch ids and versions: whole numbers JSON (a double) holds exactly
+PARTITIONS = r"^[0-9]{1,6}(,[0-9]{1,6})*$"  # ASCII digits: the same in Python, Rust and ECMA
+_MILLIS = re.compile(r"-?[0-9]{1,19}")
+_SHOWN = 300                 # characters of a bad value an error message shows
 
 
 class PartitionModel(BaseModel):
@@ -71,9 +85,59 @@ class ResultModel(BaseModel):
     missing: list[int]
 
 
+class ErrorDetail(BaseModel):
+    """What went wrong: the error's name, a message naming the bad value, and its facts."""
+
+    model_config = ConfigDict(extra="allow")
+    error: str
+    message: str
+
+
+class ErrorModel(BaseModel):
+    detail: ErrorDetail
+
+
+class HealthModel(BaseModel):
+    status: str
+    instance: str
+
+
+PartitionKey = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,6}$")]
+NO_OTHER_KEYS = {"additionalProperties": False}
+
+
+class AssignmentData(BaseModel):
+    """An assignment as ``Assignment.to_dict()`` writes it."""
+
+    active: dict[PartitionKey, str] = Field(json_schema_extra=NO_OTHER_KEYS)
+    standbys: dict[PartitionKey, list[str]] = Field(json_schema_extra=NO_OTHER_KEYS)
+    instances: list[str] = Field(min_length=1)
+    version: int = Field(ge=1, le=MAX_ID)
+    lost: list[Annotated[int, Field(ge=0, le=999_999)]] = []
+
+
 class AssignmentModel(BaseModel):
-    assignment: dict[str, Any]
+    assignment: AssignmentData
     urls: dict[str, str]
+
+
+class AssignmentAnswer(BaseModel):
+    instance: str
+    version: int
+    held: dict[str, str]
+
+
+class AsciiJSONResponse(JSONResponse):
+    """JSON with every non-ASCII character escaped: any text a client sent (even a lone
+    surrogate) can be quoted back in an error."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode("ascii")
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
 
 
 def _fail(status: int, error: str, message: str, headers: dict | None = None, **extra
@@ -99,8 +163,8 @@ def _error(exc: Exception) -> HTTPException:
 
 
 def _time(value: str, what: str) -> int | str:
-    """A time parameter: digits are milliseconds, anything else ISO text (checked later)."""
-    return int(value) if value.lstrip("-").isdigit() else value
+    """A time parameter: ASCII digits are milliseconds, anything else ISO text (checked later)."""
+    return int(value) if _MILLIS.fullmatch(value) else value
 
 
 def _json(value: str | None, what: str) -> Any:
@@ -109,20 +173,184 @@ def _json(value: str | None, what: str) -> Any:
     try:
         return json.loads(value)
     except ValueError:
-        raise _fail(400, "BadArgument", f"bad {what}: {value!r}; accepted: a JSON object of "
-                                        f"the key columns, e.g. {{\"player\": \"p07\"}}"
+        raise _fail(400, "BadArgument", f"bad {what}: {_shown(value)}; accepted: a JSON object "
+                                        f"of the key columns, e.g. {{\"player\": \"p07\"}}"
                     ) from None
 
 
 def _partitions(value: str | None, instance: ServingInstance) -> list[int] | None:
+    """The partitions asked (each once, in the order given), each one of the store's."""
     if value is None:
         return None
-    parts = [int(p) for p in value.split(",")]
+    parts = list(dict.fromkeys(int(p) for p in value.split(",")))
     bad = [p for p in parts if not 0 <= p < instance.schema.partitions]
     if bad:
         raise _fail(400, "BadArgument", f"bad partition: {bad[0]}; accepted: 0.."
                                         f"{instance.schema.partitions - 1}")
     return parts
+
+
+def _check_assignment(assignment: Assignment, urls: dict[str, str],
+                      instance: ServingInstance) -> None:
+    """BadArgument unless ``assignment`` places each partition of the store once, names only
+    its own instances, names ``instance``, and ``urls`` says where the others listen."""
+    n = instance.schema.partitions
+    placed = sorted([*assignment.active, *assignment.lost])
+    if placed != list(range(n)):
+        raise BadArgument("assignment partitions (active and lost)", placed,
+                          f"each of 0..{n - 1} once")
+    if instance.name not in assignment.instances:
+        raise BadArgument("assignment instances", list(assignment.instances),
+                          f"a list naming this instance, {instance.name!r}")
+    if len(set(assignment.instances)) != len(assignment.instances):
+        raise BadArgument("assignment instances", list(assignment.instances),
+                          "distinct instance names")
+    for p, replicas in assignment.standbys.items():
+        if p not in assignment.active:
+            raise BadArgument("assignment standbys partition", p,
+                              f"an active partition ({sorted(assignment.active)})")
+        if assignment.active[p] in replicas or len(set(replicas)) != len(replicas):
+            raise BadArgument(f"assignment standbys of partition {p}", list(replicas),
+                              f"distinct instances other than its active one "
+                              f"({assignment.active[p]!r})")
+    named = set(assignment.active.values()) | {i for r in assignment.standbys.values()
+                                               for i in r}
+    unknown = sorted(named - set(assignment.instances))
+    if unknown:
+        raise BadArgument("assignment owner", unknown[0],
+                          f"one of its instances {list(assignment.instances)}")
+    unplaced = [i for i in assignment.instances if i != instance.name and i not in urls]
+    if unplaced:
+        raise BadArgument("urls", urls, f"a URL for each other instance (none for "
+                                        f"{unplaced[0]!r})")
+
+
+async def _limit_url(request: Request) -> None:
+    """414 for a URL longer than ``MAX_URL`` (checked once the path and method are known to
+    be served, so that a path or method it does not have is still 404 or 405)."""
+    scope = request.scope
+    path = scope.get("raw_path") or scope["path"].encode("utf-8", "surrogateescape")
+    query = scope.get("query_string", b"")
+    size = len(path) + (len(query) + 1 if query else 0)
+    if size > MAX_URL:
+        raise _fail(414, "URITooLong", f"bad URL: {size} bytes long; accepted: at most "
+                                       f"{MAX_URL} bytes (path and query)")
+
+
+class _BodyLimit:
+    """ASGI middleware: 413 for a body larger than ``MAX_BODY``, by its content-length or,
+    when it is sent in chunks, as it arrives (read here, then handed on)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
+        if length is not None:
+            text = length.decode("latin-1")
+            if not text.isascii() or not text.isdigit() or int(text) > MAX_BODY:
+                return await _too_large(scope, receive, send, f"bad body: content-length "
+                                        f"{text!r}; accepted: at most {MAX_BODY} bytes")
+            return await self.app(scope, receive, send)
+        if b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
+            return await self.app(scope, receive, send)
+        chunks, total, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            chunks.append(message.get("body", b""))
+            total += len(chunks[-1])
+            more = message.get("more_body", False)
+            if total > MAX_BODY:
+                return await _too_large(scope, receive, send, f"bad body: {total} bytes sent "
+                                        f"in chunks so far; accepted: at most {MAX_BODY} bytes")
+        body, replayed = b"".join(chunks), False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self.app(scope, replay, send)
+
+
+async def _too_large(scope, receive, send, message: str) -> None:
+    """413 without reading the body (so the connection closes after it)."""
+    response = AsciiJSONResponse({"detail": {"error": "RequestTooLarge", "message": message}},
+                                 413, headers={"Connection": "close"})
+    await response(scope, receive, send)
+
+
+def _problem(error: dict) -> str:
+    """One validation problem as text: the parameter, the value, and what is accepted."""
+    loc = [str(part) for part in error.get("loc", ())]
+    where = loc[0] if loc else "request"
+    name = ".".join(loc[1:]) or where
+    if error.get("type") == "missing":
+        return f"missing {where} parameter {name!r}: {error.get('msg', '')}" if \
+            len(loc) > 1 else f"missing {where}: {error.get('msg', '')}"
+    if error.get("type") == "json_invalid":
+        return f"bad body: not JSON ({error.get('ctx', {}).get('error', '')})"
+    return f"bad {name}: {_shown(error.get('input'))}; accepted: {error.get('msg', '')}"
+
+
+def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """422 with the first problem in the message (the value named) and all in ``errors``."""
+    errors = list(exc.errors())
+    more = f" (and {len(errors) - 1} more: see errors)" if len(errors) > 1 else ""
+    listed = [{"loc": [p if isinstance(p, int) else str(p) for p in error.get("loc", ())],
+               "type": str(error.get("type", "")), "msg": str(error.get("msg", "")),
+               "input": _shown(error.get("input"))} for error in errors]
+    return AsciiJSONResponse({"detail": {"error": "BadRequest", "message": (
+        _problem(errors[0]) + more if errors else "bad request"), "errors": listed}}, 422)
+
+
+def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    """Errors as ``{"detail": {"error", "message", ...}}``, FastAPI's own (404, 405) too."""
+    if isinstance(exc.detail, dict):
+        detail = exc.detail
+    elif exc.status_code == 404:
+        detail = {"error": "NotFound", "message": f"bad path: {request.url.path!r}; accepted: "
+                                                  f"the paths of /openapi.json"}
+    elif exc.status_code == 405:
+        detail = {"error": "MethodNotAllowed", "message": f"bad method: {request.method} "
+                  f"{request.url.path}; accepted: {(exc.headers or {}).get('Allow', '')}"}
+    else:
+        detail = {"error": type(exc).__name__, "message": str(exc.detail)}
+    return AsciiJSONResponse({"detail": detail}, exc.status_code, headers=exc.headers)
+
+
+def _server_error(request: Request, exc: Exception) -> JSONResponse:
+    return AsciiJSONResponse({"detail": {"error": "InternalError", "message": (
+        f"{type(exc).__name__}: {exc} (a bug in statekit: please report it with the request "
+        f"{request.method} {request.url.path})")}}, 500)
+
+
+def _responses(*statuses: int) -> dict:
+    """The OpenAPI entries of the errors a route answers."""
+    said = {400: "a bad key, time or parameter (the value named)",
+            404: "no such store here", 409: "the store has not reached min_batch (the batch it "
+                                            "has is given)",
+            413: "a result larger than limit, or a body larger than the service takes",
+            414: "a URL longer than the service takes",
+            422: "a parameter or body of the wrong shape (each problem in errors)",
+            503: "no live instance holds a partition (retry after Retry-After seconds)"}
+    out: dict[int | str, dict] = {}
+    for status in statuses:
+        out[status] = {"model": ErrorModel, "description": said[status]}
+    if 503 in out:
+        out[503]["headers"] = {"Retry-After": {"description": "seconds to wait",
+                                               "schema": {"type": "string"}}}
+    return out
+
+
+QUERY_ERRORS = _responses(400, 404, 409, 413, 414, 422, 503)
 
 
 def create_app(instance: ServingInstance, client: ServingClient | None = None,
@@ -131,20 +359,15 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
     client = client or ServingClient({instance.name: ""}, local=instance)
     app = FastAPI(title=f"statekit serving instance {instance.name}", version="1",
                   description="Interactive queries over the state of a Spark streaming "
-                              "aggregation, kept current from its Kafka changelog.")
+                              "aggregation, kept current from its Kafka changelog.",
+                  dependencies=[Depends(_limit_url)])
+    app.add_middleware(_BodyLimit)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _server_error)
     store = instance.tail.store_name
-
-    @app.middleware("http")
-    async def limit_size(request: Request, call_next):
-        if len(str(request.url)) > MAX_URL:
-            return JSONResponse({"detail": {"error": "RequestTooLarge", "message": (
-                f"the URL is longer than {MAX_URL} bytes")}}, status_code=414)
-        length = request.headers.get("content-length", "0")
-        if not length.isdigit() or int(length) > MAX_BODY:
-            return JSONResponse({"detail": {"error": "RequestTooLarge", "message": (
-                f"the body is larger than {MAX_BODY} bytes (content-length {length!r})")}},
-                status_code=413)
-        return await call_next(request)
+    values = list(instance.schema.spec.value_columns)
+    globals_held = sorted(instance.globals)
 
     def check_store(name: str) -> None:
         if name != store:
@@ -186,15 +409,19 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
                                       min_batch=p["min_batch"], partial=partial)
         if kind == "top_k":
             return client.top_k(p["window_start"], p["k"], p["by"], min_batch=p["min_batch"],
-                                partial=partial)
+                                partial=partial, enrich=p.get("enrich"))
         return client.approximate_num_entries(partial=partial)
 
     key_doc = ('the key as a JSON object, e.g. {"player": "p07", '
                '"window_start": "2026-01-05T10:00Z"}')
     time_doc = "milliseconds since the epoch or ISO-8601 text"
     # one Query object per parameter: FastAPI binds each to the first parameter it meets
+    def Store():  # noqa: N802
+        return Path(description=f"the store (here: {store}; any other name is 404)",
+                    json_schema_extra={"enum": [store]})
+
     def MinBatch():  # noqa: N802
-        return Query(None, ge=0, le=2**62,
+        return Query(None, ge=0, le=MAX_ID,
                      description="answer only once the store reflects at least this batch")
 
     def Wait():  # noqa: N802
@@ -206,7 +433,8 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
 
     def Parts():  # noqa: N802
         return Query(None, pattern=PARTITIONS, max_length=4096,
-                     description="comma-separated partitions")
+                     description="comma-separated partitions to read (with local=true; a "
+                                 "routed query reads every partition it needs)")
 
     def Partial():  # noqa: N802
         return Query(False, description="answer without partitions no live instance holds "
@@ -216,47 +444,47 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         return Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="most rows in the answer")
 
     def Time():  # noqa: N802
-        return Query(..., max_length=64, description=time_doc)
+        return Query(..., max_length=64, description=time_doc,
+                     examples=["2026-01-05T10:00:00Z", "1767607200000"])
 
-    @app.get("/health")
-    def health() -> dict:
-        return {"status": "ok", "instance": instance.name}
+    def Key(required: bool = True):  # noqa: N802
+        return Query(... if required else None, max_length=4096, description=key_doc)
 
-    @app.get("/metadata")
-    def metadata() -> dict:
+    @app.get("/health", responses=_responses(414))
+    def health() -> HealthModel:
+        return HealthModel(status="ok", instance=instance.name)
+
+    @app.get("/metadata", responses=_responses(414))
+    def metadata() -> dict[str, Any]:
         """This instance, the assignment, and every held partition's state and batch."""
         return {**instance.metadata(), "urls": client.urls}
 
-    @app.post("/assignment")
-    def set_assignment(body: AssignmentModel) -> dict:
+    @app.post("/assignment", responses=_responses(400, 413, 414, 422))
+    def set_assignment(body: AssignmentModel) -> AssignmentAnswer:
         """Take a new assignment (sent by the cluster after an instance died)."""
         try:
-            assignment = Assignment.from_dict(body.assignment)
+            assignment = Assignment.from_dict(body.assignment.model_dump())
+            _check_assignment(assignment, body.urls, instance)
         except BadArgument as exc:
             raise _error(exc) from None
-        if instance.name not in assignment.instances or \
-                assignment.partitions != instance.schema.partitions:
-            raise _fail(400, "BadArgument", f"bad assignment: it must name instance "
-                                            f"{instance.name!r} and cover "
-                                            f"{instance.schema.partitions} partitions")
         instance.set_assignment(assignment)
         client.set_assignment(assignment, body.urls)
         if on_assignment is not None:
             on_assignment(assignment)
-        return {"instance": instance.name, "version": assignment.version,
-                "held": {str(p): r for p, r in instance.roles.items()}}
+        return AssignmentAnswer(instance=instance.name, version=assignment.version,
+                                held={str(p): r for p, r in instance.roles.items()})
 
-    @app.get("/stores/{name}/get", response_model=ResultModel)
-    def get(name: str, key: str = Query(..., max_length=4096, description=key_doc),
-            min_batch: int | None = MinBatch(), timeout: float = Wait(), local: bool = Local()):
+    @app.get("/stores/{name}/get", response_model=ResultModel, responses=QUERY_ERRORS)
+    def get(name: str = Store(), key: str = Key(), min_batch: int | None = MinBatch(),
+            timeout: float = Wait(), local: bool = Local()):
         """One state row by its full key (group keys and window_start)."""
         check_store(name)
         return JSONResponse(run("get", {"key": _json(key, "key"), "min_batch": min_batch,
                                         "timeout": timeout}, None, local))
 
-    @app.get("/stores/{name}/fetch", response_model=ResultModel)
-    def fetch(name: str, key: str = Query(..., max_length=4096, description=key_doc),
-              time_from: str = Time(), time_to: str = Time(), min_batch: int | None = MinBatch(),
+    @app.get("/stores/{name}/fetch", response_model=ResultModel, responses=QUERY_ERRORS)
+    def fetch(name: str = Store(), key: str = Key(), time_from: str = Time(),
+              time_to: str = Time(), min_batch: int | None = MinBatch(),
               timeout: float = Wait(), partitions: str | None = Parts(), local: bool = Local()):
         """A key's windows starting in [time_from, time_to], in time order."""
         check_store(name)
@@ -265,14 +493,18 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
                   "timeout": timeout}
         return JSONResponse(run("fetch", params, _partitions(partitions, instance), local))
 
-    @app.get("/stores/{name}/find_sessions", response_model=ResultModel)
-    def find_sessions(name: str, key: str = Query(..., max_length=4096, description=key_doc),
+    @app.get("/stores/{name}/find_sessions", response_model=ResultModel,
+             responses=QUERY_ERRORS)
+    def find_sessions(name: str = Store(), key: str = Key(),
                       earliest_end: str = Time(), latest_start: str = Time(),
                       min_batch: int | None = MinBatch(), timeout: float = Wait(),
                       partitions: str | None = Parts(), local: bool = Local()):
         """A key's sessions ending at or after earliest_end and starting at or before
         latest_start (session stores)."""
         check_store(name)
+        if instance.kind != "session":  # before routing: a time window's key has no partition
+            raise _error(BadArgument("query", "find_sessions", f"the queries of a "
+                                     f"{instance.kind} store (this store holds windows)"))
         params = {"key": _json(key, "key"),
                   "earliest_end": _time(earliest_end, "earliest_end"),
                   "latest_start": _time(latest_start, "latest_start"),
@@ -280,18 +512,19 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         return JSONResponse(run("find_sessions", params, _partitions(partitions, instance),
                                 local))
 
-    @app.get("/stores/{name}/all", response_model=ResultModel)
-    def all_rows(name: str, limit: int = Limit(), min_batch: int | None = MinBatch(),
-                 partitions: str | None = Parts(), local: bool = Local(),
-                 partial: bool = Partial()):
+    @app.get("/stores/{name}/all", response_model=ResultModel, responses=QUERY_ERRORS)
+    def all_rows(name: str = Store(), limit: int = Limit(),
+                 min_batch: int | None = MinBatch(), partitions: str | None = Parts(),
+                 local: bool = Local(), partial: bool = Partial()):
         """Every state row, gathered from every partition."""
         check_store(name)
         params = {"limit": limit + 1, "min_batch": min_batch}
         return JSONResponse(run("all", params, _partitions(partitions, instance), local,
                                 partial, limit))
 
-    @app.get("/stores/{name}/fetch_all", response_model=ResultModel)
-    def fetch_all(name: str, time_from: str = Time(), time_to: str = Time(), limit: int = Limit(),
+    @app.get("/stores/{name}/fetch_all", response_model=ResultModel, responses=QUERY_ERRORS)
+    def fetch_all(name: str = Store(), time_from: str = Time(),
+                  time_to: str = Time(), limit: int = Limit(),
                   min_batch: int | None = MinBatch(), partitions: str | None = Parts(),
                   local: bool = Local(), partial: bool = Partial()):
         """Every window starting in [time_from, time_to]."""
@@ -302,10 +535,11 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         return JSONResponse(run("fetch_all", params, _partitions(partitions, instance), local,
                                 partial, limit))
 
-    @app.get("/stores/{name}/fetch_range", response_model=ResultModel)
-    def fetch_range(name: str, time_from: str = Time(), time_to: str = Time(),
-                    key_from: str | None = Query(None, max_length=4096),
-                    key_to: str | None = Query(None, max_length=4096), limit: int = Limit(),
+    @app.get("/stores/{name}/fetch_range", response_model=ResultModel,
+             responses=QUERY_ERRORS)
+    def fetch_range(name: str = Store(), time_from: str = Time(),
+                    time_to: str = Time(), key_from: str | None = Key(required=False),
+                    key_to: str | None = Key(required=False), limit: int = Limit(),
                     min_batch: int | None = MinBatch(), partitions: str | None = Parts(),
                     local: bool = Local(), partial: bool = Partial()):
         """Windows of the keys from key_from to key_to (store byte order) in time."""
@@ -317,24 +551,56 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         return JSONResponse(run("fetch_range", params, _partitions(partitions, instance),
                                 local, partial, limit))
 
-    @app.get("/stores/{name}/top_k", response_model=ResultModel)
-    def top_k(name: str, window_start: str = Time(), k: int = Query(10, ge=1, le=MAX_LIMIT),
-              by: str = Query(..., max_length=256), min_batch: int | None = MinBatch(),
-              partitions: str | None = Parts(), local: bool = Local(), partial: bool = Partial()):
+    @app.get("/stores/{name}/top_k", response_model=ResultModel, responses=QUERY_ERRORS)
+    def top_k(name: str = Store(), window_start: str = Time(),
+              k: int = Query(10, ge=1, le=MAX_LIMIT),
+              by: str = Query(..., max_length=256, json_schema_extra={"enum": values},
+                              description=f"the value column to rank by ({', '.join(values)})"),
+              min_batch: int | None = MinBatch(), partitions: str | None = Parts(),
+              local: bool = Local(), partial: bool = Partial(),
+              enrich: str | None = Query(None, max_length=256, json_schema_extra={
+                  "enum": globals_held or ["(none)"]}, description=(
+                  "a global store whose entries' columns are added to each row"))):
         """The leaderboard: the k rows of one window with the largest ``by``."""
         check_store(name)
+        if enrich is not None and enrich not in instance.globals:
+            raise _fail(400, "BadArgument", f"bad global store: {enrich!r}; accepted: "
+                                            f"{', '.join(globals_held) or '(none held)'}")
         params = {"window_start": _time(window_start, "window_start"), "k": k, "by": by,
-                  "min_batch": min_batch}
+                  "min_batch": min_batch, "enrich": enrich}
         return JSONResponse(run("top_k", params, _partitions(partitions, instance), local,
                                 partial))
 
-    @app.get("/stores/{name}/approximate_num_entries", response_model=ResultModel)
-    def approximate_num_entries(name: str, partitions: str | None = Parts(),
+    @app.get("/stores/{name}/approximate_num_entries", response_model=ResultModel,
+             responses=QUERY_ERRORS)
+    def approximate_num_entries(name: str = Store(),
+                                partitions: str | None = Parts(),
                                 local: bool = Local(), partial: bool = Partial()):
         """About how many state rows each partition holds."""
         check_store(name)
         return JSONResponse(run("approximate_num_entries", {},
                                 _partitions(partitions, instance), local, partial))
+
+    @app.get("/global/{name}/get", response_model=ResultModel, responses=QUERY_ERRORS)
+    def global_get(name: str = Path(description="a global store held here", json_schema_extra={
+                       "enum": globals_held or ["(none)"]}),
+                   key: str = Query(..., max_length=4096, description=(
+                       "the key: a JSON object of the global store's key columns, or the "
+                       "plain key (p07)"))):
+        """One row of a global store: every instance holds all of it, so it answers here."""
+        if name not in instance.globals:
+            raise _fail(404, "UnknownStore", f"no global store {name!r} here; global stores: "
+                                             f"{', '.join(globals_held) or '(none)'}")
+        try:
+            value = json.loads(key)
+        except ValueError:
+            value = key  # a plain key
+        if not isinstance(value, dict | str):
+            value = key
+        try:
+            return JSONResponse(instance.global_get(name, value).to_dict())
+        except BadArgument as exc:
+            raise _error(exc) from None
 
     return app
 
@@ -363,7 +629,8 @@ class Server:
         self.host = check_host(host, allow_remote)
         self.port = port or free_port(self.host)
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning",
-                                access_log=False, lifespan="off")
+                                access_log=False, lifespan="off",
+                                h11_max_incomplete_event_size=MAX_REQUEST_LINE)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name=f"rest-{self.port}",
                                         daemon=True)

@@ -10,6 +10,7 @@ from statekit._lazy import lazy_exports
 _NAMES = {
     "ChangelogScrubber": "statekit.widgets.scrubber",
     "DrillPanel": "statekit.widgets.drill_panel",
+    "LiveLeaderboard": "statekit.widgets.leaderboard",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)
