@@ -51,7 +51,7 @@ def test_point_lookups_are_routed_to_the_partition_spark_keeps_the_row_in(cluste
         meta = client.metadata_for_key(key_of(row))
         assert meta.partition == row["partition"]
         assert meta.active == running.assignment.active[row["partition"]]
-    for _, row in snapshot.sample(40, random_state=1).iterrows():
+    for _, row in snapshot.iterrows():  # every key, through the router, at the same batch
         answer = client.get(key_of(row))
         assert answer.partitions[0].instance == running.assignment.active[row["partition"]]
         assert answer.batch == query.last_batch
@@ -179,3 +179,50 @@ def test_without_standbys_a_dead_owner_fails_fast_naming_the_partition(logged, b
         assert response.status_code == 503 and "partition 2" in response.text
         assert response.headers["retry-after"]
     assert isinstance(sk.serve.serve, object)
+
+
+ORPHAN_SCRIPT = """
+import sys, time
+from statekit.serve import serve
+cluster = serve(sys.argv[1], sys.argv[2], instances=2, standbys=1, workdir=sys.argv[3])
+print(" ".join(str(p.pid) for p in cluster.procs.values()), flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+def test_no_instance_outlives_a_parent_killed_with_sigkill(logged, broker, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    query, _ = logged
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT, broker.bootstrap_servers,
+                               query.changelog_topic, str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in parent.stdout.readline().split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(30)
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids), "a serving instance outlived its parent"
+
+
+def test_an_exception_in_a_with_block_stops_every_instance(logged, broker, tmp_path):
+    query, _ = logged
+    with pytest.raises(RuntimeError, match="boom"), serve(
+            broker, query.changelog_topic, instances=2, standbys=0, workdir=tmp_path) as running:
+        procs = list(running.procs.values())
+        raise RuntimeError("boom")
+    assert all(proc.poll() is not None for proc in procs)
