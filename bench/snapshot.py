@@ -63,7 +63,7 @@ def raw_snapshot(spark, checkpoint: str):
 def one_round(spark, query, batch: int) -> tuple[dict, dict]:
     """(seconds, rows) of one statekit snapshot, one baseline read and statekit's parts."""
     t_sk, sk_frame = timed(query.snapshot)
-    t_raw, raw_frame = timed(lambda: raw_snapshot(spark, query.checkpoint))
+    t_raw, raw_frame = timed(lambda: raw_snapshot(spark, str(query.checkpoint)))
     t_lookup, _ = timed(query.state.batch_range)
     t_frame, unsorted = timed(lambda: query.state.snapshot_frame(batch).toPandas())
     t_sort, _ = timed(lambda: unsorted.sort_values(query.spec.key_columns, kind="stable"))

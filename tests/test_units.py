@@ -171,7 +171,7 @@ def test_query_spec_columns_for_hopping_windows_with_two_keys():
 @pytest.mark.parametrize(("kwargs", "named"), [
     ({"keys": None}, "bad group keys: None"),
     ({"keys": ["player", "player"]}, "bad group keys: ['player', 'player']; accepted: distinct"),
-    ({"window": None}, "bad window: None"),
+    ({"window": "none"}, "bad window: 'none'; accepted: tumbling(..), hopping(..)"),
     ({"event_time": "player"}, "bad event_time column: 'player'"),
     ({"aggregates": ["count", "count(*)"]}, "each aggregate at most once"),
     ({"aggregates": ["sum(score)", "SUM(score)"]}, "each aggregate at most once"),

@@ -67,7 +67,7 @@ class StoreSchema:
     @property
     def windowed(self) -> bool:
         """True for tumbling and hopping windows (the window is part of the placement)."""
-        return self.spec.window.kind != "session"
+        return self.spec.windowed
 
 
 def meta_topic(changelog_topic: str) -> str:

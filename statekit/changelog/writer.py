@@ -108,8 +108,9 @@ class ChangelogWriter:
     def _ensure_topic(self, partitions: int) -> None:
         existing = list_topics(self.kafka)
         if self.topic not in existing:
-            create_topic(self.kafka, self.topic, partitions,
-                         fmt.topic_config(True, changelog_retention_ms(self.state)))
+            windowed = self.state.spec.window is not None  # a key-value store keeps every key
+            create_topic(self.kafka, self.topic, partitions, fmt.topic_config(
+                windowed, changelog_retention_ms(self.state) if windowed else None))
             return
         if existing[self.topic] != partitions:
             raise ChangelogError(

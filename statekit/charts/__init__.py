@@ -15,7 +15,7 @@ from statekit.charts.changelog import (
     state_files_chart,
 )
 from statekit.charts.output import offline, save_chart
-from statekit.charts.progress import change_feed_chart, state_rows_chart
+from statekit.charts.progress import change_feed_chart, state_growth_chart, state_rows_chart
 from statekit.charts.restore import (
     failover_chart,
     restore_gantt_chart,
@@ -45,5 +45,6 @@ __all__ = [
     "save_chart",
     "standby_lag_chart",
     "state_files_chart",
+    "state_growth_chart",
     "state_rows_chart",
 ]

@@ -14,6 +14,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from statekit.charts.data import inline
+from statekit.charts.tooltips import typed_tooltips
 from statekit.errors import BadArgument
 
 _NEEDED = ("batch", "input_rows", "state_rows_total", "state_rows_updated", "state_rows_removed")
@@ -62,3 +64,33 @@ def change_feed_chart(changes: pd.DataFrame, title: str = "Change feed per batch
                                                     range=["#4c78a8", "#e45756"])),
         tooltip=["batch", "change", "records"],
     ).properties(width=520, height=160)
+
+
+def state_growth_chart(growth: pd.DataFrame,
+                       title: str = "State rows over batches: unbounded, TTL, windowed"
+                       ) -> alt.Chart:
+    """State rows after each batch, one line per query (``statekit.query.growth.state_growth``).
+
+    Example:
+        >>> frame = pd.DataFrame({"query": ["running"] * 3 + ["windowed"] * 3,
+        ...     "batch": [0, 1, 2] * 2, "input_rows": [10] * 6,
+        ...     "state_rows_total": [5, 9, 14, 5, 7, 6], "state_rows_removed": [0, 0, 0, 0, 2, 4]})
+        >>> state_growth_chart(frame).to_dict()["encoding"]["color"]["field"]
+        'query'
+    """
+    needed = ("query", "batch", "state_rows_total", "state_rows_removed")
+    missing = [c for c in needed if c not in growth.columns]
+    if missing:
+        raise BadArgument("state growth frame columns", sorted(growth.columns),
+                          f"a frame from state_growth() (needs {', '.join(needed)})")
+    data = growth[[c for c in ("query", "batch", "input_rows", "state_rows_total",
+                               "state_rows_removed") if c in growth.columns]]
+    subtitle = ("Without a window every key stays; a TTL forgets idle keys; a watermark "
+                "evicts closed windows.")
+    return alt.Chart(inline(data), title=alt.Title(title, subtitle=subtitle)).mark_line(
+        point=True).encode(
+        x=alt.X("batch:Q", title="batch", axis=alt.Axis(format="d", tickMinStep=1)),
+        y=alt.Y("state_rows_total:Q", title="rows in state"),
+        color=alt.Color("query:N", title=None),
+        tooltip=typed_tooltips(data, data.columns),
+    ).properties(width=520, height=220)

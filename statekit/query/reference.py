@@ -26,8 +26,8 @@ from statekit.query.spec import QuerySpec
 
 def window_assignments(times: pd.Series, spec: QuerySpec) -> pd.DataFrame:
     """For each event (by index), every (window_start, window_end) it falls in."""
-    if spec.window.kind == "session":
-        raise BadArgument("window kind for the pandas reference", "session",
+    if spec.kind in ("session", "running"):
+        raise BadArgument("window kind for the pandas reference", spec.kind,
                           ["tumbling", "hopping"])
     size = pd.Timedelta(milliseconds=spec.window.size_ms)
     slide = pd.Timedelta(milliseconds=to_millis(spec.window.slide)) if spec.window.slide else size
@@ -53,12 +53,16 @@ def windowed_reference(
     With ``watermark``, only windows ending after it are kept: what a state store
     holds once the watermark has evicted older windows.
     """
-    times = pd.to_datetime(events[spec.event_time])
-    if times.dt.tz is not None:
-        times = times.dt.tz_convert("UTC").dt.tz_localize(None)
-    windows = window_assignments(times, spec)
-    rows = events.drop(columns=[spec.event_time]).join(windows, how="inner")
-    group = rows.groupby(["window_start", "window_end", *spec.keys], sort=True)
+    if spec.kind == "running":  # one row per key over everything (a TTL forgets idle keys)
+        rows, by = events, list(spec.keys)
+    else:
+        times = pd.to_datetime(events[spec.event_time])
+        if times.dt.tz is not None:
+            times = times.dt.tz_convert("UTC").dt.tz_localize(None)
+        windows = window_assignments(times, spec)
+        rows = events.drop(columns=[spec.event_time]).join(windows, how="inner")
+        by = ["window_start", "window_end", *spec.keys]
+    group = rows.groupby(by, sort=True)
     out = pd.DataFrame(index=group.size().index)
     for agg in spec.aggregates:
         if agg.function == "count":
@@ -69,6 +73,6 @@ def windowed_reference(
             out[agg.name] = getattr(group[agg.column], "mean" if agg.function == "avg"
                                     else agg.function)()
     out = out.reset_index()
-    if watermark is not None:
+    if watermark is not None and spec.kind != "running":
         out = out[out["window_end"] > pd.Timestamp(watermark)]
     return out.sort_values(spec.key_columns, kind="stable").reset_index(drop=True)

@@ -145,17 +145,23 @@ class QuerySpec:
 
     Args:
         keys: the group keys (one or more column names).
-        window: ``tumbling(..)``, ``hopping(..)`` or ``session(..)``.
+        window: ``tumbling(..)``, ``hopping(..)`` or ``session(..)``; or None for a
+            **running** aggregate per key (a key-value store: one row per key, kept
+            forever — the state grows with every new key; see ``ttl``).
         aggregates: ``count``, ``count(col)``, ``sum/min/max/avg(col)`` (nulls as in SQL).
         event_time: the event-time column (a timestamp).
-        watermark: how late an event may come before its window is evicted.
+        watermark: how late an event may come before its window is evicted (time
+            windows); a running aggregate has no window to evict.
+        ttl: running aggregates only: forget a key after this much processing time
+            without an update (Spark's ``transformWithState`` TTL), bounding the state.
     """
 
     keys: Sequence[str]
-    window: WindowSpec
+    window: WindowSpec | None
     aggregates: Sequence[Aggregate | str] = ("count",)
     event_time: str = "ts"
     watermark: str = "10 minutes"
+    ttl: str | None = None
 
     def __post_init__(self):
         keys = [self.keys] if isinstance(self.keys, str) else self.keys
@@ -174,8 +180,15 @@ class QuerySpec:
         names = [a.name for a in aggs]
         if len(set(names)) != len(names):
             raise BadArgument("aggregates", self.aggregates, "each aggregate at most once")
-        if not isinstance(self.window, WindowSpec):
-            raise BadArgument("window", self.window, "tumbling(..), hopping(..) or session(..)")
+        if self.window is not None and not isinstance(self.window, WindowSpec):
+            raise BadArgument("window", self.window, "tumbling(..), hopping(..), session(..), "
+                                                     "or None for a running aggregate")
+        if self.ttl is not None:
+            if self.window is not None:
+                raise BadArgument("ttl", self.ttl, "None for a windowed aggregate (its windows "
+                                                   "are evicted by the watermark); a TTL "
+                                                   "bounds a running aggregate (window=None)")
+            to_millis(self.ttl, "ttl")
         if not isinstance(self.event_time, str) or not self.event_time:
             raise BadArgument("event_time column", self.event_time, "a column name")
         if self.event_time in keys:
@@ -184,6 +197,26 @@ class QuerySpec:
         to_millis(self.watermark, "watermark delay")
         object.__setattr__(self, "keys", tuple(keys))
         object.__setattr__(self, "aggregates", tuple(aggs))
+
+    # --- what kind of state -----------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        """``tumbling``, ``hopping``, ``session`` or ``running`` (no window)."""
+        return "running" if self.window is None else self.window.kind
+
+    @property
+    def windowed(self) -> bool:
+        """True for time windows (tumbling, hopping): the window is part of each state key."""
+        return self.kind in ("tumbling", "hopping")
+
+    @property
+    def store_kind(self) -> str:
+        """The store that holds this state: ``window``, ``session`` or ``key-value``."""
+        return {"session": "session", "running": "key-value"}.get(self.kind, "window")
+
+    @property
+    def ttl_ms(self) -> int | None:
+        return None if self.ttl is None else to_millis(self.ttl)
 
     # --- columns --------------------------------------------------------------------------
     @property
@@ -203,14 +236,16 @@ class QuerySpec:
     @property
     def key_columns(self) -> list[str]:
         """Columns that identify one state row once flattened."""
-        if self.window.kind == "session":
+        if self.kind == "running":
+            return list(self.keys)
+        if self.kind == "session":
             return ["window_start", *self.keys]
         return ["window_start", "window_end", *self.keys]
 
     @property
     def value_columns(self) -> list[str]:
         cols = [a.name for a in self.aggregates]
-        return ["window_end", *cols] if self.window.kind == "session" else cols
+        return ["window_end", *cols] if self.kind == "session" else cols
 
     def default_event_schema(self) -> str:
         """The JSON event schema assumed when none is given (Spark DDL).
@@ -233,14 +268,18 @@ class QuerySpec:
     # --- to and from JSON -----------------------------------------------------------------
     def to_dict(self) -> dict:
         """The spec as plain JSON-ready data (``from_dict`` reads it back)."""
-        return {"keys": list(self.keys), "window": self.window.to_dict(),
+        data = {"keys": list(self.keys),
+                "window": None if self.window is None else self.window.to_dict(),
                 "aggregates": [a.text for a in self.aggregates],
                 "event_time": self.event_time, "watermark": self.watermark}
+        if self.ttl is not None:
+            data["ttl"] = self.ttl
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping) -> QuerySpec:
         """The spec ``to_dict`` described; a missing or unknown field is named."""
-        fields = ("keys", "window", "aggregates", "event_time", "watermark")
+        fields = ("keys", "window", "aggregates", "event_time", "watermark", "ttl")
         if not isinstance(data, Mapping):
             raise BadArgument("query spec description", data, f"a dict with {', '.join(fields)}")
         unknown = sorted(set(data) - set(fields))
@@ -250,5 +289,5 @@ class QuerySpec:
             raise BadArgument("query spec description", dict(data),
                               "a dict with at least keys and window")
         window = data["window"]
-        return cls(**{**data, "window": window if isinstance(window, WindowSpec)
+        return cls(**{**data, "window": window if window is None or isinstance(window, WindowSpec)
                       else WindowSpec.from_dict(window)})

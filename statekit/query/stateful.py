@@ -152,13 +152,28 @@ def parse_events(raw: DataFrame, schema: str | StructType,
 
 
 def aggregate(events: DataFrame, spec: QuerySpec) -> DataFrame:
-    """The windowed aggregation of ``spec`` over parsed events (still streaming)."""
+    """The aggregation of ``spec`` over parsed events (still streaming).
+
+    Time and session windows: a watermarked ``groupBy(window, keys)``. A running
+    aggregate (no window): ``groupBy(keys)`` — its state only grows — or, with a TTL,
+    ``transformWithStateInPandas`` with ``statekit.query.running.RunningAggregate``.
+    """
     missing = [c for c in spec.input_columns if c not in events.columns]
     if missing:
         raise BadArgument("column", missing[0], events.columns)
+    aggs = [a.column_expr() for a in spec.aggregates]
+    if spec.kind == "running" and spec.ttl is None:
+        return events.groupBy(*spec.keys).agg(*aggs)
+    if spec.kind == "running":
+        from statekit.query.running import RunningAggregate, buffer_fields, output_schema
+
+        types = {f.name: f.dataType.simpleString() for f in events.schema.fields}
+        processor = RunningAggregate(spec, buffer_fields(spec, types))
+        return events.groupBy(*spec.keys).transformWithStateInPandas(
+            processor, output_schema(spec, types, types), "Update", "ProcessingTime")
     return (events.withWatermark(spec.event_time, spark_interval(spec.watermark))
             .groupBy(spec.window.column(spec.event_time), *spec.keys)
-            .agg(*[a.column_expr() for a in spec.aggregates]))
+            .agg(*aggs))
 
 
 class _ProgressRecorder(StreamingQueryListener):
@@ -259,12 +274,20 @@ class StatefulQuery:
         return self.last_batch
 
     def wait_until_drained(self, timeout: float = 300.0) -> int:
-        """Block until everything in the input so far is processed; returns the last batch id."""
+        """Block until everything in the input so far is processed; returns the last batch id.
+
+        A TTL'd running aggregate runs a batch on every trigger even without new input
+        (to expire state), so Spark's ``processAllAvailable`` would never return for it:
+        there, drained means a committed batch whose sources had read all they saw.
+        """
         q, errors = self.query, []
 
         def drain():
             try:
-                q.processAllAvailable()
+                if self.spec.ttl is not None:
+                    self._poll_caught_up(timeout)
+                else:
+                    q.processAllAvailable()
             except BaseException as exc:  # surfaced in the caller's thread
                 errors.append(exc)
 
@@ -274,11 +297,31 @@ class StatefulQuery:
         if worker.is_alive():
             raise TimeoutError(f"query {q.name!r} did not drain its input in {timeout:.0f} s")
         if errors:
+            if isinstance(errors[0], TimeoutError):
+                raise errors[0]
             raise StatekitError(f"query {q.name!r} failed: {errors[0]}") from errors[0]
         self._await_report(self.last_batch)
         if self.changelog is not None:
             self.changelog.wait_shipped(self.last_batch, timeout)
         return self.last_batch
+
+    def _poll_caught_up(self, timeout: float) -> None:
+        """Wait for a batch that read nothing new after its sources caught up."""
+        deadline = time.monotonic() + timeout
+        seen = -1
+        while time.monotonic() < deadline:
+            self._raise_if_failed()
+            progress = self.query.lastProgress
+            if progress and progress["batchId"] > seen:
+                seen = progress["batchId"]
+                sources = progress.get("sources") or []
+                caught_up = all(src.get("latestOffset") is not None and
+                                src.get("endOffset") == src.get("latestOffset")
+                                for src in sources)
+                if caught_up and progress.get("numInputRows", 0) == 0:
+                    return
+            time.sleep(0.1)
+        raise TimeoutError(f"query {self.name!r} did not drain its input in {timeout:.0f} s")
 
     def _await_report(self, batch: int, timeout: float = 10.0) -> None:
         """Progress reports arrive asynchronously; give the last one a moment to land."""
@@ -370,7 +413,7 @@ class StatefulQuery:
         return f"StatefulQuery({self.name!r}, {state}, last_batch={self.last_batch})"
 
 
-_SPEC_ARGUMENTS = ("keys", "window", "aggregates", "event_time", "watermark")
+_SPEC_ARGUMENTS = ("keys", "window", "aggregates", "event_time", "watermark", "ttl")
 
 
 def _spec_of(spec: QuerySpec | None, given: dict) -> QuerySpec:
@@ -398,6 +441,7 @@ def start_query(
     aggregates: Sequence[str | Aggregate] | None = None,
     event_time: str | None = None,
     watermark: str | None = None,
+    ttl: str | None = None,
     kafka: Kafka | None = None,
     spark: SparkSession | None = None,
     event_schema: str | StructType | None = None,
@@ -420,8 +464,9 @@ def start_query(
             streaming DataFrame: with a ``value`` column it is parsed the same way,
             otherwise its columns are used as they are.
         spec: what to compute (a ``QuerySpec``); or leave it out and give ``keys``,
-            ``window``, ``aggregates``, ``event_time``, ``watermark`` (QuerySpec's defaults
-            for those left out), not both.
+            ``window``, ``aggregates``, ``event_time``, ``watermark``, ``ttl`` (QuerySpec's
+            defaults for those left out), not both. ``window=None`` is a running aggregate per
+            key: its state grows with every key unless a ``ttl`` forgets idle keys.
         kafka: the Kafka cluster (a ``KafkaConnection``, ``"host:port"`` or an
             ``EmbeddedBroker``); required when ``source`` is a topic or a changelog is kept.
         spark: the session (``statekit.spark_session()`` when None).
@@ -453,15 +498,17 @@ def start_query(
     from statekit.spark.session import spark_session
 
     spec = _spec_of(spec, {"keys": keys, "window": window, "aggregates": aggregates,
-                           "event_time": event_time, "watermark": watermark})
+                           "event_time": event_time, "watermark": watermark, "ttl": ttl})
     if sink not in SINKS:
         raise BadArgument("sink", sink, SINKS)
     if output_mode is None:
-        output_mode = "append" if spec.window.kind == "session" else "update"
+        output_mode = "append" if spec.kind == "session" else "update"
     if output_mode not in ("update", "append"):
         raise BadArgument("output mode", output_mode, ["update", "append"])
-    if spec.window.kind == "session" and output_mode != "append":
+    if spec.kind == "session" and output_mode != "append":
         raise BadArgument("output mode for session windows", output_mode, ["append"])
+    if spec.kind == "running" and output_mode != "update":
+        raise BadArgument("output mode for a running aggregate", output_mode, ["update"])
     if isinstance(required_fields, str):
         required_fields = [required_fields]
     trigger_kwargs = _trigger(trigger)

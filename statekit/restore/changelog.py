@@ -49,8 +49,9 @@ _CHECKPOINT_EVERY = 200_000  # records between checkpoint writes during a long r
 
 
 def store_kind(spec: QuerySpec) -> str:
-    """The local store kind that holds ``spec``'s state: ``window`` or ``session``."""
-    return "session" if spec.window.kind == "session" else "window"
+    """The local store kind that holds ``spec``'s state: ``window``, ``session`` or
+    ``key-value`` (``QuerySpec.store_kind``)."""
+    return spec.store_kind
 
 
 def open_partition_store(spec: QuerySpec, store_name: str, partition: int,

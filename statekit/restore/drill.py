@@ -48,10 +48,13 @@ def _point_query(result: RestoreResult, spec: QuerySpec, key_json: str, partitio
     """Answer one point query the way a serving instance would (window fetch / sessions)."""
     key = decode_json(key_json.encode())
     group = {k: key[k] for k in spec.keys}
+    store = result.stores[partition]
+    if spec.kind == "running":  # a key-value store
+        value = store.get(group)
+        return [] if value is None else [value]
     start = pd.Timestamp(key["window_start"].rstrip("Z"))
     ms = int(start.value // 1_000_000)
-    store = result.stores[partition]
-    if spec.window.kind == "session":
+    if spec.kind == "session":
         with store.find_sessions(group, ms, ms) as found:
             return list(found)
     with store.fetch(group, ms, ms) as found:

@@ -49,7 +49,7 @@ from statekit.serve.results import (
     QueryResult,
 )
 
-SCATTER = ("all", "fetch_all", "fetch_range", "top_k", "approximate_num_entries")
+SCATTER = ("all", "fetch_all", "fetch_range", "range", "top_k", "approximate_num_entries")
 
 
 @dataclass(frozen=True)
@@ -248,16 +248,28 @@ class ServingClient:
 
     def top_k(self, window_start: object, k: int, by: str, *, min_batch: int | None = None,
               partial: bool | None = None, enrich: str | None = None) -> QueryResult:
-        """The leaderboard: the ``k`` largest ``by`` of one window, over every partition;
-        ``enrich`` adds the columns of a global store's entries (looked up where they ran)."""
-        params = {"window_start": time_ms(window_start, "window_start"), "k": k, "by": by,
-                  "min_batch": min_batch, "enrich": enrich}
+        """The leaderboard: the ``k`` largest ``by`` of one window (a running aggregate: of
+        every key, ``window_start=None``), over every partition; ``enrich`` adds the columns
+        of a global store's entries (looked up where they ran)."""
+        start = None if window_start is None else time_ms(window_start, "window_start")
+        params = {"window_start": start, "k": k, "by": by, "min_batch": min_batch,
+                  "enrich": enrich}
         result = self._scatter("top_k", params, partial)
         result.rows = top(result.rows, k, by, self.schema.spec.keys)
         return result
 
     def approximate_num_entries(self, *, partial: bool | None = None) -> QueryResult:
         return self._scatter("approximate_num_entries", {}, partial)
+
+    def range(self, key_from: object | None, key_to: object | None, *,
+              limit: int | None = None, min_batch: int | None = None,
+              partial: bool | None = None) -> QueryResult:
+        """Keys from ``key_from`` to ``key_to`` of a key-value store (a running aggregate),
+        gathered from every partition (each in the store's key byte order)."""
+        params = {"key_from": None if key_from is None else self.codec.group(key_from),
+                  "key_to": None if key_to is None else self.codec.group(key_to),
+                  "limit": limit, "min_batch": min_batch}
+        return self._scatter("range", params, partial)
 
     def global_get(self, name: str, key: object) -> QueryResult:
         """One row of global store ``name``: every instance holds it all, so the first live
@@ -324,6 +336,9 @@ LOCAL_CALLS: dict[str, Callable] = {
     "fetch_range": lambda i, p, parts: i.fetch_range(
         p.get("key_from"), p.get("key_to"), p["time_from"], p["time_to"], partitions=parts,
         limit=p.get("limit") or 1_000_000, min_batch=p.get("min_batch")),
+    "range": lambda i, p, parts: i.range(p.get("key_from"), p.get("key_to"), partitions=parts,
+                                         limit=p.get("limit") or 1_000_000,
+                                         min_batch=p.get("min_batch")),
     "top_k": lambda i, p, parts: i.top_k(p["window_start"], p["k"], p["by"],
                                          partitions=parts, min_batch=p.get("min_batch"),
                                          enrich=p.get("enrich")),

@@ -98,7 +98,7 @@ class ServingInstance:
         self.schema = schema or wait_for_schema(self.kafka, topic, schema_timeout)
         spec = self.schema.spec
         self.codec = KeyCodec(spec, self.schema.key_types, self.schema.partitions)
-        self.kind = "session" if spec.window.kind == "session" else "window"
+        self.kind = spec.store_kind  # window, session or key-value
         folder = None if directory is None else Path(directory) / name
         self.tail = ChangelogTail(self.kafka, topic, spec, folder, store_name=store_name)
         self.assignment = assignment or assign(self.schema.partitions, [name], 0)
@@ -291,9 +291,27 @@ class ServingInstance:
             with store.all() as found:
                 if self.kind == "session":
                     return [self._session_row(s, v) for s, v in islice(found, limit)]
+                if self.kind == "key-value":
+                    return [{**k, **v} for k, v in islice(found, limit)]
                 return [self._window_row(w.key, w.start, v) for w, v in islice(found, limit)]
 
         return self._over("all", partitions, read, min_batch, timeout)
+
+    def range(self, key_from: object | None, key_to: object | None, *,
+              partitions: Sequence[int] | None = None, limit: int = MAX_ROWS,
+              min_batch: int | None = None, timeout: float = 0.0) -> QueryResult:
+        """The keys from ``key_from`` to ``key_to`` (inclusive, in the store's key byte order;
+        None: unbounded) of a key-value store (a running aggregate): Kafka Streams' ``range``."""
+        self._require("range", "key-value")
+        lo = None if key_from is None else self.codec.group(key_from)
+        hi = None if key_to is None else self.codec.group(key_to)
+        limit = whole_number(limit, "limit", minimum=1)
+
+        def read(store, _p):
+            with store.range(lo, hi) as found:
+                return [{**k, **v} for k, v in islice(found, limit)]
+
+        return self._over("range", partitions, read, min_batch, timeout)
 
     def find_sessions(self, key: object, earliest_end: object, latest_start: object, *,
                       partitions: Sequence[int] | None = None, min_batch: int | None = None,
@@ -320,21 +338,34 @@ class ServingInstance:
         (the leaderboard), of the partitions asked; nulls rank last, ties by key.
 
         ``enrich`` names a global store: each row gains its columns (looked up by the
-        row's values of the global store's key columns, locally)."""
-        self._require("top_k", "window")
-        start = time_ms(window_start, "window_start")
+        row's values of the global store's key columns, locally). A key-value store (a
+        running aggregate) has no windows: ``window_start`` is None and every key ranks."""
+        if self.kind == "key-value":
+            if window_start is not None:
+                raise BadArgument("window_start", window_start, "None (a running aggregate "
+                                                                "has no windows)")
+        else:
+            self._require("top_k", "window")
         k = whole_number(k, "k", minimum=1, maximum=MAX_ROWS)
         values = self.schema.spec.value_columns
         if by not in values:
             raise BadArgument("top_k by", by, values)
-
         keys = self.schema.spec.keys
 
-        def read(store, _p):
-            with store.fetch_all(start, start) as found:  # ranked before rows are built
-                best = heapq.nsmallest(k, found, key=lambda wv: _rank(wv[1].get(by), wv[0].key,
-                                                                      keys))
-                return [self._window_row(w.key, w.start, v) for w, v in best]
+        if self.kind == "key-value":
+            def read(store, _p):
+                with store.all() as found:
+                    best = heapq.nsmallest(k, found, key=lambda kv: _rank(kv[1].get(by),
+                                                                          kv[0], keys))
+                    return [{**key, **value} for key, value in best]
+        else:
+            start = time_ms(window_start, "window_start")
+
+            def read(store, _p):
+                with store.fetch_all(start, start) as found:  # ranked before rows are built
+                    best = heapq.nsmallest(k, found, key=lambda wv: _rank(wv[1].get(by),
+                                                                          wv[0].key, keys))
+                    return [self._window_row(w.key, w.start, v) for w, v in best]
 
         result = self._over("top_k", partitions, read, min_batch, timeout)
         result.rows = top(result.rows, k, by, keys)

@@ -107,9 +107,10 @@ class KeyCodec:
 
     def __init__(self, spec: QuerySpec, key_types: Mapping[str, str], partitions: int):
         self.spec, self.key_types, self.partitions = spec, dict(key_types), partitions
-        self.windowed = spec.window.kind != "session"
-        self.size_ms = spec.window.size_ms
-        self.slide_ms = to_millis(spec.window.slide) if spec.window.slide else self.size_ms
+        self.windowed = spec.windowed  # time windows: the window is hashed with the keys
+        self.size_ms = spec.window.size_ms if spec.window is not None else 0
+        self.slide_ms = to_millis(spec.window.slide) if spec.window is not None and \
+            spec.window.slide else self.size_ms
         self.key_columns = changelog_key_columns(spec.key_columns)  # store byte order
         # the point-query fast path (keys.partition, keys.store_key): each group key's declared
         # type, and per window start its hash seed and ISO text, computed once
@@ -156,8 +157,11 @@ class KeyCodec:
         return value
 
     def key(self, key: object) -> dict:
-        """A full state key: group keys and ``window_start`` (and ``window_end``) in ms."""
+        """A full state key: group keys and ``window_start`` (and ``window_end``) in ms; for a
+        running aggregate (a key-value store) the group keys alone."""
         group = self.group(key)
+        if self.spec.kind == "running":
+            return group
         raw = json.loads(key) if isinstance(key, str | bytes) else key
         if "window_start" not in raw:
             raise BadArgument("key", dict(raw), "the group keys and window_start (a point "
@@ -186,7 +190,9 @@ class KeyCodec:
         in one pass)."""
         full = self.key(key)
         data, plain = self._encode(self._key_row(full))
-        return self.partition(full), data, plain if plain is not None else json.loads(data)
+        partition = self.partition(full) if self._kinds is None else self._hashed(
+            full, full["window_start"] if self.windowed else 0)  # key() checked it all
+        return partition, data, plain if plain is not None else json.loads(data)
 
     def _key_row(self, key: Mapping) -> dict:
         """A full key's columns in store order, window times as ISO text."""
@@ -222,14 +228,8 @@ class KeyCodec:
         """The Spark state partition of a full key (session stores: of its group keys)."""
         if self._kinds is not None and all(k in key for k, _ in self._kinds) and (
                 not self.windowed or "window_start" in key):
-            # every key typed (as the metadata topic gives them): hash on from the window's seed
-            h = self._window_seed(time_ms(key["window_start"], "window_start")) \
-                if self.windowed else SEED
-            for name, kind in self._kinds:
-                value = key[name]
-                h = hash_bytes(value.encode("utf-8"), h) if kind == "string" and \
-                    type(value) is str else hash_value(value, kind, h)
-            return pmod(h, self.partitions)
+            return self._hashed(key, time_ms(key["window_start"], "window_start")
+                                if self.windowed else 0)
         row = dict(key)
         if self.windowed:
             if "window_start" not in row:
@@ -240,6 +240,16 @@ class KeyCodec:
             row["window_end"] = (start + self.size_ms) * 1000
         return state_partition(row, self.spec.keys, self.windowed, self.partitions,
                                self.key_types)
+
+    def _hashed(self, key: Mapping, start: int) -> int:
+        """``partition`` when every group key is typed (as the metadata topic gives them):
+        the group keys hashed on from the window's remembered seed (``start``, in ms)."""
+        h = self._window_seed(start) if self.windowed else SEED
+        for name, kind in self._kinds:
+            value = key[name]
+            h = hash_bytes(value.encode("utf-8"), h) if kind == "string" and \
+                type(value) is str else hash_value(value, kind, h)
+        return pmod(h, self.partitions)
 
     def _window_seed(self, start: int) -> int:
         """The running hash after a time window's struct (start, end in microseconds)."""
@@ -272,6 +282,9 @@ class KeyCodec:
         A long range stops once every partition has a window (the rest adds no
         partition: the lists are then its first windows only).
         """
+        if self.spec.kind == "running":
+            raise BadArgument("query", "a time range", "point and range queries by key (a "
+                                                       "running aggregate has no windows)")
         if not self.windowed:
             low, high = time_ms(time_from, "time_from"), time_ms(time_to, "time_to")
             return {self.partition(group): [low, high]}

@@ -407,6 +407,9 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
             return client.fetch_range(p["key_from"], p["key_to"], p["time_from"],
                                       p["time_to"], limit=p["limit"],
                                       min_batch=p["min_batch"], partial=partial)
+        if kind == "range":
+            return client.range(p["key_from"], p["key_to"], limit=p["limit"],
+                                min_batch=p["min_batch"], partial=partial)
         if kind == "top_k":
             return client.top_k(p["window_start"], p["k"], p["by"], min_batch=p["min_batch"],
                                 partial=partial, enrich=p.get("enrich"))
@@ -551,8 +554,25 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         return JSONResponse(run("fetch_range", params, _partitions(partitions, instance),
                                 local, partial, limit))
 
+    @app.get("/stores/{name}/range", response_model=ResultModel, responses=QUERY_ERRORS)
+    def key_range(name: str = Store(), key_from: str | None = Key(required=False),
+                  key_to: str | None = Key(required=False), limit: int = Limit(),
+                  min_batch: int | None = MinBatch(), partitions: str | None = Parts(),
+                  local: bool = Local(), partial: bool = Partial()):
+        """Keys from key_from to key_to (store byte order) of a key-value store (a running
+        aggregate)."""
+        check_store(name)
+        params = {"key_from": _json(key_from, "key_from"), "key_to": _json(key_to, "key_to"),
+                  "limit": limit + 1, "min_batch": min_batch}
+        return JSONResponse(run("range", params, _partitions(partitions, instance), local,
+                                partial, limit))
+
     @app.get("/stores/{name}/top_k", response_model=ResultModel, responses=QUERY_ERRORS)
-    def top_k(name: str = Store(), window_start: str = Time(),
+    def top_k(name: str = Store(),
+              window_start: str | None = Query(None, max_length=64, description=(
+                  "the window (milliseconds since the epoch or ISO-8601 text); left out for "
+                  "a running aggregate, which has no windows"),
+                  examples=["2026-01-05T10:00:00Z"]),
               k: int = Query(10, ge=1, le=MAX_LIMIT),
               by: str = Query(..., max_length=256, json_schema_extra={"enum": values},
                               description=f"the value column to rank by ({', '.join(values)})"),
@@ -566,7 +586,8 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         if enrich is not None and enrich not in instance.globals:
             raise _fail(400, "BadArgument", f"bad global store: {enrich!r}; accepted: "
                                             f"{', '.join(globals_held) or '(none held)'}")
-        params = {"window_start": _time(window_start, "window_start"), "k": k, "by": by,
+        params = {"window_start": None if window_start is None else _time(
+                      window_start, "window_start"), "k": k, "by": by,
                   "min_batch": min_batch, "enrich": enrich}
         return JSONResponse(run("top_k", params, _partitions(partitions, instance), local,
                                 partial))

@@ -84,6 +84,10 @@ class StateReader:
     # --- reading --------------------------------------------------------------------
     def _load(self, **options) -> DataFrame:
         reader = self.spark.read.format("statestore").option("operatorId", self.operator_id)
+        if self.spec.ttl is not None:  # transformWithState: the aggregate's value state
+            from statekit.query.running import STATE_NAME
+
+            reader = reader.option("stateVarName", STATE_NAME)
         for key, value in options.items():
             reader = reader.option(key, value)
         return reader.load(self.path)
@@ -140,8 +144,10 @@ class StateReader:
         """Spark columns: window_start, window_end, keys, aggregates (final values)."""
         spec = self.spec
         key_type: StructType = raw.schema["key"].dataType
+        if spec.ttl is not None:
+            return self._ttl_columns(raw, key_type)
         value_type: StructType = raw.schema["value"].dataType
-        session = spec.window.kind == "session"
+        session = spec.kind == "session"
         lead = 1 + len(spec.keys) if session else 0  # session state repeats window + keys
         expected = lead + sum(BUFFER_WIDTH[a.function] for a in spec.aggregates)
         if len(value_type.fields) != expected:
@@ -161,6 +167,8 @@ class StateReader:
         if session:
             window = [F.col("key.sessionStartTime").alias("window_start"),
                       value["v0"]["end"].alias("window_end")]
+        elif spec.kind == "running":
+            window = []
         else:
             window = [F.col("key.window.start").alias("window_start"),
                       F.col("key.window.end").alias("window_end")]
@@ -174,6 +182,24 @@ class StateReader:
                 aggs.append(value[f"v{i}"].alias(agg.name))
             i += BUFFER_WIDTH[agg.function]
         return [*window, *keys, *aggs]
+
+    def _ttl_columns(self, raw: DataFrame, key_type: StructType) -> list[Column]:
+        """A TTL'd running aggregate: keys, then the final values of its ``agg`` value state."""
+        spec = self.spec
+        missing = [k for k in spec.keys if k not in key_type.fieldNames()]
+        if missing:
+            raise StatekitError(
+                f"the state in {self.path!r} has key fields {key_type.fieldNames()}, "
+                f"not the group keys {missing}: was it written by another query?")
+        buffer = F.col("value.value")
+        aggs = []
+        for agg in spec.aggregates:
+            if agg.function == "avg":
+                total, count = buffer[f"{agg.name}_sum"], buffer[f"{agg.name}_count"]
+                aggs.append(F.when(count > 0, total / count).alias(agg.name))
+            else:
+                aggs.append(buffer[agg.name].alias(agg.name))
+        return [*[F.col("key").getField(k).alias(k) for k in spec.keys], *aggs]
 
 
 def to_pandas(frame: DataFrame, nullable_ints: bool = False) -> pd.DataFrame:

@@ -112,8 +112,8 @@ class LiveLeaderboard(widgets.VBox):
             raise BadArgument("client", type(client).__name__,
                               "a ServingClient (ServingCluster.client() or ServingClient(urls))")
         spec = schema.spec
-        if spec.window.kind == "session":
-            raise BadArgument("store", f"{client.store!r} (a session store)",
+        if not spec.windowed:
+            raise BadArgument("store", f"{client.store!r} (a {spec.kind} store)",
                               "a store of tumbling or hopping windows: a leaderboard ranks "
                               "the rows of one window")
         values = [c for c in spec.value_columns if c != "window_end"]

@@ -1,0 +1,88 @@
+"""Unbounded state: see it grow, and say why.
+
+State that only grows ends in a full disk or a slow restore. Three shapes of
+the same aggregate, one ``start_query`` option each, behave differently:
+
+* ``window=None`` — a **running** aggregate per key: one row per key forever, so
+  the state grows with every new key and nothing is ever removed;
+* ``window=None, ttl="10 minutes"`` — the same with a **TTL** (Spark's
+  ``transformWithState``): a key idle for the TTL (processing time) is removed;
+* ``window=tumbling(...)`` with a watermark — **windowed**: a window is evicted
+  once the watermark passes its end, so the state stays bounded while event time
+  moves.
+
+``state_growth`` puts their progress side by side (the chart is
+``statekit.charts.state_growth_chart``); ``growth_warning`` looks at one query's
+recent batches and, when its state grew with nothing removed, names the cause.
+
+Example:
+    >>> import pandas as pd
+    >>> progress = pd.DataFrame({"batch": range(6), "input_rows": [100] * 6,
+    ...     "state_rows_total": [10, 20, 30, 40, 50, 60], "state_rows_removed": [0] * 6,
+    ...     "watermark": pd.to_datetime(["2026-01-05 10:00"] * 6)})
+    >>> from statekit.query.spec import QuerySpec
+    >>> warning = growth_warning(progress, QuerySpec(keys=["player"], window=None))
+    >>> warning.split(": ", 1)[0]
+    'state grew in each of the last 5 batches (20 to 60 rows) and nothing was removed'
+    >>> warning.split(": ", 1)[1].split(";")[0]
+    'a running aggregate (no window) keeps every key forever'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from statekit.query.spec import QuerySpec
+from statekit.validate import require_columns, whole_number
+
+COLUMNS = ["query", "batch", "input_rows", "state_rows_total", "state_rows_removed"]
+SOURCE = "as StatefulQuery.progress() gives"
+
+
+def state_growth(progress: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Several queries' progress in one frame: ``query`` (the mapping's key), ``batch``,
+    ``input_rows``, ``state_rows_total``, ``state_rows_removed``."""
+    frames = []
+    for label, frame in progress.items():
+        require_columns(frame, COLUMNS[1:], f"progress of {label!r}", SOURCE)
+        frames.append(frame[COLUMNS[1:]].assign(query=label))
+    if not frames:
+        return pd.DataFrame(columns=COLUMNS)
+    return pd.concat(frames, ignore_index=True)[COLUMNS]
+
+
+def growth_warning(progress: pd.DataFrame, spec: QuerySpec | None = None,
+                   batches: int = 5) -> str | None:
+    """A warning naming the cause when state grew in each of the last ``batches`` batches
+    that had input, with nothing removed; None when the state looks bounded."""
+    require_columns(progress, ("batch", "input_rows", "state_rows_total",
+                               "state_rows_removed"), "progress", SOURCE)
+    batches = whole_number(batches, "batches", minimum=2)
+    busy = progress[progress["input_rows"] > 0].sort_values("batch")
+    recent = busy.tail(batches)
+    if len(recent) < batches:
+        return None
+    rows = recent["state_rows_total"].to_numpy()
+    grew = (rows[1:] > rows[:-1]).all() and rows[-1] > rows[0]
+    if not grew or recent["state_rows_removed"].sum() > 0:
+        return None
+    head = (f"state grew in each of the last {batches} batches ({rows[0]:,} to {rows[-1]:,} "
+            f"rows) and nothing was removed: ")
+    if spec is not None and spec.kind == "running" and spec.ttl is None:
+        return head + ("a running aggregate (no window) keeps every key forever; bound it "
+                       "with a TTL (ttl=\"...\") or aggregate per window with a watermark")
+    if spec is not None and spec.ttl is not None:
+        return head + (f"every key is updated within the TTL ({spec.ttl}) or new keys keep "
+                       f"arriving; a shorter TTL bounds it sooner")
+    if "watermark" in recent.columns:
+        marks = pd.to_datetime(recent["watermark"])
+        if marks.notna().all() and marks.nunique() == 1:
+            return head + (f"the watermark has not moved for {batches} batches (it stays at "
+                           f"{marks.iloc[-1]}): event time stalled — a source or partition "
+                           f"with no new events holds it back — so no window is evicted")
+    if spec is not None and spec.window is not None:
+        return head + (f"no window has closed yet: windows end only once the watermark "
+                       f"(delay {spec.watermark}) passes their end")
+    return head + "no state row has been removed"
