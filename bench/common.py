@@ -62,3 +62,63 @@ def print_table(title: str, rows: list[tuple[str, str]]) -> None:
 
 def verdict(ratio: float, target: str, ok: bool) -> str:
     return f"{ratio:.2f}  (target {target}: {'met' if ok else 'NOT met'})"
+
+
+def _process_kind(cmdline: str) -> str:
+    """What a process of this benchmark is, from its command line."""
+    if not cmdline.strip():
+        return "exited"
+    if "java" in os.path.basename(cmdline.split()[0]):
+        return "jvm"
+    if "tansu" in cmdline:
+        return "broker"
+    if "python_streaming_source_runner" in cmdline:
+        return "py_source_runner"
+    if "pyspark.daemon" in cmdline or "pyspark.worker" in cmdline:
+        return "py_workers"
+    if "pyspark.sql.worker" in cmdline:
+        return "py_planning"
+    return "other"
+
+
+def cpu_snapshot() -> dict[int, tuple[str, float]]:
+    """pid → (kind, CPU seconds incl. reaped children) of this process and its descendants.
+
+    Linux only (reads /proc); elsewhere an empty dict. A process's reaped children count
+    in its own figure, so an exited worker's CPU lands on whoever started it.
+    """
+    if not os.path.isdir("/proc"):
+        return {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        table[int(entry)] = (int(fields[1]), cmdline, sum(int(x) for x in fields[11:15]) / ticks)
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = {}, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        if pid in table:
+            _, cmdline, cpu = table[pid]
+            out[pid] = (_process_kind(cmdline) if pid != os.getpid() else "driver", cpu)
+            todo.extend(children.get(pid, []))
+    return out
+
+
+def cpu_by_kind(before: dict, after: dict) -> dict[str, float]:
+    """CPU seconds spent between two snapshots, summed by process kind."""
+    spent: dict[str, float] = {}
+    for pid, (kind, cpu) in after.items():
+        spent[kind] = spent.get(kind, 0.0) + cpu - before.get(pid, (kind, 0.0))[1]
+    return {k: round(v, 3) for k, v in sorted(spent.items()) if k != "exited"}

@@ -64,11 +64,15 @@ def kafka_stream(
     starting_offsets: str = "earliest",
     max_offsets_per_trigger: int | None = None,
     fail_on_data_loss: bool = True,
+    value_schema: str | StructType | None = None,
 ) -> DataFrame:
     """A streaming DataFrame over ``topic`` with Spark's ``kafka`` columns.
 
     Checks first that the broker answers and the topic exists, so a typo fails
-    here with the address or topic named, not deep inside a Spark task.
+    here with the address or topic named, not deep inside a Spark task. With
+    ``value_schema`` and statekit's own source, the source also parses the JSON
+    values it can parse exactly as ``from_json`` would, into a column ``parsed``
+    (see ``statekit.spark.source``), which ``parse_events`` then uses.
     """
     from statekit.kafka.topics import partition_count
 
@@ -81,13 +85,18 @@ def kafka_stream(
         raise BadArgument("starting_offsets", starting_offsets,
                           'earliest, latest, or JSON like {"topic": {"0": 42}}')
     partition_count(conn, topic)
-    reader = (spark.readStream.format(kafka_format(spark))
+    fmt = kafka_format(spark)
+    reader = (spark.readStream.format(fmt)
               .option("kafka.bootstrap.servers", conn.bootstrap_servers)
               .option("subscribe", topic)
               .option("startingOffsets", starting_offsets)
               .option("failOnDataLoss", str(bool(fail_on_data_loss)).lower()))
     if limit is not None:
         reader = reader.option("maxOffsetsPerTrigger", limit)
+    if value_schema is not None and fmt != "kafka":
+        struct = StructType.fromDDL(value_schema) if isinstance(value_schema, str) else value_schema
+        reader = (reader.option("valueSchema", struct.json())
+                  .option("maxReadTasks", spark.sparkContext.defaultParallelism))
     for key, value in conn.config.items():
         reader = reader.option(f"kafka.{key}", value)
     return reader.load()
@@ -121,8 +130,13 @@ def parse_events(raw: DataFrame, schema: str | StructType,
         raise BadArgument("required field", unknown[0], f"a field of the event schema: {fields}")
     with_corrupt = StructType([*struct.fields, StructField(CORRUPT, StringType(), True)])
     text = F.col("value").cast("string")
-    parsed = raw.withColumn("event", F.from_json(
-        text, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}))
+    event_expr = F.from_json(text, with_corrupt,
+                             {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    if "parsed" in raw.columns:  # statekit's source parsed the values from_json would agree on
+        fast = F.struct(*[F.col("parsed")[n].alias(n) for n in fields],
+                        F.lit(None).cast("string").alias(CORRUPT))
+        event_expr = F.when(F.col("parsed").isNotNull(), fast).otherwise(event_expr)
+    parsed = raw.withColumn("event", event_expr)
     event = F.col("event")
     missing: Column = F.lit(None).cast("string")
     for name in reversed(list(required)):
@@ -528,7 +542,8 @@ def start_query(
                                              f"{source!r} (a KafkaConnection, 'host:port' or an "
                                              "EmbeddedBroker)")
         raw = kafka_stream(spark, source, conn, starting_offsets, max_offsets_per_trigger,
-                           fail_on_data_loss)
+                           fail_on_data_loss,
+                           value_schema=event_schema or spec.default_event_schema())
     elif isinstance(source, DataFrame):
         if not source.isStreaming:
             raise BadArgument("source", "a batch DataFrame",

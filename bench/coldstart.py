@@ -1,0 +1,210 @@
+"""Cold start: a fresh Python process and session → the Kafka-fed query's first batch done.
+
+A notebook user meets the cold case: the first query of a fresh kernel. Each run here is a
+new Python process (``python -m bench.coldstart --child ...``), so the interpreter, the JVM,
+Spark's Python workers and every import are really cold. The child builds statekit's session,
+waits ``--pause`` seconds (the user reading the next cell; the same wait in every variant),
+then starts the throughput benchmark's Kafka query (``start_query(topic, ...)``, batches of
+``--batch``, no changelog) and times it until ``--records`` rows are in. Then, in the same
+process, it runs the same query again on a fresh checkpoint: the **warm** figures, the
+baseline of that run.
+
+Variants (each a fresh process, alternated over ``--repeats`` rounds):
+
+- ``zip``: ``spark_session(cached_worker_imports=False)``: Spark's own layout, its Python
+  processes import PySpark from ``pyspark.zip`` (what statekit did before);
+- ``default``: ``spark_session()``: PySpark imported from site-packages by Spark's Python
+  processes (see ``statekit.spark.session``);
+- ``warm_up``: ``spark_session(warm_up=True)``: the same, plus the background warm-up.
+
+Figures per run: seconds from ``start_query`` to the first trigger and to the end of the
+first batch with data, that batch's duration (progress ``triggerExecution``), records/s to
+all rows, and the same for the warm run; ratio = cold / warm (1.0 = no cold penalty).
+
+    python -m bench.coldstart --records 200000 --batch 50000 --repeats 3 --pause 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+from bench.common import median, print_table, write_result
+
+VARIANTS = {"zip": {"cached_worker_imports": False}, "default": {},
+            "warm_up": {"warm_up": True}}
+TOPIC = "bench-coldstart"
+
+
+# --- the child: one fresh process ------------------------------------------------------
+def _batch_end(progress: dict) -> float:
+    """Wall-clock end of a progress report's batch (its trigger start + its duration)."""
+    start = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+    return start + progress["durationMs"]["triggerExecution"] / 1000
+
+
+def _timed_query(spark, bootstrap: str, records: int, batch: int, work: Path, name: str
+                 ) -> dict:
+    """start_query(topic) until ``records`` rows are in: when its first batch started and ended."""
+    import statekit as sk
+    from bench.throughput import _query_args, _stop_quietly
+
+    start = time.time()
+    query = sk.start_query(TOPIC, max_offsets_per_trigger=batch,
+                           **_query_args(spark, work, name, bootstrap, changelog=False))
+    try:
+        while sum(p["numInputRows"] for p in query.query.recentProgress) < records:
+            if not query.is_active:
+                raise RuntimeError(f"query {name!r} stopped: {query.query.exception()}")
+            time.sleep(0.02)
+        end = time.time()
+        reports = list(query.query.recentProgress)
+    finally:
+        _stop_quietly(spark, query)
+    first = next(p for p in reports if p["numInputRows"] > 0)
+    trigger = datetime.fromisoformat(first["timestamp"].replace("Z", "+00:00")).timestamp()
+    return {"to_first_trigger_s": trigger - start, "to_first_batch_s": _batch_end(first) - start,
+            "first_batch_s": first["durationMs"]["triggerExecution"] / 1000,
+            "first_batch_ms": first["durationMs"], "seconds": end - start,
+            "records_per_s": records / (end - start)}
+
+
+def child(bootstrap: str, records: int, batch: int, pause: float, variant: str,
+          born: float) -> dict:
+    """Run in a fresh process: session, pause, the cold query, the warm query."""
+    entered = time.time()
+    import statekit as sk
+    from statekit.spark import session as spark_session_module
+
+    imported = time.time()
+    accepted = inspect.signature(sk.spark_session).parameters  # older statekit: fewer options
+    options = {k: v for k, v in VARIANTS[variant].items() if k in accepted}
+    spark = sk.spark_session("local[2]", app_name="statekit-bench-coldstart",
+                             shuffle_partitions=4, **options)
+    ready = time.time()
+    time.sleep(pause)
+    work = Path(tempfile.mkdtemp(prefix="statekit-bench-coldstart-"))
+    cold = _timed_query(spark, bootstrap, records, batch, work, "cold")
+    status = getattr(spark_session_module, "warm_up_status", lambda _: None)(spark)
+    warm = _timed_query(spark, bootstrap, records, batch, work, "warm")
+    return {"variant": variant, "interpreter_s": entered - born, "import_s": imported - entered,
+            "session_s": ready - imported, "pause_s": pause, "cold": cold, "warm": warm,
+            "process_to_first_batch_s": (ready - born) + pause + cold["to_first_batch_s"],
+            "warm_up": None if status is None else {
+                "seconds": status.seconds, "stepped_aside": status.stepped_aside,
+                "error": status.error, "batches": status.batches}}
+
+
+# --- the parent ---------------------------------------------------------------------------
+def _spawn(bootstrap: str, records: int, batch: int, pause: float, variant: str) -> dict:
+    born = time.time()
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.coldstart", "--child", variant, "--bootstrap", bootstrap,
+         "--records", str(records), "--batch", str(batch), "--pause", str(pause),
+         "--born", repr(born)],
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"cold-start child ({variant}) failed:\n{out.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def run(records: int = 200_000, batch: int = 50_000, repeats: int = 3, pause: float = 20.0,
+        variants: list[str] | None = None) -> dict:
+    import statekit as sk
+    from bench.throughput import produce
+
+    variants = variants or list(VARIANTS)
+    runs: dict[str, list[dict]] = {v: [] for v in variants}
+    with sk.EmbeddedBroker() as broker:
+        produce_s = produce(broker.bootstrap_servers, TOPIC, records)
+        for i in range(repeats):
+            order = variants if i % 2 == 0 else list(reversed(variants))
+            for variant in order:
+                runs[variant].append(_spawn(broker.bootstrap_servers, records, batch, pause,
+                                            variant))
+    summary = {v: _summary(items) for v, items in runs.items()}
+    result = {"records": records, "batch": batch, "repeats": repeats, "pause_s": pause,
+              "produce_s": produce_s, "summary": summary, "runs": runs}
+    write_result("coldstart", result)
+    report(result)
+    return result
+
+
+def _summary(items: list[dict]) -> dict:
+    def med(path: list[str]) -> float:
+        values = []
+        for item in items:
+            value = item
+            for key in path:
+                value = value[key]
+            values.append(value)
+        return median(values)
+
+    out = {"session_s": med(["session_s"]),
+           "process_to_first_batch_s": med(["process_to_first_batch_s"])}
+    for phase in ("cold", "warm"):
+        for key in ("to_first_trigger_s", "to_first_batch_s", "first_batch_s", "seconds",
+                    "records_per_s"):
+            out[f"{phase}_{key}"] = med([phase, key])
+    out["ratio_to_first_batch"] = out["cold_to_first_batch_s"] / out["warm_to_first_batch_s"]
+    out["ratio_records_per_s"] = out["cold_records_per_s"] / out["warm_records_per_s"]
+    return out
+
+
+def report(r: dict) -> None:
+    rows = []
+    for variant, s in r["summary"].items():
+        rows.append((f"{variant}: cold query",
+                     f"first trigger {s['cold_to_first_trigger_s']:.1f} s, first batch done "
+                     f"{s['cold_to_first_batch_s']:.1f} s (batch {s['cold_first_batch_s']:.1f} s), "
+                     f"{s['cold_records_per_s']:,.0f} rec/s overall"))
+        rows.append((f"{variant}: same query warm",
+                     f"first trigger {s['warm_to_first_trigger_s']:.1f} s, first batch done "
+                     f"{s['warm_to_first_batch_s']:.1f} s (batch {s['warm_first_batch_s']:.1f} s), "
+                     f"{s['warm_records_per_s']:,.0f} rec/s overall"))
+        rows.append((f"{variant}: cold / warm",
+                     f"to first batch {s['ratio_to_first_batch']:.2f}x; session "
+                     f"{s['session_s']:.1f} s; process start → first batch "
+                     f"{s['process_to_first_batch_s']:.1f} s (incl. {r['pause_s']:.0f} s pause)"))
+    print_table(f"cold start, {r['records']:,} records, batches of {r['batch']:,} "
+                f"(median of {r['repeats']}, each run a fresh process)", rows)
+
+
+def main(argv: list[str] | None = None) -> dict | None:
+    parser = argparse.ArgumentParser(prog="python -m bench.coldstart", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=200_000, help="events to process")
+    parser.add_argument("--batch", type=int, default=50_000, help="records per micro-batch")
+    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per variant")
+    parser.add_argument("--pause", type=float, default=20.0,
+                        help="seconds between the session and start_query (reading a cell)")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    parser.add_argument("--born", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        result = child(args.bootstrap, args.records, args.batch, args.pause, args.child,
+                       args.born)
+        print("RESULT " + json.dumps(result, default=str), flush=True)
+        return None
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variant {unknown[0]!r}; accepted: {', '.join(VARIANTS)}")
+    return run(args.records, args.batch, args.repeats, args.pause, variants)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,265 @@
+"""The Kafka source's faster paths: values parsed in the source, read tasks packed, consumers
+kept between tasks, broker offsets reused while a backlog lasts. Values, never timings."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DateType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from statekit.kafka.topics import create_topic
+from statekit.spark import source
+from statekit.spark.source import (
+    JsonValues,
+    KafkaInputPartition,
+    KafkaStreamReader,
+    close_pooled_consumers,
+    pack_ranges,
+    read_ranges,
+    register,
+)
+
+EVENT = StructType([StructField("player", StringType()), StructField("game", StringType()),
+                    StructField("score", LongType()), StructField("ts", TimestampType())])
+ALL_TYPES = StructType([
+    StructField("s", StringType()), StructField("n", LongType()), StructField("i", IntegerType()),
+    StructField("d", DoubleType()), StructField("b", BooleanType()),
+    StructField("t", TimestampType())])
+
+GOOD = [
+    b'{"player": "p1", "game": "g1", "score": 3, "ts": "2024-01-01T00:00:00.001Z"}',
+    b'{"ts": "2024-01-01T02:00:00.5+02:00", "score": -7, "player": "p\\u00e9", "x": [1, {"y": 2}]}',
+    b'{}',
+    b'{"player": null, "score": 9223372036854775807}',
+    b'{"player": "p3", "ts": "2024-06-30T12:00:00Z", "game": "\\ud83d\\ude00"}',
+    b'{"player": "p2", "game": "g2", "score": 0, "ts": "2024-12-31T23:59:59.123456Z"}',
+]
+BAD = [
+    None,                                          # tombstone
+    b'null',                                       # JSON null (crashes Arrow's reader if first)
+    b'[{"player": "p"}]',                          # an array
+    b'"text"',                                     # a string
+    b'',                                           # empty
+    b'not json',
+    b'{"player": "p", "score": "5"}',              # a number as text
+    b'{"player": "p", "score": 1.0}',              # a float for a long
+    b'{"player": 5}',                              # a number for a string (from_json: "5")
+    b'{"player": "p", "player": "q"}',             # duplicate key
+    b'{"player": "p",\n "score": 1}',              # pretty-printed
+    b'{"player": "p"}{"player": "q"}',             # two objects
+    b'{"player": "p"} x',                          # trailing text
+    b' {"player": "p"}',                           # leading blank
+    b'{"ts": 1704067200}',                         # a number for a timestamp
+    b'{"ts": "2024-01-01T00:00:00"}',              # no zone
+    b'{"ts": "2024-01-01 00:00:00Z"}',             # a blank for the T
+    b'{"ts": "2024-02-30T00:00:00Z"}',             # no such day
+    b'{"ts": "2024-01-01T00:00:00.1234567Z"}',     # nanoseconds
+    b'{"player": "\xff"}',                         # not UTF-8
+    b'{"player": "\\ud800"}',                       # a lone surrogate
+]
+
+
+# --- JsonValues, without Spark -------------------------------------------------------------
+def test_clean_values_are_parsed_with_their_types():
+    rows = JsonValues(EVENT).parse(GOOD).to_pylist()
+    assert rows[0] == {"player": "p1", "game": "g1", "score": 3,
+                       "ts": pa.scalar(1_704_067_200_001_000, pa.timestamp("us", tz="UTC")).as_py()}
+    assert rows[1]["player"] == "pé" and rows[1]["score"] == -7
+    assert rows[1]["ts"] == pa.scalar(1_704_067_200_500_000, pa.timestamp("us", tz="UTC")).as_py()
+    assert rows[2] == {"player": None, "game": None, "score": None, "ts": None}
+    assert rows[3]["score"] == 9223372036854775807
+    assert rows[4]["game"] == "\U0001F600" and rows[4]["ts"].hour == 12
+    assert rows[5]["ts"].microsecond == 123456
+    assert all(r is not None for r in rows)
+
+
+@pytest.mark.parametrize("value", BAD, ids=[repr(v)[:30] for v in BAD])
+def test_anything_doubtful_is_left_to_spark(value):
+    good = GOOD[0]
+    rows = JsonValues(EVENT).parse([good, value, good]).to_pylist()
+    assert rows[1] is None
+    assert rows[0] == rows[2] is not None  # its neighbours are still parsed
+
+
+def test_a_doubtful_first_value_does_not_crash_arrow():
+    assert JsonValues(EVENT).parse([b"null", b"null", GOOD[0]]).to_pylist()[:2] == [None, None]
+
+
+def test_each_type_takes_only_its_own_json():
+    jv = JsonValues(ALL_TYPES)
+    ok = jv.parse([b'{"s": "a", "n": 1, "i": 2, "d": 1, "b": true, "t": "2024-01-01T00:00:00Z"}'])
+    assert ok.to_pylist()[0]["d"] == 1.0 and ok.to_pylist()[0]["b"] is True
+    for bad in (b'{"i": 3000000000}', b'{"d": NaN}', b'{"d": "1.5"}', b'{"b": 1}',
+                b'{"b": "true"}', b'{"n": 99999999999999999999}'):
+        assert jv.parse([bad]).to_pylist() == [None], bad
+
+
+def test_one_bad_value_among_many_is_isolated():
+    values = [GOOD[0]] * 5000
+    values[1234] = b'{"score": "x"}'
+    values[4321] = b"null"
+    parsed = JsonValues(EVENT).parse(values)
+    assert parsed.null_count == 2
+    assert not parsed.is_valid()[1234].as_py() and not parsed.is_valid()[4321].as_py()
+
+
+def test_a_chunk_of_bad_values_stays_with_spark_whole():
+    parsed = JsonValues(EVENT).parse([b'{"score": "x"}'] * 3000)
+    assert parsed.null_count == 3000
+
+
+@pytest.mark.parametrize("field", [
+    StructField("day", DateType()), StructField("tags", ArrayType(StringType())),
+    StructField("player", StringType(), nullable=False)], ids=["date", "array", "not-null"])
+def test_schemas_it_cannot_match_exactly_are_not_parsed(field):
+    jv = JsonValues(StructType([field]))
+    assert not jv.enabled
+    assert jv.parse([b'{"player": "p"}']).to_pylist() == [None]
+
+
+# --- read tasks ----------------------------------------------------------------------------
+def _ranges(sizes):
+    return [KafkaInputPartition("t", p, 10, 10 + n, "host:9092", (), True)
+            for p, n in enumerate(sizes)]
+
+
+@pytest.mark.parametrize(("sizes", "tasks", "expected"), [
+    ([12_500] * 4, 2, [25_000, 25_000]),
+    ([50, 40, 30, 20], 2, [70, 70]),
+    ([5, 5], 8, [5, 5]),
+    ([100, 1, 1, 1], 2, [100, 3]),
+    ([7, 7, 7], 1, [21]),
+])
+def test_ranges_are_packed_into_few_tasks_of_similar_size(sizes, tasks, expected):
+    packed = pack_ranges(_ranges(sizes), tasks)
+    assert sorted(t.records for t in packed) == sorted(expected)
+    flat = sorted((r.topic, r.partition) for t in packed for r in t.ranges)
+    assert flat == [("t", p) for p in range(len(sizes))]  # every range exactly once
+
+
+def test_the_reader_plans_at_most_max_read_tasks():
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": "host:9092", "subscribe": "a,b",
+                                "maxReadTasks": "2"})
+    start = {"a": {"0": 0, "1": 0}, "b": {"0": 5, "1": 9}}
+    end = {"a": {"0": 100, "1": 90}, "b": {"0": 60, "1": 9}}
+    tasks = reader.partitions(start, end)
+    assert len(tasks) == 2
+    got = sorted((r.topic, r.partition, r.start, r.end) for t in tasks for r in t.ranges)
+    assert got == [("a", 0, 0, 100), ("a", 1, 0, 90), ("b", 0, 5, 60)]
+
+
+def test_max_read_tasks_must_be_positive():
+    with pytest.raises(Exception, match="maxReadTasks: '0'"):
+        KafkaStreamReader({"kafka.bootstrap.servers": "h:1", "subscribe": "a",
+                           "maxReadTasks": "0"})
+
+
+# --- against the real broker ---------------------------------------------------------------
+def _produce(broker, topic, values, partitions=2):
+    create_topic(broker.bootstrap_servers, topic, partitions=partitions)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+    for i, value in enumerate(values):
+        producer.produce(topic, key=f"k{i}".encode(), value=value, partition=i % partitions)
+    assert producer.flush(30) == 0
+
+
+def test_consumers_are_kept_for_the_next_task_and_read_the_same(broker, topic_name):
+    values = [json.dumps({"player": f"p{i}", "score": i}).encode() for i in range(300)]
+    _produce(broker, topic_name, values)
+    close_pooled_consumers()
+    ranges = [KafkaInputPartition(topic_name, p, 0, 150, broker.bootstrap_servers, (), True)
+              for p in (0, 1)]
+
+    def read(rs):
+        batches = list(read_ranges(rs, EVENT))
+        table = pa.Table.from_batches(batches)
+        return sorted(zip(*(table.column(c).to_pylist() for c in ("partition", "offset", "value")),
+                          strict=True))
+
+    first = read(ranges)
+    kept = [c for group in source._POOL.values() for _, c in group]
+    assert len(kept) == 1
+    again = read(ranges[::-1])  # the kept consumer, now assigned in the other order
+    assert [c for group in source._POOL.values() for _, c in group] == kept
+    assert first == again and len(first) == 300
+    assert sorted(v for _, _, v in first) == sorted(values)
+    assert close_pooled_consumers() == 1 and not source._POOL
+
+
+def test_a_task_that_fails_does_not_keep_its_consumer(broker, topic_name):
+    _produce(broker, topic_name, [b"{}"] * 10, partitions=1)
+    close_pooled_consumers()
+    gone = KafkaInputPartition(topic_name, 0, 0, 50, broker.bootstrap_servers, (), True)
+    with pytest.raises(Exception, match="timed out|no longer on the broker"):
+        source._ARROW_CHUNK, saved = 5, source._ARROW_CHUNK
+        try:
+            list(read_ranges([gone]))
+        finally:
+            source._ARROW_CHUNK = saved
+    assert not source._POOL
+
+
+def test_a_backlog_is_planned_without_asking_the_broker_each_batch(broker, topic_name):
+    _produce(broker, topic_name, [b"{}"] * 1000)
+    options = {"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": topic_name,
+               "maxOffsetsPerTrigger": "300"}
+    reader, fresh = KafkaStreamReader(options), KafkaStreamReader(options)
+    asked = []
+    original = reader._broker_offsets
+    reader._broker_offsets = lambda: asked.append(1) or original()
+    start = reader.initialOffset()
+    assert start == fresh.initialOffset() and len(asked) == 1
+    planned = []
+    while True:
+        end = reader.latestOffset(start, ReadMaxRows(300))
+        assert end == fresh.latestOffset(start, ReadMaxRows(300))  # the same plan
+        if end == start:
+            break
+        planned.append(sum(end[topic_name].values()) - sum(start[topic_name].values()))
+        start = end
+    assert planned == [300, 300, 300, 100]
+    # asked once at the start, then only when fewer than 300 records were known to wait
+    assert len(asked) == 3
+    assert reader.latestOffset(start, ReadAllAvailable()) == start and len(asked) == 4
+    reader.stop(), fresh.stop()
+
+
+def test_values_parsed_in_the_source_equal_from_json(spark, broker, topic_name):
+    """Every row the source parsed is what Spark's from_json gives; every clean row is parsed."""
+    values = [v for v in GOOD + BAD if v is not None] + [GOOD[0]] * 50
+    _produce(broker, topic_name, values)
+    register(spark)
+    raw = (spark.readStream.format("statekit_kafka")
+           .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+           .option("subscribe", topic_name).option("valueSchema", EVENT.json())
+           .option("maxReadTasks", "1").load())
+    spark_parse = F.from_json(F.col("value").cast("string"), EVENT, {"mode": "PERMISSIVE"})
+    out = raw.select("offset", "partition", "value", "parsed", spark_parse.alias("spark"))
+    query = out.writeStream.format("memory").queryName("parsed_vs_from_json").start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    rows = spark.table("parsed_vs_from_json").collect()
+    assert len(rows) == len(values)
+    parsed = [r for r in rows if r["parsed"] is not None]
+    assert all(r["parsed"] == r["spark"] for r in parsed)
+    clean = {v for v in GOOD}
+    assert {bytes(r["value"]) for r in parsed} == clean
+    assert sum(1 for r in rows if bytes(r["value"]) in clean) == len(parsed)
