@@ -201,7 +201,7 @@ def test_bad_query_inputs_are_refused_naming_the_value(service, row):
          "bad partition: 7; accepted: 0..2"),
         (f"{url}/find_sessions", {"key": '{"player": "p01"}', "earliest_end": "0",
                                   "latest_start": "1"}, 400, "bad query: 'find_sessions'"),
-        (f"{url}/all", {"limit": 2}, 413, "the answer has more than 2 rows"),
+        (f"{url}/all", {"limit": 2}, 413, "the answer to all has more than 2 rows"),
         (f"{url}/top_k", {"window_start": "0", "k": 0, "by": "count"}, 422,
          "bad k: '0'; accepted: Input should be greater than or equal to 1"),
         (f"{url}/fetch_all", {"time_from": "0"}, 422, "missing query parameter 'time_to'"),

@@ -15,6 +15,7 @@ import pytest
 
 import statekit as sk
 from statekit.serve import PartitionUnavailable, ServingClient, serve
+from statekit.serve.results import ResultTooLarge, TableResult
 
 KEYS = ["window_start", "window_end", "player"]
 
@@ -76,6 +77,27 @@ def test_scatter_gather_equals_the_snapshot_and_pandas(cluster):
     top = client.top_k(start, 5, "sum_score")
     assert [r["player"] for r in top.rows] == expected["player"].tolist()
     assert [r["sum_score"] for r in top.rows] == window["sum_score"].nlargest(5).tolist()
+
+
+def test_the_whole_state_comes_columnar_and_a_scan_is_never_cut_silently(cluster):
+    query, running = cluster
+    client = running.client()
+    snapshot = query.snapshot()
+    table = client.table()  # Arrow IPC from each owner, in parallel
+    assert sorted(table.report()["partition"]) == [0, 1, 2]
+    got = table.to_pandas()[snapshot.columns].sort_values(KEYS, ignore_index=True)
+    pd.testing.assert_frame_equal(got, snapshot.sort_values(KEYS, ignore_index=True),
+                                  check_dtype=False)
+    # any instance answers the whole table (routing), as Arrow
+    response = httpx.get(f"{running.urls['i1']}/stores/{client.store}/table")
+    assert response.headers["content-type"] == "application/vnd.apache.arrow.stream"
+    assert TableResult.from_ipc(response.content).table.num_rows == len(snapshot)
+    # a row-shaped scan longer than its limit is refused, not cut
+    with pytest.raises(ResultTooLarge, match="the answer to all has more than 2 rows"):
+        client.all(limit=2)
+    assert len(client.all(limit=len(snapshot)).rows) == len(snapshot)
+    with pytest.raises(sk.BadArgument, match="limit"):
+        client.all(limit=0)
 
 
 def test_rest_answers_any_key_from_any_instance_like_the_python_api(cluster):

@@ -70,6 +70,22 @@ def test_all_equals_the_snapshot_and_reports_each_partition(served):
     assert (report["batch"] == query.last_batch).all() and (report["role"] == "active").all()
 
 
+def test_table_is_the_whole_state_columnar_and_equals_the_snapshot(served):
+    query, instance = served
+    answer = instance.table(partitions=[0, 1, 2])
+    snapshot = query.snapshot()
+    schema = answer.table.schema
+    assert str(schema.field("window_start").type) == "timestamp[ms]"
+    assert str(schema.field("count").type) == "int64"
+    frame = answer.to_pandas()
+    assert frame.columns[0] == "partition"
+    pd.testing.assert_frame_equal(
+        frame[snapshot.columns].sort_values(KEYS, ignore_index=True),
+        snapshot.sort_values(KEYS, ignore_index=True), check_dtype=False)
+    assert answer.report()["partition"].tolist() == [0, 1, 2]
+    assert answer.batch == query.last_batch
+
+
 def test_top_k_equals_pandas_nlargest_per_window(served):
     query, instance = served
     snapshot = query.snapshot()

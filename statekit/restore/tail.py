@@ -118,6 +118,7 @@ class ChangelogTail:
         self._stores: dict[int, StateStore] = {}
         self._status: dict[int, PartitionStatus] = {}
         self._shipped: dict[int, list[Position]] = {}  # partition → positions by offset
+        self._views: dict[int, PartitionStatus] = {}  # status() answers, until either changes
         self._changed = threading.Event()  # the set of partitions changed: reassign
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -157,6 +158,7 @@ class ChangelogTail:
                 self._stores[p] = store
                 self._status[p] = PartitionStatus(p, RUNNING if start >= end else RESTORING,
                                                   start, start, end)
+                self._views.pop(p, None)
             self._changed.set()
         return new
 
@@ -169,6 +171,7 @@ class ChangelogTail:
                 if store is None:
                     continue
                 status = self._status.pop(p)
+                self._views.pop(p, None)
                 store.write_checkpoint({p: status.next_offset})
                 store.close()
                 gone.append(p)
@@ -186,8 +189,16 @@ class ChangelogTail:
         self.raise_if_failed()
         with self._lock:
             if partition is not None:
-                return self._with_batch(self._status[partition])
-            return {p: self._with_batch(s) for p, s in sorted(self._status.items())}
+                return self._view(partition)
+            return {p: self._view(p) for p in sorted(self._status)}
+
+    def _view(self, partition: int) -> PartitionStatus:
+        """``partition``'s status with its batch, computed once per change (queries ask
+        for it on every lookup; the lock is held)."""
+        view = self._views.get(partition)
+        if view is None:
+            view = self._views[partition] = self._with_batch(self._status[partition])
+        return view
 
     def _with_batch(self, status: PartitionStatus) -> PartitionStatus:
         shipped = self._shipped.get(status.partition) or []
@@ -336,6 +347,7 @@ class ChangelogTail:
                 state = RUNNING if next_offset >= status.restore_to else status.state
                 self._status[p] = replace(status, next_offset=next_offset, batch=complete,
                                           state=state)
+                self._views.pop(p, None)
 
     def _remember(self, position: Position) -> None:
         with self._lock:
@@ -347,6 +359,7 @@ class ChangelogTail:
             else:
                 history.append(position)
             del history[:-_HISTORY]
+            self._views.pop(position.partition, None)
 
     def _checkpoint(self) -> None:
         with self._lock:

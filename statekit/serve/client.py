@@ -7,7 +7,11 @@ instance listens. A point query goes to the owner of the key's partition
 time range is split into the partitions holding its windows; ``all``,
 ``fetch_all``, ``fetch_range``, ``top_k`` and ``approximate_num_entries`` are
 scattered to every partition's owner and gathered, with one report row per
-partition (who answered, at which batch, how long it took).
+partition (who answered, at which batch, how long it took). The instances are
+asked in parallel (one thread per instance). Row-shaped scans carry at most
+``limit`` rows (``MAX_LIMIT`` at most) and raise ``ResultTooLarge`` rather than
+cut an answer short; ``table()`` / ``to_pandas()`` gather the whole state
+columnar (Arrow IPC over REST), without a limit.
 
 When an owner does not answer, the partition is asked of its standbys, and the
 answer says so (``role="standby"``, the lag in batches). When no holder can
@@ -33,9 +37,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
+import pandas as pd
 
 from statekit.changelog.meta import StoreSchema
 from statekit.errors import BadArgument, StatekitError
@@ -44,12 +50,20 @@ from statekit.serve.assignment import Assignment
 from statekit.serve.instance import ServingInstance, top
 from statekit.serve.keys import KeyCodec, time_ms
 from statekit.serve.results import (
+    MAX_LIMIT,
     PartitionUnavailable,
     PositionNotReached,
     QueryResult,
+    ResultTooLarge,
+    TableResult,
 )
+from statekit.validate import whole_number
 
-SCATTER = ("all", "fetch_all", "fetch_range", "range", "top_k", "approximate_num_entries")
+SCATTER = ("all", "fetch_all", "fetch_range", "range", "top_k", "approximate_num_entries",
+           "table")
+#: Row-shaped scans: at most ``limit`` rows (``MAX_LIMIT`` at most), never cut silently.
+BOUNDED = ("all", "fetch_all", "fetch_range", "range")
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,7 @@ class ServingClient:
         self._http = httpx.Client(timeout=timeout,
                                   limits=httpx.Limits(max_keepalive_connections=32))
         self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
         self.assignment: Assignment | None = None
         self.schema: StoreSchema | None = None
         self.store = ""
@@ -133,7 +148,7 @@ class ServingClient:
 
     # --- calls -------------------------------------------------------------------------------
     def _call(self, instance: str, kind: str, params: Mapping[str, object],
-              partitions: Sequence[int] | None) -> QueryResult:
+              partitions: Sequence[int] | None) -> QueryResult | TableResult:
         """Ask ``instance`` (locally when it is this process's own)."""
         if self.local is not None and instance == self.local.name:
             return call_local(self.local, kind, params, partitions)
@@ -152,8 +167,27 @@ class ServingClient:
                                f"{type(exc).__name__}: {exc}") from None
         return decode_response(response)
 
+    def _map(self, call: Callable, groups: Sequence) -> list:
+        """``call(group)`` for each group: in parallel threads when there are several (each
+        instance is its own process: the answers overlap), an outcome or exception each."""
+        def outcome(group):
+            try:
+                return call(group), None
+            except (InstanceDown, PartitionUnavailable) as exc:
+                return None, exc
+
+        if len(groups) < 2:
+            return [outcome(g) for g in groups]
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=16,
+                                                    thread_name_prefix="statekit-scatter")
+        return list(self._pool.map(outcome, groups))
+
     def _on_partitions(self, kind: str, params: Mapping[str, object],
-                       partitions: Sequence[int], partial: bool | None) -> QueryResult:
+                       partitions: Sequence[int], partial: bool | None
+                       ) -> QueryResult | TableResult:
         """Ask each partition's holders, active first; gather; report what is missing."""
         partial = self.partial if partial is None else partial
         todo, parts, failures = list(partitions), [], {}
@@ -168,15 +202,17 @@ class ServingClient:
             if not by_instance:
                 break
             todo = []
-            for instance, group in by_instance.items():
-                try:
-                    parts.append(self._call(instance, kind, params, group))
-                except InstanceDown as exc:  # the whole instance is gone: its standbys next
+            groups = list(by_instance.items())
+            outcomes = self._map(lambda g: self._call(g[0], kind, params, g[1]), groups)
+            for (instance, group), (answer, exc) in zip(groups, outcomes, strict=True):
+                if answer is not None:
+                    parts.append(answer)
+                elif isinstance(exc, InstanceDown):  # the whole instance is gone: standbys next
                     for p in group:
                         tried[p].append(instance)
                         failures.setdefault(p, []).append(f"{instance}: {exc}")
                     todo.extend(group)
-                except PartitionUnavailable as exc:  # one partition there is not ready
+                else:  # one partition there is not ready: ask the group again elsewhere
                     tried[exc.partition].append(instance)
                     failures.setdefault(exc.partition, []).append(f"{instance}: {exc}")
                     todo.extend(group)
@@ -186,7 +222,7 @@ class ServingClient:
             p = missing[0]
             said = "; ".join(failures.get(p, [])) or "no instance holds it (lost)"
             raise PartitionUnavailable(p, f"no live holder answered ({said})")
-        result = QueryResult.merge(kind, parts)
+        result = TableResult.merge(parts) if kind == "table" else QueryResult.merge(kind, parts)
         result.missing = missing
         return result
 
@@ -221,30 +257,61 @@ class ServingClient:
                                    partial=False)
 
     def _scatter(self, kind: str, params: Mapping[str, object], partial: bool | None
-                 ) -> QueryResult:
+                 ) -> QueryResult | TableResult:
         return self._on_partitions(kind, params, list(range(self.schema.partitions)), partial)
+
+    def _bounded(self, kind: str, params: Mapping[str, object], limit: int | None,
+                 partial: bool | None) -> QueryResult:
+        """A row-shaped scan of at most ``limit`` rows (each instance reads one more per
+        partition, so a longer answer is seen, not cut): ``ResultTooLarge`` beyond it."""
+        cap = MAX_LIMIT if limit is None else whole_number(
+            limit, "limit", minimum=1, maximum=MAX_LIMIT)
+        result = self._scatter(kind, {**params, "limit": cap}, partial)
+        if len(result.rows) > cap:
+            raise ResultTooLarge(kind, cap)
+        return result
 
     def all(self, *, limit: int | None = None, min_batch: int | None = None,
             partial: bool | None = None) -> QueryResult:
-        """Every state row, gathered from every partition's owner."""
-        return self._scatter("all", {"limit": limit, "min_batch": min_batch}, partial)
+        """Every state row, gathered from every partition's owner: at most ``limit`` rows
+        (default and most: ``MAX_LIMIT``), else ``ResultTooLarge``; the whole state of a
+        bigger store comes columnar from ``table()``."""
+        return self._bounded("all", {"min_batch": min_batch}, limit, partial)
 
     def fetch_all(self, time_from: object, time_to: object, *, limit: int | None = None,
                   min_batch: int | None = None, partial: bool | None = None) -> QueryResult:
+        """Every window starting in [time_from, time_to], of every partition (at most
+        ``limit`` rows, as ``all``)."""
         params = {"time_from": time_ms(time_from, "time_from"),
-                  "time_to": time_ms(time_to, "time_to"), "limit": limit,
-                  "min_batch": min_batch}
-        return self._scatter("fetch_all", params, partial)
+                  "time_to": time_ms(time_to, "time_to"), "min_batch": min_batch}
+        return self._bounded("fetch_all", params, limit, partial)
 
     def fetch_range(self, key_from: object | None, key_to: object | None, time_from: object,
                     time_to: object, *, limit: int | None = None, min_batch: int | None = None,
                     partial: bool | None = None) -> QueryResult:
+        """Windows of the keys from ``key_from`` to ``key_to`` (store byte order) starting in
+        [time_from, time_to], of every partition (at most ``limit`` rows, as ``all``)."""
         params = {"key_from": None if key_from is None else self.codec.group(key_from),
                   "key_to": None if key_to is None else self.codec.group(key_to),
                   "time_from": time_ms(time_from, "time_from"),
-                  "time_to": time_ms(time_to, "time_to"), "limit": limit,
-                  "min_batch": min_batch}
-        return self._scatter("fetch_range", params, partial)
+                  "time_to": time_ms(time_to, "time_to"), "min_batch": min_batch}
+        return self._bounded("fetch_range", params, limit, partial)
+
+    def table(self, *, min_batch: int | None = None, partial: bool | None = None
+              ) -> TableResult:
+        """The whole latest state, columnar: every partition's store read in bulk by its
+        owner (in parallel), shipped as Arrow, one table (a ``partition`` column first) and
+        the per-partition report. No row limit: this is the bulk read.
+
+        Example:
+            >>> client.table().to_pandas().nlargest(3, "sum_score")   # doctest: +SKIP
+        """
+        return self._scatter("table", {"min_batch": min_batch}, partial)
+
+    def to_pandas(self, *, min_batch: int | None = None, partial: bool | None = None
+                  ) -> pd.DataFrame:
+        """``table()`` as pandas (window times as naive-UTC ``datetime64``)."""
+        return self.table(min_batch=min_batch, partial=partial).to_pandas()
 
     def top_k(self, window_start: object, k: int, by: str, *, min_batch: int | None = None,
               partial: bool | None = None, enrich: str | None = None) -> QueryResult:
@@ -265,11 +332,12 @@ class ServingClient:
               limit: int | None = None, min_batch: int | None = None,
               partial: bool | None = None) -> QueryResult:
         """Keys from ``key_from`` to ``key_to`` of a key-value store (a running aggregate),
-        gathered from every partition (each in the store's key byte order)."""
+        gathered from every partition (each in the store's key byte order; at most
+        ``limit`` rows, as ``all``)."""
         params = {"key_from": None if key_from is None else self.codec.group(key_from),
                   "key_to": None if key_to is None else self.codec.group(key_to),
-                  "limit": limit, "min_batch": min_batch}
-        return self._scatter("range", params, partial)
+                  "min_batch": min_batch}
+        return self._bounded("range", params, limit, partial)
 
     def global_get(self, name: str, key: object) -> QueryResult:
         """One row of global store ``name``: every instance holds it all, so the first live
@@ -288,6 +356,8 @@ class ServingClient:
         raise InstanceDown(f"no serving instance answered: {'; '.join(errors)}")
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         self._http.close()
 
     def __enter__(self) -> ServingClient:
@@ -318,6 +388,13 @@ def _jsonable_global(key: object) -> object:
     return key.item() if hasattr(key, "item") else key
 
 
+def _read_limit(params: Mapping[str, object]) -> int:
+    """Rows a scan reads per partition: one more than the answer may hold, so a longer
+    answer is seen (and refused), never cut."""
+    limit = params.get("limit")
+    return MAX_LIMIT + 1 if limit is None else int(limit) + 1
+
+
 LOCAL_CALLS: dict[str, Callable] = {
     "get": lambda i, p, parts: i.get(p["key"], min_batch=p.get("min_batch"),
                                      timeout=float(p.get("timeout") or 0)),
@@ -327,22 +404,21 @@ LOCAL_CALLS: dict[str, Callable] = {
     "find_sessions": lambda i, p, parts: i.find_sessions(
         p["key"], p["earliest_end"], p["latest_start"], partitions=parts,
         min_batch=p.get("min_batch"), timeout=float(p.get("timeout") or 0)),
-    "all": lambda i, p, parts: i.all(partitions=parts, limit=p.get("limit") or 1_000_000,
+    "all": lambda i, p, parts: i.all(partitions=parts, limit=_read_limit(p),
                                      min_batch=p.get("min_batch")),
     "fetch_all": lambda i, p, parts: i.fetch_all(p["time_from"], p["time_to"],
-                                                 partitions=parts,
-                                                 limit=p.get("limit") or 1_000_000,
+                                                 partitions=parts, limit=_read_limit(p),
                                                  min_batch=p.get("min_batch")),
     "fetch_range": lambda i, p, parts: i.fetch_range(
         p.get("key_from"), p.get("key_to"), p["time_from"], p["time_to"], partitions=parts,
-        limit=p.get("limit") or 1_000_000, min_batch=p.get("min_batch")),
+        limit=_read_limit(p), min_batch=p.get("min_batch")),
     "range": lambda i, p, parts: i.range(p.get("key_from"), p.get("key_to"), partitions=parts,
-                                         limit=p.get("limit") or 1_000_000,
-                                         min_batch=p.get("min_batch")),
+                                         limit=_read_limit(p), min_batch=p.get("min_batch")),
     "top_k": lambda i, p, parts: i.top_k(p["window_start"], p["k"], p["by"],
                                          partitions=parts, min_batch=p.get("min_batch"),
                                          enrich=p.get("enrich")),
     "approximate_num_entries": lambda i, p, parts: i.approximate_num_entries(partitions=parts),
+    "table": lambda i, p, parts: i.table(partitions=parts, min_batch=p.get("min_batch")),
 }
 
 
@@ -354,8 +430,11 @@ def call_local(instance: ServingInstance, kind: str, params: Mapping[str, object
     return LOCAL_CALLS[kind](instance, params, partitions)
 
 
-def decode_response(response: httpx.Response) -> QueryResult:
-    """A REST answer back as a QueryResult, or the error it carries as an exception."""
+def decode_response(response: httpx.Response) -> QueryResult | TableResult:
+    """A REST answer back as a QueryResult (a TableResult for Arrow), or the error it
+    carries as an exception."""
+    if response.status_code == 200 and response.headers.get("content-type") == ARROW_STREAM:
+        return TableResult.from_ipc(response.content)
     try:
         body = response.json()
     except ValueError:
@@ -371,6 +450,8 @@ def decode_response(response: httpx.Response) -> QueryResult:
                                    detail.get("retry_after", 1.0))
     if error == "PositionNotReached":
         raise PositionNotReached(detail["partition"], detail["wanted"], detail["current"])
+    if error == "ResultTooLarge":
+        raise ResultTooLarge(detail.get("kind", "the answer"), detail.get("limit", MAX_LIMIT))
     if response.status_code in (400, 404, 413, 422):
         raise BadArgument("request", str(response.request.url.params), message)
     if response.status_code >= 500:

@@ -32,6 +32,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+
 from statekit.changelog.meta import StoreSchema
 from statekit.changelog.reader import read_meta
 from statekit.errors import BadArgument, StatekitError
@@ -45,6 +48,7 @@ from statekit.serve.results import (
     PartitionUnavailable,
     PositionNotReached,
     QueryResult,
+    TableResult,
 )
 from statekit.stores.keys import ms_to_iso
 from statekit.validate import optional_batch_id, whole_number
@@ -121,6 +125,10 @@ class ServingInstance:
         """partition → ``active`` or ``standby``, for the partitions held here."""
         return dict(self._roles)
 
+    def role(self, partition: int) -> str | None:
+        """``active``, ``standby`` or None (not held here) for one partition."""
+        return self._roles.get(partition)
+
     def active_partitions(self) -> list[int]:
         return [p for p, role in self.roles.items() if role == "active"]
 
@@ -176,11 +184,14 @@ class ServingInstance:
     def _over(self, kind: str, partitions: Iterable[int] | None, read: Callable,
               min_batch: int | None, timeout: float) -> QueryResult:
         """Run ``read(store, partition)`` on each partition; one answer per partition."""
-        wanted = self.active_partitions() if partitions is None else [
+        return self._read(kind, self._wanted(partitions), read,
+                          optional_batch_id(min_batch, "min_batch"), timeout)
+
+    def _wanted(self, partitions: Iterable[int] | None) -> list[int]:
+        """The partitions asked, each checked (default: those this instance is active for)."""
+        return self.active_partitions() if partitions is None else [
             whole_number(p, "partition", minimum=0, maximum=self.schema.partitions - 1)
             for p in partitions]
-        return self._read(kind, wanted, read, optional_batch_id(min_batch, "min_batch"),
-                          timeout)
 
     def _read(self, kind: str, wanted: Sequence[int], read: Callable, min_batch: int | None,
               timeout: float) -> QueryResult:
@@ -296,6 +307,24 @@ class ServingInstance:
                 return [self._window_row(w.key, w.start, v) for w, v in islice(found, limit)]
 
         return self._over("all", partitions, read, min_batch, timeout)
+
+    def table(self, *, partitions: Sequence[int] | None = None, min_batch: int | None = None,
+              timeout: float = 0.0) -> TableResult:
+        """The whole state of the partitions asked (default: those this instance is active
+        for), columnar and without a row limit: one Arrow table, a ``partition`` column first,
+        each store parsed in bulk (``StateStore.to_arrow``), in key byte order per partition.
+        """
+        wanted = self._wanted(partitions)
+        min_batch = optional_batch_id(min_batch, "min_batch")
+        parts = []
+        for p in wanted:
+            started = time.perf_counter()
+            store, status = self._ready(p, min_batch, timeout)
+            table = store.to_arrow()
+            table = table.add_column(0, "partition", pa.array(
+                np.full(table.num_rows, p, dtype=np.int32)))
+            parts.append(TableResult(table, [self._answer(p, status, started)]))
+        return TableResult.merge(parts)
 
     def range(self, key_from: object | None, key_to: object | None, *,
               partitions: Sequence[int] | None = None, limit: int = MAX_ROWS,

@@ -42,18 +42,24 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from statekit.errors import BadArgument
 from statekit.serve.assignment import Assignment
-from statekit.serve.client import ServingClient, call_local
+from statekit.serve.client import ARROW_STREAM, ServingClient, call_local
 from statekit.serve.instance import PartitionNotHeld, ServingInstance
-from statekit.serve.results import PartitionUnavailable, PositionNotReached, QueryResult
+from statekit.serve.results import (
+    MAX_LIMIT,
+    PartitionUnavailable,
+    PositionNotReached,
+    QueryResult,
+    ResultTooLarge,
+)
 
-MAX_LIMIT = 100_000          # rows one answer may carry
 DEFAULT_LIMIT = 10_000
 MAX_URL = 8192               # bytes of a request's target (path and query)
 MAX_BODY = 65_536            # bytes of a request's body
@@ -154,6 +160,8 @@ def _error(exc: Exception) -> HTTPException:
         return _fail(503, "PartitionUnavailable", str(exc), {"Retry-After": str(
             max(1, round(exc.retry_after)))}, partition=exc.partition,
             retry_after=exc.retry_after)
+    if isinstance(exc, ResultTooLarge):
+        return _fail(413, "ResultTooLarge", str(exc), kind=exc.kind, limit=exc.limit)
     if isinstance(exc, PartitionNotHeld):
         return _fail(503, "PartitionNotHeld", str(exc), {"Retry-After": "1"},
                      partition=exc.partition)
@@ -376,16 +384,15 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
     def run(kind: str, params: dict, partitions: list[int] | None, local: bool,
             partial: bool = False, limit: int | None = None) -> dict:
         try:
-            if local:
+            if local:  # scans read limit + 1 rows a partition: a longer answer is refused
                 result = call_local(instance, kind, params, partitions)
+                if limit is not None and len(result.rows) > limit:
+                    raise ResultTooLarge(kind, limit)
             else:
                 result = route(kind, params, partial)
-        except (BadArgument, PositionNotReached, PartitionUnavailable, PartitionNotHeld) as exc:
+        except (BadArgument, PositionNotReached, PartitionUnavailable, PartitionNotHeld,
+                ResultTooLarge) as exc:
             raise _error(exc) from None
-        if limit is not None and not local and len(result.rows) > limit:  # routers check it
-            raise _fail(413, "ResultTooLarge", f"the answer has more than {limit} rows; ask "
-                                               f"with a larger limit (up to {MAX_LIMIT}) or a "
-                                               f"narrower query")
         return result.to_dict()
 
     def route(kind: str, params: dict, partial: bool) -> QueryResult:
@@ -410,6 +417,8 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         if kind == "range":
             return client.range(p["key_from"], p["key_to"], limit=p["limit"],
                                 min_batch=p["min_batch"], partial=partial)
+        if kind == "table":
+            return client.table(min_batch=p["min_batch"], partial=partial)
         if kind == "top_k":
             return client.top_k(p["window_start"], p["k"], p["by"], min_batch=p["min_batch"],
                                 partial=partial, enrich=p.get("enrich"))
@@ -478,12 +487,24 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
                                 held={str(p): r for p, r in instance.roles.items()})
 
     @app.get("/stores/{name}/get", response_model=ResultModel, responses=QUERY_ERRORS)
-    def get(name: str = Store(), key: str = Key(), min_batch: int | None = MinBatch(),
-            timeout: float = Wait(), local: bool = Local()):
+    async def get(name: str = Store(), key: str = Key(), min_batch: int | None = MinBatch(),
+                  timeout: float = Wait(), local: bool = Local()):
         """One state row by its full key (group keys and window_start)."""
         check_store(name)
-        return JSONResponse(run("get", {"key": _json(key, "key"), "min_batch": min_batch,
-                                        "timeout": timeout}, None, local))
+        params = {"key": _json(key, "key"), "min_batch": min_batch, "timeout": timeout}
+        if timeout == 0 and (local or owns(params["key"])):  # a lookup here: microseconds,
+            return JSONResponse(run("get", params, None, True))  # answered on the event loop
+        # forwarded to the owner, or waiting for min_batch: off the event loop
+        return JSONResponse(await run_in_threadpool(run, "get", params, None, local))
+
+    def owns(key: object) -> bool:
+        """True when this instance is the active owner of ``key``'s partition (a bad key:
+        True too, so that the lookup here names what is wrong with it)."""
+        try:
+            partition = instance.codec.locate(key)[0]
+        except BadArgument:
+            return True
+        return instance.role(partition) == "active"
 
     @app.get("/stores/{name}/fetch", response_model=ResultModel, responses=QUERY_ERRORS)
     def fetch(name: str = Store(), key: str = Key(), time_from: str = Time(),
@@ -521,7 +542,7 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
                  local: bool = Local(), partial: bool = Partial()):
         """Every state row, gathered from every partition."""
         check_store(name)
-        params = {"limit": limit + 1, "min_batch": min_batch}
+        params = {"limit": limit, "min_batch": min_batch}
         return JSONResponse(run("all", params, _partitions(partitions, instance), local,
                                 partial, limit))
 
@@ -533,7 +554,7 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         """Every window starting in [time_from, time_to]."""
         check_store(name)
         params = {"time_from": _time(time_from, "time_from"),
-                  "time_to": _time(time_to, "time_to"), "limit": limit + 1,
+                  "time_to": _time(time_to, "time_to"), "limit": limit,
                   "min_batch": min_batch}
         return JSONResponse(run("fetch_all", params, _partitions(partitions, instance), local,
                                 partial, limit))
@@ -549,7 +570,7 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         check_store(name)
         params = {"key_from": _json(key_from, "key_from"), "key_to": _json(key_to, "key_to"),
                   "time_from": _time(time_from, "time_from"),
-                  "time_to": _time(time_to, "time_to"), "limit": limit + 1,
+                  "time_to": _time(time_to, "time_to"), "limit": limit,
                   "min_batch": min_batch}
         return JSONResponse(run("fetch_range", params, _partitions(partitions, instance),
                                 local, partial, limit))
@@ -563,7 +584,7 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         aggregate)."""
         check_store(name)
         params = {"key_from": _json(key_from, "key_from"), "key_to": _json(key_to, "key_to"),
-                  "limit": limit + 1, "min_batch": min_batch}
+                  "limit": limit, "min_batch": min_batch}
         return JSONResponse(run("range", params, _partitions(partitions, instance), local,
                                 partial, limit))
 
@@ -591,6 +612,28 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
                   "min_batch": min_batch, "enrich": enrich}
         return JSONResponse(run("top_k", params, _partitions(partitions, instance), local,
                                 partial))
+
+    @app.get("/stores/{name}/table", response_class=Response, responses={
+        200: {"content": {ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}}},
+              "description": "an Arrow IPC stream: one row per state row, a partition "
+                             "column first; the per-partition report in the schema "
+                             "metadata (statekit.partitions)"},
+        **QUERY_ERRORS})
+    def table(name: str = Store(), min_batch: int | None = MinBatch(),
+              partitions: str | None = Parts(), local: bool = Local(),
+              partial: bool = Partial()):
+        """The whole state, columnar (Arrow IPC), with no row limit: the bulk read."""
+        check_store(name)
+        try:
+            if local:
+                result = instance.table(partitions=_partitions(partitions, instance),
+                                        min_batch=min_batch)
+            else:
+                result = client.table(min_batch=min_batch, partial=partial)
+        except (BadArgument, PositionNotReached, PartitionUnavailable, PartitionNotHeld
+                ) as exc:
+            raise _error(exc) from None
+        return Response(result.to_ipc(), media_type=ARROW_STREAM)
 
     @app.get("/stores/{name}/approximate_num_entries", response_model=ResultModel,
              responses=QUERY_ERRORS)

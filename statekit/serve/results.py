@@ -20,15 +20,22 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import pandas as pd
+import pyarrow as pa
 
-from statekit.changelog.format import parse_times
+from statekit.changelog.format import parse_times, table_to_pandas
 from statekit.errors import StatekitError
 
 REPORT_COLUMNS = ["partition", "instance", "role", "batch", "lag_batches", "seconds", "state"]
+#: The most rows one row-shaped answer carries (``all``, ``fetch_all``, ``fetch_range``,
+#: ``range``; ``top_k``'s k); the whole state goes columnar (``TableResult``), unbounded.
+MAX_LIMIT = 100_000
+#: Arrow schema metadata key holding a ``TableResult``'s per-partition report (JSON).
+REPORT_METADATA = b"statekit.partitions"
 
 
 class PositionNotReached(StatekitError):
@@ -39,6 +46,17 @@ class PositionNotReached(StatekitError):
         at = f" on instance {instance!r}" if instance else ""
         super().__init__(f"not yet: partition {partition}{at} reflects batch {current}, the "
                          f"query asked for at least batch {wanted}; retry later or wait longer")
+
+
+class ResultTooLarge(StatekitError):
+    """A row-shaped answer would hold more rows than its ``limit``: never cut silently."""
+
+    def __init__(self, kind: str, limit: int):
+        self.kind, self.limit = kind, limit
+        super().__init__(f"the answer to {kind} has more than {limit:,} rows; ask with a "
+                         f"larger limit (at most {MAX_LIMIT:,}), a narrower query "
+                         f"(fetch_range, range), or read the whole state columnar with "
+                         f"table() / to_pandas() (no limit)")
 
 
 class PartitionUnavailable(StatekitError):
@@ -67,19 +85,11 @@ class PartitionAnswer:
         return cls(**{k: data[k] for k in REPORT_COLUMNS if k in data})
 
 
-@dataclass
-class QueryResult:
-    """The answer to one query: ``rows`` and one ``PartitionAnswer`` per partition read."""
+class _Answered:
+    """What every answer says about the partitions it read."""
 
-    kind: str
-    rows: list[dict]
-    partitions: list[PartitionAnswer] = field(default_factory=list)
-    missing: list[int] = field(default_factory=list)  # partitions left out (partial results)
-
-    @property
-    def value(self) -> dict | None:
-        """A point query's row (None when the key has no state)."""
-        return self.rows[0] if self.rows else None
+    partitions: list[PartitionAnswer]
+    missing: list[int]
 
     @property
     def batch(self) -> int:
@@ -95,14 +105,29 @@ class QueryResult:
     def complete(self) -> bool:
         return not self.missing
 
+    def report(self) -> pd.DataFrame:
+        """One row per partition: instance, role, batch, lag in batches, seconds, state."""
+        return pd.DataFrame([asdict(p) for p in self.partitions], columns=REPORT_COLUMNS)
+
+
+@dataclass
+class QueryResult(_Answered):
+    """The answer to one query: ``rows`` and one ``PartitionAnswer`` per partition read."""
+
+    kind: str
+    rows: list[dict]
+    partitions: list[PartitionAnswer] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)  # partitions left out (partial results)
+
+    @property
+    def value(self) -> dict | None:
+        """A point query's row (None when the key has no state)."""
+        return self.rows[0] if self.rows else None
+
     def to_pandas(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """The rows as a frame (window times as naive-UTC ``datetime64``)."""
         frame = pd.DataFrame.from_records(self.rows, columns=columns)
         return parse_times(frame)
-
-    def report(self) -> pd.DataFrame:
-        """One row per partition: instance, role, batch, lag in batches, seconds, state."""
-        return pd.DataFrame([asdict(p) for p in self.partitions], columns=REPORT_COLUMNS)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "rows": self.rows,
@@ -128,3 +153,63 @@ class QueryResult:
         partial = f", missing partitions {self.missing}" if self.missing else ""
         return (f"QueryResult({self.kind}, {len(self.rows)} rows, {len(self.partitions)} "
                 f"partitions, batch {self.batch}{standby}{partial})")
+
+
+@dataclass
+class TableResult(_Answered):
+    """The whole state of some partitions, columnar: ``table`` (Arrow; one row per state
+    row, a ``partition`` column first) and one ``PartitionAnswer`` per partition read.
+
+    Example:
+        >>> answer = TableResult(pa.table({"partition": [2], "player": ["p07"]}),
+        ...                      [PartitionAnswer(2, "i1", "active", 9)])
+        >>> TableResult.from_ipc(answer.to_ipc()).to_pandas()
+           partition player
+        0          2    p07
+    """
+
+    table: pa.Table
+    partitions: list[PartitionAnswer] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The rows as a frame (window times as naive-UTC ``datetime64``)."""
+        return table_to_pandas(self.table)
+
+    def to_ipc(self) -> bytes:
+        """An Arrow IPC stream; the report rides in the schema's metadata."""
+        meta = {REPORT_METADATA: json.dumps({"partitions": [asdict(p) for p in self.partitions],
+                                             "missing": self.missing}).encode()}
+        table = self.table.replace_schema_metadata(meta)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        return sink.getvalue().to_pybytes()
+
+    @classmethod
+    def from_ipc(cls, data: bytes) -> TableResult:
+        table = pa.ipc.open_stream(data).read_all()
+        meta = json.loads((table.schema.metadata or {}).get(REPORT_METADATA, b"{}"))
+        return cls(table.replace_schema_metadata(None),
+                   [PartitionAnswer.from_dict(p) for p in meta.get("partitions", [])],
+                   list(meta.get("missing", [])))
+
+    @classmethod
+    def merge(cls, parts: Sequence[TableResult]) -> TableResult:
+        """Several partitions' tables as one (types widened where they differ: an int
+        column that is all null in one partition, a float in another)."""
+        tables = [part.table for part in parts if part.table.num_columns]
+        if tables:
+            table = pa.concat_tables(tables, promote_options="permissive")
+        else:
+            table = parts[0].table if parts else pa.table({})
+        report = sorted((p for part in parts for p in part.partitions),
+                        key=lambda p: p.partition)
+        missing = sorted({m for part in parts for m in part.missing})
+        return cls(table, report, missing)
+
+    def __repr__(self) -> str:
+        standby = ", from a standby" if self.from_standby else ""
+        partial = f", missing partitions {self.missing}" if self.missing else ""
+        return (f"TableResult({self.table.num_rows} rows, {len(self.partitions)} partitions, "
+                f"batch {self.batch}{standby}{partial})")

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 import pandas as pd
+import pyarrow as pa
 
 from statekit.stores.iterators import StoreIterator
 from statekit.stores.keys import KINDS
@@ -100,6 +101,11 @@ class StateStore(ABC):
     @abstractmethod
     def write_checkpoint(self, offsets: Mapping[int, int]) -> None:
         """Flush the store, then record ``offsets`` as restored (atomically)."""
+
+    @abstractmethod
+    def to_arrow(self) -> pa.Table:
+        """One row per entry, in key byte order: key columns, then value columns (window
+        times as ``timestamp[ms]``), parsed in bulk (no Python object per row)."""
 
     @abstractmethod
     def to_pandas(self) -> pd.DataFrame:

@@ -17,6 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import pandas as pd
+import pyarrow as pa
+
+from statekit.changelog.format import parse_times
 from statekit.errors import BadArgument
 from statekit.stores.backend import Backend
 from statekit.stores.base import KeyValueStore
@@ -50,6 +54,22 @@ class BackedKeyValueStore(BackedStore, KeyValueStore):
         if isinstance(decoded_key, Mapping) and isinstance(decoded_value, Mapping):
             return {**decoded_key, **decoded_value}
         return {"key": decoded_key, "value": decoded_value}
+
+    @property
+    def _json_bytes(self) -> bool:
+        """True when the bytes are the changelog JSON (bulk reads parse them in C++)."""
+        return type(self.serde) is ChangelogJsonSerde
+
+    def to_arrow(self) -> pa.Table:
+        if self._json_bytes:
+            return super().to_arrow()
+        return pa.Table.from_pandas(self.to_pandas(), preserve_index=False)
+
+    def to_pandas(self) -> pd.DataFrame:
+        if self._json_bytes:
+            return super().to_pandas()
+        with self._iterate(None, None, self._row) as rows:  # another serde: row by row
+            return parse_times(pd.DataFrame.from_records(list(rows)))
 
     def get(self, key: object) -> object | None:
         data = self._open().get(self.serde.encode_key(key))

@@ -13,13 +13,13 @@ Example:
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 
 import pandas as pd
+import pyarrow as pa
 
-from statekit.changelog.format import parse_times
+from statekit.changelog.format import json_table, table_to_pandas
 from statekit.stores.backend import Backend
 from statekit.stores.base import RawRecord, StateStore
 from statekit.stores.errors import StoreClosed
@@ -89,22 +89,28 @@ class BackedStore(StateStore):
         backend.write_checkpoint(offsets)
 
     # --- pandas -------------------------------------------------------------------------
-    def _row(self, key: bytes, value: bytes) -> dict:
-        return {**json.loads(key), **json.loads(value)}
-
-    def to_pandas(self) -> pd.DataFrame:
+    def to_arrow(self) -> pa.Table:
+        keys, values = [], []
         scan = self._open().scan(None, None)
         try:
-            rows = [self._row(k, v) for k, v in scan]
+            for key, value in scan:
+                keys.append(key)
+                values.append(value)
         finally:
             getattr(scan, "close", lambda: None)()
-        columns = list(self.key_columns)
-        if self.value_columns is not None:
-            columns += self.value_columns
-        else:
-            for row in rows:
-                columns += [c for c in row if c not in columns]
-        return parse_times(pd.DataFrame.from_records(rows, columns=columns))
+        key_table, value_table = json_table(keys), json_table(values)
+        columns = {name: key_table[name] for name in key_table.column_names}
+        columns.update((name, value_table[name]) for name in value_table.column_names
+                       if name not in columns)
+        names = [c for c in (*self.key_columns, *(self.value_columns or ())) if c not in columns]
+        for name in names:  # an empty store (or a column null everywhere): still there
+            columns[name] = pa.nulls(len(keys))
+        order = [*self.key_columns, *(self.value_columns or ())]
+        order += [c for c in columns if c not in order]
+        return pa.table({name: columns[name] for name in order})
+
+    def to_pandas(self) -> pd.DataFrame:
+        return table_to_pandas(self.to_arrow())
 
     # --- lifecycle ----------------------------------------------------------------------
     def flush(self) -> None:

@@ -1,0 +1,379 @@
+"""Interactive queries on an N-key store: point lookups, fetch, top-k and a full gather.
+
+Builds a real checkpoint like ``bench.snapshot`` (one tumbling window, group key
+``player``, ``count``, ``sum(score)``, ``max(score)``; N keys), ships its changes
+to a changelog topic on the embedded broker with ``ChangelogWriter`` (which also
+writes the ``-meta`` topic serving reads), then measures, each against a
+baseline taken in the same run:
+
+- point lookups (random existing keys, after a warm-up), p50 / p99:
+  in process (``ServingInstance.get`` holding every partition; floor: the raw
+  ``store.get_raw(bytes)`` under it), over REST on loopback (a keep-alive
+  ``httpx.Client`` calling ``GET /stores/<store>/get`` on the key's owner in a
+  3-instance ``serve()`` cluster; floor: ``GET /health`` on the same server), and
+  routed (``ServingClient.get`` on that cluster);
+- a routed window ``fetch`` of one key over a 24-hour range (floor: the same
+  ``fetch`` in process);
+- the scatter-gather leaderboard ``top_k(window, 10, "sum_score")`` over the three
+  instances against ``query.snapshot()`` + pandas ``nlargest`` (same answer);
+- the whole latest state gathered from the instances into pandas (over REST:
+  ``ServingClient.to_pandas()``, each owner's stores read in bulk and shipped as
+  Arrow IPC, in parallel; in process: ``instance.table()`` and the row-shaped
+  ``instance.all()``) against Spark's raw ``statestore`` read + ``toPandas()``.
+
+    python -m bench.serving --keys 1000000
+    python -m bench.serving --keys 20000 --lookups 2000      # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from bench.common import median, print_table, session, timed, verdict, write_result
+from bench.snapshot import build_checkpoint, raw_snapshot
+
+TOPIC = "bench-serving-counts-changelog"
+WINDOW_MS = 1_704_067_200_000  # BASE_TS (2024-01-01 00:00 UTC) in ms: the one window's start
+WINDOW_ISO = "2024-01-01T00:00:00Z"
+HOUR_MS = 3_600_000
+TARGET_LOCAL_P99_US = 20.0
+TARGET_REST_P99_MS = 2.0
+TARGET_GATHER = 0.5
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def sample_keys(keys: int, n: int, seed: int) -> list[dict]:
+    """``n`` random existing keys (players ``p<id>``, the one window's start in ms)."""
+    import numpy as np
+
+    ids = np.random.default_rng(seed).integers(0, keys, n)
+    return [{"player": f"p{i}", "window_start": WINDOW_MS} for i in ids.tolist()]
+
+
+def latencies(call: Callable[[object], object], args: Sequence, warmup: int,
+              clock: Callable[[], int] = time.perf_counter_ns) -> tuple[list[float], list]:
+    """Seconds of each ``call(arg)`` (after ``warmup`` untimed calls) and the answers;
+    ``clock`` = ``time.thread_time_ns`` counts only the CPU time of this thread."""
+    for arg in args[:warmup]:
+        call(arg)
+    out, answers = [], []
+    for arg in args:
+        start = clock()
+        answer = call(arg)
+        out.append(clock() - start)
+        answers.append(answer)
+    return [ns / 1e9 for ns in out], answers
+
+
+def percentiles(seconds: list[float]) -> dict:
+    import numpy as np
+
+    values = np.asarray(seconds)
+    return {"n": len(values), "p50_us": float(np.percentile(values, 50) * 1e6),
+            "p90_us": float(np.percentile(values, 90) * 1e6),
+            "p99_us": float(np.percentile(values, 99) * 1e6),
+            "max_us": float(values.max() * 1e6), "mean_us": float(values.mean() * 1e6)}
+
+
+def repeat(fn: Callable[[], object], repeats: int) -> tuple[list[float], object]:
+    """One warm-up call, then ``repeats`` timed ones: (seconds each, last result)."""
+    fn()
+    runs, result = [], None
+    for _ in range(repeats):
+        seconds, result = timed(fn)
+        runs.append(seconds)
+    return runs, result
+
+
+# --- point lookups -------------------------------------------------------------------------
+def local_lookups(instance, keys: list[dict], warmup: int) -> dict:
+    """``instance.get`` and, as its floor, the raw ``get_raw`` of the same keys' bytes."""
+    codec = instance.codec
+    raw_keys = []
+    for key in keys:
+        full = codec.key(key)
+        raw_keys.append((instance.tail.store(codec.partition(full)), codec.store_key(full)))
+    iso_keys = [{"player": k["player"], "window_start": WINDOW_ISO} for k in keys]
+    figures = {}
+    for name, call, args, clock in (
+            ("raw_get_raw", lambda a: a[0].get_raw(a[1]), raw_keys, time.perf_counter_ns),
+            ("instance_get", instance.get, keys, time.perf_counter_ns),
+            ("instance_get_cpu", instance.get, keys, time.thread_time_ns),
+            ("instance_get_iso_key", instance.get, iso_keys, time.perf_counter_ns)):
+        seconds, answers = latencies(call, args, warmup, clock)
+        found = sum(1 for a in answers if (a is not None if name == "raw_get_raw" else a.rows))
+        figures[name] = {**percentiles(seconds), "found": found}
+    return figures
+
+
+def rest_lookups(cluster, client, keys: list[dict], warmup: int) -> dict:
+    """``GET /stores/<store>/get`` on each key's owner (keep-alive), its floor ``GET /health``
+    on the same owner, the same get from the standard library's ``http.client`` (less client
+    work than httpx), and ``ServingClient.get`` (routed in Python)."""
+    import http.client
+    import urllib.parse
+
+    import httpx
+
+    owners = [cluster.urls[client.metadata_for_key(k).active] for k in keys]
+    url = f"/stores/{client.store}/get"
+    direct = [(f"{owner}{url}", {"key": json.dumps(k)}) for owner, k in zip(owners, keys,
+                                                                             strict=True)]
+    local = [(u, {**p, "local": "true"}) for u, p in direct]
+    health = [f"{owner}/health" for owner in owners]
+    conns = {o: http.client.HTTPConnection(*urllib.parse.urlsplit(o).netloc.split(":"),
+                                           timeout=10.0) for o in set(owners)}
+    stdlib = [(conns[o], f"{url}?{urllib.parse.urlencode(p)}") for o, (_, p) in zip(
+        owners, direct, strict=True)]
+
+    def stdlib_get(arg):
+        conn, path = arg
+        conn.request("GET", path)
+        answer = conn.getresponse()
+        return answer.status, answer.read()
+
+    figures = {}
+    with httpx.Client(timeout=10.0) as http_client:
+        for name, call, args in (
+                ("rest_health", lambda u: http_client.get(u), health),
+                ("rest_get", lambda a: http_client.get(a[0], params=a[1]), direct),
+                ("rest_get_local", lambda a: http_client.get(a[0], params=a[1]), local),
+                ("rest_get_stdlib_client", stdlib_get, stdlib),
+                ("routed_get", client.get, keys)):
+            seconds, answers = latencies(call, args, warmup)
+            if name == "routed_get":
+                found = sum(1 for a in answers if a.rows)
+            elif name == "rest_health":
+                found = sum(1 for a in answers if a.status_code == 200)
+            elif name == "rest_get_stdlib_client":
+                found = sum(1 for s, body in answers if s == 200 and json.loads(body)["rows"])
+            else:
+                found = sum(1 for a in answers if a.status_code == 200 and a.json()["rows"])
+            figures[name] = {**percentiles(seconds), "found": found}
+    for conn in conns.values():
+        conn.close()
+    return figures
+
+
+def fetch_lookups(instance, client, keys: list[dict], warmup: int) -> dict:
+    """A key's windows over 24 hours around the window (spread over the partitions)."""
+    low, high = WINDOW_MS - 12 * HOUR_MS, WINDOW_MS + 12 * HOUR_MS
+    groups = [{"player": k["player"]} for k in keys]
+    figures = {}
+    for name, call in (("instance_fetch", lambda g: instance.fetch(g, low, high)),
+                       ("routed_fetch", lambda g: client.fetch(g, low, high))):
+        seconds, answers = latencies(call, groups, warmup)
+        figures[name] = {**percentiles(seconds), "found": sum(len(a.rows) for a in answers),
+                         "partitions_read": median([len(a.partitions) for a in answers])}
+    return figures
+
+
+# --- leaderboard ---------------------------------------------------------------------------
+def leaderboard(query, instance, client, repeats: int) -> dict:
+    """Served ``top_k`` (scatter-gather, and in process) against snapshot + ``nlargest``."""
+    def from_snapshot():
+        frame = query.snapshot()
+        window = frame[frame["window_start"] == frame["window_start"].max()]
+        return window.nlargest(10, "sum_score")
+
+    runs = {}
+    runs["snapshot_nlargest"], expected = repeat(from_snapshot, repeats)
+    runs["routed_top_k"], served = repeat(
+        lambda: client.top_k(WINDOW_MS, 10, "sum_score"), repeats)
+    runs["instance_top_k"], local = repeat(
+        lambda: instance.top_k(WINDOW_MS, 10, "sum_score"), repeats)
+    want = expected["sum_score"].tolist()
+    return {"runs_s": runs, "median_s": {k: median(v) for k, v in runs.items()},
+            "same_answer": [r["sum_score"] for r in served.rows] == want
+            and [r["sum_score"] for r in local.rows] == want,
+            "instances": sorted({p.instance for p in served.partitions})}
+
+
+# --- the whole state -----------------------------------------------------------------------
+def gather_figures(spark, query, client, instance, repeats: int) -> dict:
+    """The latest state into pandas: from the three instances over REST (``client.table()``:
+    each owner reads its stores in bulk and ships Arrow, in parallel), the same in process
+    (``instance.table()``), the row-shaped ``instance.all()``, and Spark's raw read."""
+    runs, rows = {}, {}
+    for name, fn in (("statestore_to_pandas", lambda: raw_snapshot(spark, str(query.checkpoint))),
+                     ("rest_gather_to_pandas", lambda: client.to_pandas()),
+                     ("instance_table_to_pandas", lambda: instance.table().to_pandas()),
+                     ("instance_all_to_pandas", lambda: instance.all().to_pandas())):
+        runs[name], frame = repeat(fn, repeats)
+        rows[name] = len(frame)
+        del frame
+        gc.collect()
+    return {"runs_s": runs, "median_s": {k: median(v) for k, v in runs.items()}, "rows": rows}
+
+
+# --- the run -------------------------------------------------------------------------------
+def run(keys: int = 1_000_000, lookups: int = 5000, repeats: int = 3,
+        workdir: str | None = None) -> dict:
+    from statekit.changelog.writer import ChangelogWriter
+    from statekit.kafka import EmbeddedBroker
+    from statekit.serve import ServingInstance, serve
+
+    started = time.perf_counter()
+    loads = {"start": load()}
+    spark = session()
+    work = Path(workdir or tempfile.mkdtemp(prefix="statekit-bench-serving-"))
+    sample = sample_keys(keys, lookups, seed=7)
+    warmup = min(500, lookups)
+    result: dict = {"keys": keys, "lookups": lookups, "repeats": repeats}
+    try:
+        result["build_checkpoint_s"], query = timed(lambda: build_checkpoint(spark, work, keys))
+        with EmbeddedBroker() as broker:
+            writer = ChangelogWriter(query.state, broker, TOPIC)
+            result["ship_s"], last = timed(writer.ship)
+            writer.stop()
+            result["shipped_batch"] = last
+            instance = ServingInstance("solo", broker, TOPIC, work / "solo")
+            try:
+                result["instance_restore_s"], _ = timed(
+                    lambda: instance.start().wait_ready(timeout=1800))
+                first = instance.all(limit=1).rows[0]["window_start"]
+                if not first.startswith(WINDOW_ISO[:-1]):
+                    raise RuntimeError(f"the store's window starts at {first}, not {WINDOW_ISO}")
+                loads["lookups"] = load()
+                gc.collect()
+                result["point"] = local_lookups(instance, sample, warmup)
+                t_cluster, cluster = timed(lambda: serve(
+                    broker, TOPIC, instances=3, standbys=1, workdir=work / "cluster",
+                    timeout=600).wait_ready(timeout=1800))
+                result["cluster_restore_s"] = t_cluster
+                with cluster:
+                    client = cluster.client(timeout=60.0)
+                    result["assignment"] = cluster.assignment.to_dict()
+                    loads["rest"] = load()
+                    rest_sample = sample[: max(1000, lookups // 2)]
+                    result["point"].update(rest_lookups(cluster, client, rest_sample,
+                                                        min(200, warmup)))
+                    fetch_sample = sample[: max(500, lookups // 5)]
+                    result["fetch"] = fetch_lookups(instance, client, fetch_sample,
+                                                    min(100, warmup))
+                    loads["top_k"] = load()
+                    result["top_k"] = leaderboard(query, instance, client, repeats)
+                    loads["gather"] = load()
+                    result["gather"] = gather_figures(spark, query, client, instance, repeats)
+                    client.close()
+            finally:
+                instance.close()
+    finally:
+        if workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    loads["end"] = load()
+    result["load_average"] = loads
+    result["wall_s"] = time.perf_counter() - started
+    summarize(result)
+    write_result("serving", result)
+    report(result)
+    return result
+
+
+def summarize(r: dict) -> None:
+    point, top, gath = r["point"], r["top_k"]["median_s"], r["gather"]["median_s"]
+    r["targets"] = {
+        "instance_get_p99_us": {"value": point["instance_get"]["p99_us"],
+                                "target": f"< {TARGET_LOCAL_P99_US:g} us",
+                                "met": point["instance_get"]["p99_us"] < TARGET_LOCAL_P99_US},
+        "rest_get_p99_ms": {"value": point["rest_get"]["p99_us"] / 1000,
+                            "target": f"< {TARGET_REST_P99_MS:g} ms",
+                            "met": point["rest_get"]["p99_us"] / 1000 < TARGET_REST_P99_MS},
+        "gather_over_statestore": {
+            "value": gath["rest_gather_to_pandas"] / gath["statestore_to_pandas"],
+            "target": f"<= {TARGET_GATHER:g}",
+            "met": gath["rest_gather_to_pandas"] / gath["statestore_to_pandas"]
+            <= TARGET_GATHER},
+    }
+    r["ratios"] = {
+        "top_k_snapshot_over_served": top["snapshot_nlargest"] / top["routed_top_k"],
+        "top_k_snapshot_over_instance": top["snapshot_nlargest"] / top["instance_top_k"],
+        "gather_instance_over_statestore": gath["instance_table_to_pandas"]
+        / gath["statestore_to_pandas"],
+        "gather_instance_all_over_statestore": gath["instance_all_to_pandas"]
+        / gath["statestore_to_pandas"],
+    }
+
+
+def _lat(f: dict, unit: str = "us") -> str:
+    if unit == "ms":
+        return f"p50 {f['p50_us'] / 1000:.2f} ms, p99 {f['p99_us'] / 1000:.2f} ms"
+    return f"p50 {f['p50_us']:.1f} us, p99 {f['p99_us']:.1f} us"
+
+
+def report(r: dict) -> None:
+    p, t, g = r["point"], r["targets"], r["gather"]
+    top, ratios = r["top_k"], r["ratios"]
+    tk, gm = top["median_s"], g["median_s"]
+    loads = r["load_average"]
+    print_table(f"interactive queries on a {r['keys']:,}-key store "
+                f"({r['lookups']:,} lookups; medians of {r['repeats']})", [
+        ("load average (1, 5, 15 min)", f"start {loads['start']}, lookups "
+                                        f"{loads.get('lookups')}, end {loads['end']}"),
+        ("build checkpoint / ship changelog", f"{r['build_checkpoint_s']:.1f} s / "
+                                              f"{r['ship_s']:.1f} s"),
+        ("restore: 1 instance / 3-instance cluster", f"{r['instance_restore_s']:.1f} s / "
+                                                     f"{r['cluster_restore_s']:.1f} s"),
+        ("in process: instance.get", _lat(p["instance_get"]) + f"  (found "
+                                                               f"{p['instance_get']['found']:,})"),
+        ("  p99 target < 20 us", verdict(t["instance_get_p99_us"]["value"] / 20, "p99/20us < 1",
+                                         t["instance_get_p99_us"]["met"])),
+        ("  floor: store.get_raw(bytes)", _lat(p["raw_get_raw"])),
+        ("  instance.get, thread CPU time only", _lat(p["instance_get_cpu"])),
+        ("  instance.get, ISO-text window_start", _lat(p["instance_get_iso_key"])),
+        ("REST on loopback: GET .../get on owner", _lat(p["rest_get"], "ms")),
+        ("  p99 target < 2 ms", verdict(t["rest_get_p99_ms"]["value"] / 2, "p99/2ms < 1",
+                                        t["rest_get_p99_ms"]["met"])),
+        ("  floor: GET /health, same server", _lat(p["rest_health"], "ms")),
+        ("  GET .../get?local=true", _lat(p["rest_get_local"], "ms")),
+        ("  GET .../get from http.client", _lat(p["rest_get_stdlib_client"], "ms")),
+        ("routed: ServingClient.get", _lat(p["routed_get"], "ms")),
+        ("routed fetch (24 h, 1 key)", _lat(r["fetch"]["routed_fetch"], "ms")
+         + f", {r['fetch']['routed_fetch']['partitions_read']:g} partitions"),
+        ("  floor: instance.fetch in process", _lat(r["fetch"]["instance_fetch"], "ms")),
+        ("top_k(10, sum_score), 3 instances", f"{tk['routed_top_k']:.2f} s "
+                                              f"(in process {tk['instance_top_k']:.2f} s)"),
+        ("  snapshot() + nlargest", f"{tk['snapshot_nlargest']:.2f} s; ratio snapshot/served "
+                                    f"{ratios['top_k_snapshot_over_served']:.2f}; same answer "
+                                    f"{top['same_answer']}"),
+        ("gather into pandas over REST", f"{gm['rest_gather_to_pandas']:.2f} s, "
+                                         f"{g['rows']['rest_gather_to_pandas']:,} rows"),
+        ("  baseline statestore + toPandas", f"{gm['statestore_to_pandas']:.2f} s, "
+                                             f"{g['rows']['statestore_to_pandas']:,} rows"),
+        ("  ratio REST gather / statestore", verdict(t["gather_over_statestore"]["value"],
+                                                     "<= 0.5",
+                                                     t["gather_over_statestore"]["met"])),
+        ("  instance.table() in process", f"{gm['instance_table_to_pandas']:.2f} s, ratio "
+                                          f"{ratios['gather_instance_over_statestore']:.2f}"),
+        ("  instance.all() (rows) in process", f"{gm['instance_all_to_pandas']:.2f} s, ratio "
+                                               f"{ratios['gather_instance_all_over_statestore']:.2f}"),
+        ("wall time", f"{r['wall_s']:.0f} s"),
+    ])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m bench.serving", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keys", type=int, default=1_000_000, help="keys in the store")
+    parser.add_argument("--lookups", type=int, default=5000,
+                        help="timed point lookups in process (REST: half, fetch: a fifth)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed top_k / gather / snapshot runs (median)")
+    parser.add_argument("--workdir", help="keep input, checkpoint and stores here (default: temp)")
+    args = parser.parse_args(argv)
+    return run(args.keys, args.lookups, args.repeats, args.workdir)
+
+
+if __name__ == "__main__":
+    main()
