@@ -6,14 +6,15 @@ Layers, lowest first (a module may import its own layer and lower ones, never hi
    ``processes``
 1. descriptions: ``query.spec``, ``kafka.connection``
 2. sources and engines: ``kafka``, ``spark``, ``datasets``
-3. state: ``state``, ``query.progress``, ``query.reference``
+3. state: ``state``, ``query.progress``, ``query.reference``; any checkpoint: ``inspect``
 4. the changelog: ``changelog``
-5. the query and the local stores: ``query.stateful``, ``stores``
+5. the query and the local stores: ``query.stateful``, ``stores``; monitoring: ``monitor``
 6. restore, standby, drills: ``restore``
 7. serving (interactive queries): ``serve``
 8. charts (pure functions to Altair): ``charts``
 9. widgets: ``widgets``
-10. entry points: the package itself, ``demo``, ``doctor``, ``__main__``
+10. entry points: the package itself, ``demo``, ``doctor``, ``__main__``; the workshop's
+    exercises: ``workshop``
 
 Besides, a few modules must stay light at run time (checked in a fresh interpreter):
 the stores and the pandas changelog model load without pyspark, a store-owner
@@ -39,13 +40,15 @@ LAYERS = [
     ("statekit.query.spec", 1), ("statekit.kafka.connection", 1),
     ("statekit.kafka", 2), ("statekit.spark", 2), ("statekit.datasets", 2),
     ("statekit.state", 3), ("statekit.query.progress", 3), ("statekit.query.reference", 3),
+    ("statekit.inspect", 3),
     ("statekit.changelog", 4),
-    ("statekit.query.stateful", 5), ("statekit.stores", 5),
+    ("statekit.query.stateful", 5), ("statekit.stores", 5), ("statekit.monitor", 5),
     ("statekit.restore", 6),
     ("statekit.serve", 7),
     ("statekit.charts", 8),
     ("statekit.widgets", 9),
     ("statekit.demo", 10), ("statekit.doctor", 10), ("statekit.__main__", 10),
+    ("statekit.workshop", 10),
 ]
 #: Package ``__init__`` files only re-export their own modules (lazily, by name).
 PACKAGE_INITS = {"statekit.query": 5, "statekit": 10}

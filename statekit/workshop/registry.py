@@ -1,0 +1,90 @@
+"""The workshop's exercises by id, and ``check``: an answer in, a ``Verdict`` out.
+
+Each notebook's exercises live in one module of this package (``TOPICS``); a
+check is a function of the learner's answer (plus what the notebook measured,
+by keyword) that returns ``Point``s. ``check`` turns those into a verdict: an
+answer left as ``...`` (or None) is *not answered yet* and never raises, so a
+notebook runs top to bottom before anyone has answered.
+
+Example:
+    >>> check("00.1", ...)
+    00.1 Where does Spark keep its state?: not answered yet
+      ✗ replace ... with your answer, then run the cell again
+    >>> check("00.1", "b").right
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from statekit.errors import BadArgument
+from statekit.workshop.verdict import Point, Verdict
+
+#: The modules holding the exercises, one per notebook (imported on first ``check``).
+TOPICS = ("statekit.workshop.setup",)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: its id (``<notebook>.<n>``), title, notebook, and its check."""
+
+    id: str
+    title: str
+    notebook: str
+    kind: str  # "predict", "build", "debug" or "review"
+    check: Callable[..., Sequence[Point]]
+
+
+EXERCISES: dict[str, Exercise] = {}
+_KINDS = ("predict", "build", "debug", "review")
+
+
+def exercise(id: str, title: str, notebook: str, kind: str
+             ) -> Callable[[Callable[..., Sequence[Point]]], Callable[..., Sequence[Point]]]:
+    """Register a check under ``id`` (a decorator, used by the topic modules)."""
+    if kind not in _KINDS:
+        raise BadArgument("exercise kind", kind, _KINDS)
+
+    def register(fn: Callable[..., Sequence[Point]]) -> Callable[..., Sequence[Point]]:
+        if id in EXERCISES:
+            raise ValueError(f"exercise {id} is registered twice")
+        EXERCISES[id] = Exercise(id, title, notebook, kind, fn)
+        return fn
+
+    return register
+
+
+def _load() -> None:
+    for module in TOPICS:
+        importlib.import_module(module)
+
+
+def check(exercise_id: str, answer: object, **measured: object) -> Verdict:
+    """What is right and wrong in ``answer`` to exercise ``exercise_id``.
+
+    ``measured`` passes what the notebook computed (the check compares a prediction
+    with it, or reads a learner's query through it).
+    """
+    _load()
+    found = EXERCISES.get(exercise_id)
+    if found is None:
+        raise BadArgument("exercise", exercise_id, sorted(EXERCISES))
+    if answer is ... or answer is None:
+        return Verdict(found.id, found.title, "unanswered",
+                       (Point(False, "replace ... with your answer, then run the cell again"),))
+    points = tuple(found.check(answer, **measured))
+    status = "right" if points and all(p.ok for p in points) else "wrong"
+    return Verdict(found.id, found.title, status, points)
+
+
+def exercises() -> pd.DataFrame:
+    """Every exercise: id, title, notebook, kind (one row each, in id order)."""
+    _load()
+    rows = [{"id": e.id, "title": e.title, "notebook": e.notebook, "kind": e.kind}
+            for e in sorted(EXERCISES.values(), key=lambda e: e.id)]
+    return pd.DataFrame(rows, columns=["id", "title", "notebook", "kind"])
