@@ -34,24 +34,29 @@ _NAMES = {  # name → the subpackage that exports it (which knows its module)
     "spark_session": "statekit.spark.session",
     **dict.fromkeys(("Checkpoint", "StateReader", "apply_changes"), "statekit.state"),
     "Changelog": "statekit.changelog",
+    **dict.fromkeys(("CheckpointView", "open_checkpoint"), "statekit.inspect"),
 }
-SUBPACKAGES = ("changelog", "charts", "datasets", "kafka", "query", "restore", "spark", "state",
-               "stores", "widgets")
+SUBPACKAGES = ("changelog", "charts", "datasets", "inspect", "kafka", "monitor", "query",
+               "restore", "spark", "state", "stores", "widgets", "workshop")
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerly
     from statekit import (
         changelog,
         charts,
         datasets,
+        inspect,
         kafka,
+        monitor,
         query,
         restore,
         spark,
         state,
         stores,
         widgets,
+        workshop,
     )
     from statekit.changelog.log import Changelog
+    from statekit.inspect.view import CheckpointView, open_checkpoint
     from statekit.kafka.broker import EmbeddedBroker
     from statekit.kafka.connection import KafkaConnection
     from statekit.query.spec import Aggregate, QuerySpec, WindowSpec, hopping, session, tumbling
@@ -74,6 +79,7 @@ __all__ = [
     "ChangelogError",
     "Checkpoint",
     "CheckpointError",
+    "CheckpointView",
     "DataLoss",
     "EmbeddedBroker",
     "KafkaConnection",
@@ -88,7 +94,10 @@ __all__ = [
     "charts",
     "datasets",
     "hopping",
+    "inspect",
     "kafka",
+    "monitor",
+    "open_checkpoint",
     "query",
     "restore",
     "session",
@@ -99,4 +108,5 @@ __all__ = [
     "stores",
     "tumbling",
     "widgets",
+    "workshop",
 ]

@@ -2,12 +2,19 @@
 
 Spark writes (statekit only reads these)::
 
-    <checkpoint>/metadata            the query id
+    <checkpoint>/metadata            the query id (JSON: ``{"id": ...}``)
     <checkpoint>/offsets/<batch>     the offset log: a version line, then JSON metadata
                                      (``batchTimestampMs``, ``batchWatermarkMs``, ``conf``),
-                                     then one line per source
+                                     then one line per source (its offset as JSON, ``-`` for
+                                     none)
     <checkpoint>/commits/<batch>     the commit log: a batch is committed once this exists
+                                     (a version line, then ``{"nextBatchWatermarkMs": ...}``)
     <checkpoint>/state/<operator>/<partition>/...   the state store files (Spark state files)
+    <checkpoint>/state/<operator>/<partition>/<store>/...   stores besides the default one
+                                     (a stream-stream join's four)
+    <checkpoint>/state/<operator>/_metadata/metadata   the operator metadata (version 1)
+    <checkpoint>/state/<operator>/_metadata/v2/<batch> the operator metadata (version 2:
+                                     transformWithState), one file per batch that changed it
 
 statekit writes, all under ``<checkpoint>/_statekit/`` and never into Spark's own folders::
 
@@ -41,6 +48,38 @@ from statekit.errors import BatchNotRetained, CheckpointError
 from statekit.validate import batch_id
 
 STATEKIT_FOLDER = "_statekit"
+DEFAULT_STORE = "default"
+#: The newest version of each of Spark's log files that Spark 4 writes (a newer one comes from
+#: a newer Spark; the offset log has v2 since checkpoint format v2).
+KNOWN_LOG_VERSIONS = {"offset log": 2, "commit log": 2, "operator metadata": 2}
+
+
+def log_version(path: str | os.PathLike, line: str, what: str) -> int:
+    """The version ``N`` of a Spark log file's first line ``vN``; CheckpointError naming the file
+    for anything else, or for a version newer than Spark 4 writes (``KNOWN_LOG_VERSIONS``).
+
+    Example:
+        >>> log_version("offsets/3", "v1", "offset log")
+        1
+        >>> log_version("offsets/3", "v9", "offset log")
+        Traceback (most recent call last):
+        ...
+        statekit.errors.CheckpointError: the offset log file 'offsets/3' has version v9; Spark 4 \
+writes up to v2: it was written by a newer Spark, which this Spark cannot read (open it with \
+that Spark)
+    """
+    text = line.strip()
+    if not (text.startswith("v") and text[1:].isdigit()):
+        raise CheckpointError(f"the {what} file {str(path)!r} is not in Spark's format (its first "
+                              f"line is {text[:40]!r}, not a version 'vN'): is it corrupt?")
+    version = int(text[1:])
+    newest = KNOWN_LOG_VERSIONS.get(what)
+    if newest is not None and version > newest:
+        raise CheckpointError(
+            f"the {what} file {str(path)!r} has version v{version}; Spark 4 writes up to "
+            f"v{newest}: it was written by a newer Spark, which this Spark cannot read (open it "
+            f"with that Spark)")
+    return version
 
 
 class Checkpoint:
@@ -71,6 +110,68 @@ class Checkpoint:
     def operator_dir(self, operator_id: int = 0) -> Path:
         """``state/<operator>``: the state store files of one stateful operator."""
         return self.state_dir / str(operator_id)
+
+    def store_dir(self, operator_id: int, partition: int, store: str = DEFAULT_STORE) -> Path:
+        """Where one partition of one store keeps its files (the default store: the partition
+        folder itself; any other store, such as a join's ``left-keyToNumValues``, a sub-folder).
+        """
+        folder = self.operator_dir(operator_id) / str(partition)
+        return folder if store == DEFAULT_STORE else folder / store
+
+    def operator_ids(self) -> list[int]:
+        """The stateful operators with a folder under ``state/``, ascending."""
+        try:
+            names = os.listdir(self.state_dir)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(int(n) for n in names if n.isdigit() and (self.state_dir / n).is_dir())
+
+    def operator_metadata_files(self, operator_id: int) -> list[Path]:
+        """The operator metadata files Spark 4 writes for one operator (none: Spark 3 or older).
+
+        ``_metadata/metadata`` (version 1) and ``_metadata/v2/<batch>`` (version 2, written by
+        transformWithState), in that order, the v2 files by batch.
+        """
+        folder = self.operator_dir(operator_id) / "_metadata"
+        found = [folder / "metadata"] if (folder / "metadata").is_file() else []
+        try:
+            v2 = sorted((n for n in os.listdir(folder / "v2") if n.isdigit()), key=int)
+        except (FileNotFoundError, NotADirectoryError):
+            v2 = []
+        return found + [folder / "v2" / n for n in v2]
+
+    @property
+    def metadata_path(self) -> Path:
+        """``metadata``: the query id, written when the query first starts."""
+        return self.path / "metadata"
+
+    def is_streaming_checkpoint(self) -> bool:
+        """True when the folder has what every Spark streaming checkpoint has (a ``metadata``
+        file or an offset log)."""
+        return self.metadata_path.is_file() or self.offsets_dir.is_dir()
+
+    def require_checkpoint(self) -> None:
+        """CheckpointError naming the folder unless it is a Spark streaming checkpoint."""
+        if not self.path.is_dir():
+            raise CheckpointError(f"checkpoint {str(self.path)!r} does not exist or is not a "
+                                  f"directory")
+        if not self.is_streaming_checkpoint():
+            raise CheckpointError(
+                f"{str(self.path)!r} is not a Spark streaming checkpoint: it has neither a "
+                f"'metadata' file nor an 'offsets' folder (pass the query's checkpointLocation)")
+
+    def query_id(self) -> str:
+        """The query's id, from the ``metadata`` file (the same across restarts)."""
+        path = self.metadata_path
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+            return str(meta["id"])
+        except FileNotFoundError:
+            raise CheckpointError(f"checkpoint {str(self.path)!r} has no metadata file "
+                                  f"{str(path)!r}") from None
+        except (ValueError, IndexError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"the metadata file {str(path)!r} is corrupt (expected a JSON "
+                                  f"object with the query's 'id'): {exc!r}") from None
 
     def exists(self) -> bool:
         return self.path.is_dir()
@@ -125,20 +226,60 @@ class Checkpoint:
         return number
 
     # --- the offset log -------------------------------------------------------------------
-    def offset_metadata(self, batch: int) -> dict:
-        """The JSON metadata line of ``offsets/<batch>`` (batchTimestampMs, conf, ...)."""
-        path = self.offsets_dir / str(batch_id(batch))
+    def offset_batches(self) -> list[int]:
+        """Ids of the batches in the offset log, ascending (planned ones too: the last may not
+        be committed yet)."""
+        try:
+            names = os.listdir(self.offsets_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(int(name) for name in names if name.isdigit())
+
+    def _log_lines(self, folder: Path, batch: int, what: str) -> tuple[Path, int, list[str]]:
+        """(path, version, the lines after the version line) of ``<folder>/<batch>``."""
+        path = folder / str(batch_id(batch))
         try:
             with open(path, encoding="utf-8") as src:
-                version = src.readline().strip()
-                meta = json.loads(src.readline())
+                lines = src.read().split("\n")
         except FileNotFoundError:
-            raise CheckpointError(f"the offset log of batch {batch} is missing: no file "
+            raise CheckpointError(f"the {what} of batch {batch} is missing: no file "
                                   f"{str(path)!r}") from None
+        except (UnicodeDecodeError, OSError) as exc:
+            raise CheckpointError(f"the {what} file {str(path)!r} is corrupt: {exc}") from None
+        return path, log_version(path, lines[0].strip(), what), lines[1:]
+
+    def offset_log(self, batch: int) -> tuple[int, dict, list[str | None]]:
+        """``offsets/<batch>`` read whole: (version, metadata, one offset per source).
+
+        The metadata is the JSON line (``batchTimestampMs``, ``batchWatermarkMs``, ``conf``);
+        each source's offset is its JSON text as Spark wrote it, None where Spark wrote ``-``
+        (the source had no offset yet). A version newer than Spark 4 writes is named.
+        """
+        path, version, lines = self._log_lines(self.offsets_dir, batch, "offset log")
+        try:
+            meta = json.loads(lines[0]) if lines and lines[0].strip() else None
         except ValueError as exc:
             raise CheckpointError(f"the offset log file {str(path)!r} is corrupt: {exc}") from None
-        if not version.startswith("v") or not isinstance(meta, dict):
+        if not isinstance(meta, dict):
             raise CheckpointError(f"the offset log file {str(path)!r} is not in Spark's format "
+                                  f"(a version line 'vN', then a JSON object)")
+        sources = [None if line.strip() == "-" else line.strip() for line in lines[1:]
+                   if line.strip()]
+        return version, meta, sources
+
+    def offset_metadata(self, batch: int) -> dict:
+        """The JSON metadata line of ``offsets/<batch>`` (batchTimestampMs, conf, ...)."""
+        return self.offset_log(batch)[1]
+
+    def commit_metadata(self, batch: int) -> dict:
+        """The JSON line of ``commits/<batch>`` (``nextBatchWatermarkMs``, ...)."""
+        path, _, lines = self._log_lines(self.commits_dir, batch, "commit log")
+        try:
+            meta = json.loads(lines[0]) if lines and lines[0].strip() else {}
+        except ValueError as exc:
+            raise CheckpointError(f"the commit log file {str(path)!r} is corrupt: {exc}") from None
+        if not isinstance(meta, dict):
+            raise CheckpointError(f"the commit log file {str(path)!r} is not in Spark's format "
                                   f"(a version line 'vN', then a JSON object)")
         return meta
 

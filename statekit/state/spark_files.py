@@ -1,4 +1,4 @@
-"""Spark state files: the snapshots and delta files of a RocksDB store, and what a restore reads.
+"""Spark state files: the snapshots and delta files of a state store, and what a restore reads.
 
 With changelog checkpointing, every committed version ``N`` of a state store
 partition (version ``N`` = the state after batch ``N - 1``) writes a small
@@ -11,14 +11,22 @@ the SST files it needs go to ``SSTs/``). Spark never rewrites old deltas: a
 snapshot is its way of "compacting" them. With checkpoint format v2 the names
 carry a unique id: ``N_<uuid>.changelog`` and ``N_<uuid>.zip``.
 
+Spark's HDFS-backed provider (``HDFSBackedStateStoreProvider``) keeps the same two kinds
+under other names: a delta ``N.delta`` for every version, and now and then a snapshot
+``N.snapshot``. ``state_files`` lists both providers' files alike.
+
 A cold restore of version ``V`` (after a restart, or on a new executor) loads the
 newest snapshot with version ``<= V`` (or starts from an empty store, version 0)
 and replays the delta files after it, up to ``V``. An executor that already holds
 ``V - 1`` in memory skips all that and just applies the next batch.
 
-Layout read: ``<checkpoint>/state/<operator>/<partition>/`` (the default store of
-each operator; ``.crc`` files, ``SSTs/`` and ``_metadata/`` are not listed, SST files
-are counted in ``files.attrs["sst_files"]``).
+Layout read: ``<checkpoint>/state/<operator>/<partition>/`` for an operator's default store,
+``<checkpoint>/state/<operator>/<partition>/<store>/`` for a named one (a stream-stream
+join's ``left-keyToNumValues`` and the rest); ``.crc`` files, ``SSTs/`` and ``_metadata/``
+are not listed, SST files are counted in ``files.attrs["sst_files"]``. ``verify_checksums``
+checks each file against the ``.crc`` file Hadoop's local file system wrote beside it, and so
+names a truncated or corrupt file that Spark only reports as "an error occurred during
+loading state".
 
 Example:
     >>> files = state_files("/tmp/ck")                                   # doctest: +SKIP
@@ -32,6 +40,8 @@ from __future__ import annotations
 
 import os
 import re
+import struct
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -40,9 +50,15 @@ import pandas as pd
 from statekit.errors import CheckpointError
 from statekit.validate import require_columns, whole_number
 
-#: ``N.changelog``, ``N.zip``, or with checkpoint format v2 ``N_<uuid>.changelog`` / ``.zip``.
-FILE_NAME = re.compile(r"^(?P<version>\d+)(?:_(?P<uid>[0-9A-Za-z-]+))?\.(?P<ext>changelog|zip)$")
-KINDS = {"changelog": "delta", "zip": "snapshot"}  # file extension → statekit's word
+#: RocksDB: ``N.changelog``, ``N.zip``, or with checkpoint format v2 ``N_<uuid>.changelog`` /
+#: ``.zip``; HDFS-backed: ``N.delta``, ``N.snapshot``.
+FILE_NAME = re.compile(
+    r"^(?P<version>\d+)(?:_(?P<uid>[0-9A-Za-z-]+))?\.(?P<ext>changelog|zip|delta|snapshot)$")
+#: file extension → statekit's word
+KINDS = {"changelog": "delta", "zip": "snapshot", "delta": "delta", "snapshot": "snapshot"}
+#: file extension → the provider that writes it
+PROVIDERS = {"changelog": "rocksdb", "zip": "rocksdb", "delta": "hdfs", "snapshot": "hdfs"}
+DEFAULT_STORE = "default"
 COLUMNS = ["partition", "version", "batch", "kind", "file", "bytes", "modified", "unique_id"]
 
 
@@ -59,14 +75,20 @@ def _ranges(values: Iterable[int]) -> str:
     return ", ".join(parts) or "none"
 
 
-def state_files(checkpoint: str | os.PathLike, operator_id: int = 0) -> pd.DataFrame:
-    """The Spark state files (snapshots and deltas) of one stateful operator, one row per file.
+def state_files(checkpoint: str | os.PathLike, operator_id: int = 0,
+                store: str = DEFAULT_STORE) -> pd.DataFrame:
+    """The Spark state files (snapshots and deltas) of one stateful operator's store, one row
+    per file.
+
+    ``store``: the store's name (``"default"``, or one of a stream-stream join's four, such as
+    ``"left-keyWithIndexToValue"``).
 
     Columns: ``partition``, ``version``, ``batch`` (= version - 1), ``kind``
-    (``"snapshot"`` for ``N.zip`` or ``"delta"`` for ``N.changelog``), ``file`` (path),
-    ``bytes``, ``modified``
+    (``"snapshot"`` for ``N.zip`` / ``N.snapshot``, ``"delta"`` for ``N.changelog`` /
+    ``N.delta``), ``file`` (path), ``bytes``, ``modified``
     (naive UTC), ``unique_id`` (checkpoint format v2, else None); sorted by partition,
-    version and kind. ``attrs``: ``checkpoint``, ``operator_id``, ``sst_files``
+    version and kind. ``attrs``: ``checkpoint``, ``operator_id``, ``store``, ``providers``
+    (the providers whose files were seen: ``"rocksdb"``, ``"hdfs"``), ``sst_files``
     (partition → number of shared SST files).
 
     Example:
@@ -87,11 +109,14 @@ def state_files(checkpoint: str | os.PathLike, operator_id: int = 0) -> pd.DataF
             "no stateful operator has committed state yet"
         raise CheckpointError(f"checkpoint {str(root)!r} has no state folder {str(operator)!r}; "
                               f"{where}")
-    rows, ssts = [], {}
-    for part_dir in sorted(operator.iterdir(), key=lambda p: p.name):
-        if not (part_dir.is_dir() and part_dir.name.isdigit()):
+    rows, ssts, providers = [], {}, set()
+    for partition_dir in sorted(operator.iterdir(), key=lambda p: p.name):
+        if not (partition_dir.is_dir() and partition_dir.name.isdigit()):
             continue
-        partition = int(part_dir.name)
+        partition = int(partition_dir.name)
+        part_dir = partition_dir if store == DEFAULT_STORE else partition_dir / store
+        if not part_dir.is_dir():
+            continue
         sst_dir = part_dir / "SSTs"
         ssts[partition] = (sum(1 for p in sst_dir.iterdir() if p.suffix == ".sst")
                            if sst_dir.is_dir() else 0)
@@ -102,6 +127,7 @@ def state_files(checkpoint: str | os.PathLike, operator_id: int = 0) -> pd.DataF
                     continue
                 stat = entry.stat()
                 version = int(match["version"])
+                providers.add(PROVIDERS[match["ext"]])
                 rows.append((partition, version, version - 1, KINDS[match["ext"]], entry.path,
                              stat.st_size, stat.st_mtime, match["uid"]))
     files = pd.DataFrame(rows, columns=COLUMNS)
@@ -111,8 +137,69 @@ def state_files(checkpoint: str | os.PathLike, operator_id: int = 0) -> pd.DataF
         "datetime64[ns]")
     files = files.sort_values(["partition", "version", "kind", "modified"],
                               ignore_index=True)
-    files.attrs = {"checkpoint": str(root), "operator_id": operator_id, "sst_files": ssts}
+    files.attrs = {"checkpoint": str(root), "operator_id": operator_id, "store": store,
+                   "providers": sorted(providers), "sst_files": ssts}
     return files
+
+
+def checksum_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` does not match the ``.<name>.crc`` file beside it, or None when it does
+    (or when there is no such file: a file system that keeps no checksums).
+
+    Hadoop's local file system writes ``.<name>.crc`` with every file: ``crc\\0``, the bytes
+    per checksum (4 bytes, big-endian), then one CRC-32 per chunk.
+
+    Example:
+        >>> import tempfile, zlib
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / "1.delta").write_bytes(b"state")
+        >>> crc = b"crc\\0" + (512).to_bytes(4, "big") + zlib.crc32(b"state").to_bytes(4, "big")
+        >>> _ = (folder / ".1.delta.crc").write_bytes(crc)
+        >>> checksum_problem(folder / "1.delta") is None
+        True
+        >>> _ = (folder / "1.delta").write_bytes(b"sta")
+        >>> checksum_problem(folder / "1.delta")
+        'its bytes do not match its checksum file .1.delta.crc (truncated or changed)'
+    """
+    path = Path(path)
+    crc_path = path.with_name(f".{path.name}.crc")
+    try:
+        crc = crc_path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return "it is missing"
+    if len(crc) < 8 or crc[:4] != b"crc\0" or (len(crc) - 8) % 4:
+        return f"its checksum file {crc_path.name} is not in Hadoop's format"
+    chunk = struct.unpack(">i", crc[4:8])[0]
+    if chunk <= 0:
+        return f"its checksum file {crc_path.name} is not in Hadoop's format"
+    expected = [struct.unpack(">I", crc[i:i + 4])[0] for i in range(8, len(crc), 4)]
+    actual = [zlib.crc32(data[i:i + chunk]) for i in range(0, len(data), chunk)]
+    if expected != actual:
+        return f"its bytes do not match its checksum file {crc_path.name} (truncated or changed)"
+    return None
+
+
+def verify_checksums(files: pd.DataFrame) -> pd.DataFrame:
+    """``files`` (as ``state_files`` gives) plus a column ``checksum``: ``"ok"``, ``"no crc"``
+    (no checksum file beside it) or what is wrong (``checksum_problem``).
+
+    Example:
+        >>> checked = verify_checksums(state_files("/tmp/ck"))           # doctest: +SKIP
+        >>> checked[checked["checksum"] != "ok"]                         # doctest: +SKIP
+    """
+    _require_files(files)
+    out = files.copy()
+    results = []
+    for path in out["file"]:
+        problem = checksum_problem(path)
+        has_crc = Path(path).with_name(f".{Path(path).name}.crc").exists()
+        results.append(problem or ("ok" if has_crc else "no crc"))
+    out["checksum"] = pd.Series(results, index=out.index, dtype=object)
+    return out
 
 
 def _require_files(files: pd.DataFrame) -> None:

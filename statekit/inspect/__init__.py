@@ -1,0 +1,26 @@
+"""Open any Spark 4 Structured Streaming checkpoint, read-only: its logs, operators and state.
+
+``open_checkpoint(path)`` needs no statekit query: every stateful operator's state
+(aggregations, session windows, deduplication, stream-stream joins, flatMapGroupsWithState
+and applyInPandasWithState, transformWithState's variables and timers), on the RocksDB and
+the HDFS-backed providers, as pandas frames with nested fields flattened.
+
+Modules: ``view`` (``CheckpointView``, ``open_checkpoint``), ``logs`` (batches, sources,
+commits), ``operators`` (kinds and their readable parts), ``stores`` (``OperatorView``,
+``StateView``: snapshots and change feeds), ``flatten`` (the column naming rule),
+``limits`` (what Spark's reader cannot do: ``UnsupportedRead``), ``failures`` (Spark's
+errors as statekit's, naming corrupt files).
+"""
+
+from statekit._lazy import lazy_exports
+
+_NAMES = {
+    "CheckpointView": "statekit.inspect.view",
+    "open_checkpoint": "statekit.inspect.view",
+    "OperatorView": "statekit.inspect.stores",
+    "StateView": "statekit.inspect.stores",
+    "UnsupportedRead": "statekit.inspect.limits",
+    "flat_columns": "statekit.inspect.flatten",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES)
+__all__ = sorted(_NAMES)
