@@ -1,22 +1,23 @@
-"""Run every benchmark: ``python -m bench [--keys N] [--records N] [--only snapshot]``."""
+"""Run every benchmark: ``python -m bench [--keys N] [--records N] [--only snapshot|serving]``."""
 
 from __future__ import annotations
 
 import argparse
 
-from bench import changelog, restore, snapshot, throughput
+from bench import changelog, restore, serving, snapshot, throughput, tuning
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--keys", type=int, default=1_000_000, help="snapshot: keys in the store")
+    parser.add_argument("--keys", type=int, default=1_000_000,
+                        help="snapshot, serving: keys in the store")
     parser.add_argument("--records", type=int, default=200_000, help="throughput: events")
     parser.add_argument("--changelog-records", type=int, default=1_000_000,
                         help="changelog: records in the topic")
     parser.add_argument("--batch", type=int, default=50_000, help="throughput: batch size")
     parser.add_argument("--repeats", type=int, help="timed repetitions (each's own default)")
-    parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore"],
-                        help="run just one")
+    parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore",
+                                           "serving", "tuning"], help="run just one")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
     if args.only in (None, "snapshot"):
@@ -27,6 +28,10 @@ def main(argv: list[str] | None = None) -> None:
         changelog.main(["--records", str(args.changelog_records), *repeats])
     if args.only in (None, "restore"):
         restore.main(["--records", str(args.changelog_records), *repeats])
+    if args.only in (None, "serving"):
+        serving.main(["--keys", str(args.keys), *repeats])
+    if args.only in (None, "tuning"):
+        tuning.main(repeats)   # its own sizes: see bench/tuning.py
 
 
 if __name__ == "__main__":

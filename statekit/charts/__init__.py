@@ -14,6 +14,15 @@ from statekit.charts.changelog import (
     log_vs_compacted_chart,
     state_files_chart,
 )
+from statekit.charts.monitor import (
+    cache_hit_ratio_chart,
+    changelog_growth_chart,
+    commit_phases_chart,
+    input_chart,
+    memory_chart,
+    record_cache_chart,
+    watermark_chart,
+)
 from statekit.charts.output import offline, save_chart
 from statekit.charts.progress import change_feed_chart, state_growth_chart, state_rows_chart
 from statekit.charts.restore import (
@@ -30,16 +39,22 @@ from statekit.charts.serving import (
 )
 
 __all__ = [
+    "cache_hit_ratio_chart",
     "change_feed_chart",
+    "changelog_growth_chart",
+    "commit_phases_chart",
     "compaction_stats_chart",
     "failover_chart",
     "failover_timeline_chart",
+    "input_chart",
     "key_history_chart",
     "latency_chart",
     "leaderboard_chart",
     "log_vs_compacted_chart",
+    "memory_chart",
     "offline",
     "placement_chart",
+    "record_cache_chart",
     "restore_gantt_chart",
     "restore_rate_chart",
     "save_chart",
@@ -47,4 +62,5 @@ __all__ = [
     "state_files_chart",
     "state_growth_chart",
     "state_rows_chart",
+    "watermark_chart",
 ]

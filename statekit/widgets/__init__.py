@@ -9,6 +9,8 @@ from statekit._lazy import lazy_exports
 
 _NAMES = {
     "ChangelogScrubber": "statekit.widgets.scrubber",
+    "Dashboard": "statekit.widgets.dashboard",
+    "show_dashboard": "statekit.widgets.dashboard",
     "DrillPanel": "statekit.widgets.drill_panel",
     "LiveLeaderboard": "statekit.widgets.leaderboard",
 }

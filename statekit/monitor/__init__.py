@@ -1,0 +1,19 @@
+"""Monitoring a running query: RocksDB metrics and memory sizing, the micro-batch as record
+cache, and the cheap incremental reads a live dashboard needs.
+
+Names resolve on first use (``statekit.monitor.rocksdb`` loads without pyspark).
+"""
+
+from statekit._lazy import lazy_exports
+
+_NAMES = {
+    **dict.fromkeys(("COMMIT_PHASES", "METRICS", "MemoryEstimate", "RocksDBSizes",
+                     "memory_by_batch", "memory_estimate", "rocksdb_metrics", "wide"),
+                    "statekit.monitor.rocksdb"),
+    **dict.fromkeys(("measure_record_cache", "summarize", "write_coalescing"),
+                    "statekit.monitor.record_cache"),
+    **dict.fromkeys(("ChangelogTail", "Monitor", "ProgressTail", "Reading", "top_rows"),
+                    "statekit.monitor.live"),
+}
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES)
+__all__ = sorted(_NAMES)
