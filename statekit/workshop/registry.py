@@ -1,6 +1,6 @@
 """The workshop's exercises by id, and ``check``: an answer in, a ``Verdict`` out.
 
-Each notebook's exercises live in one module of this package (``TOPICS``); a
+Each notebook's exercises live in one module of this package (``topics()``); a
 check is a function of the learner's answer (plus what the notebook measured,
 by keyword) that returns ``Point``s. ``check`` turns those into a verdict: an
 answer left as ``...`` (or None) is *not answered yet* and never raises, so a
@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -25,8 +26,15 @@ import pandas as pd
 from statekit.errors import BadArgument
 from statekit.workshop.verdict import Point, Verdict
 
-#: The modules holding the exercises, one per notebook (imported on first ``check``).
-TOPICS = ("statekit.workshop.setup",)
+#: Modules of this package that hold no exercises; every other module is a topic.
+MACHINERY = frozenset({"choices", "handouts", "registry", "verdict"})
+
+
+def topics() -> list[str]:
+    """The modules holding the exercises, one per notebook (imported on first ``check``)."""
+    package = importlib.import_module("statekit.workshop")
+    return sorted(f"statekit.workshop.{m.name}" for m in pkgutil.iter_modules(package.__path__)
+                  if m.name not in MACHINERY and not m.name.startswith("_"))
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,7 @@ def exercise(id: str, title: str, notebook: str, kind: str
 
 
 def _load() -> None:
-    for module in TOPICS:
+    for module in topics():
         importlib.import_module(module)
 
 
