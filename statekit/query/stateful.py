@@ -271,7 +271,7 @@ class StatefulQuery:
     def _raise_if_failed(self) -> None:
         q = self.query
         if not q.isActive and q.exception() is not None:
-            raise StatekitError(f"query {q.name!r} failed: {q.exception()}")
+            raise StatekitError(f"query {q.name!r} failed: {failure_text(q.exception())}")
 
     def wait_for_batches(self, n: int, timeout: float = 120.0) -> int:
         """Block until this run has completed ``n`` batches; returns the last batch id."""
@@ -379,7 +379,8 @@ class StatefulQuery:
             run.stop()
             raise TimeoutError(f"keeping malformed records aside took over {timeout:.0f} s")
         if run.exception() is not None:
-            raise StatekitError(f"keeping malformed records aside failed: {run.exception()}")
+            raise StatekitError(f"keeping malformed records aside failed: "
+                                  f"{failure_text(run.exception())}")
         if not any(self.checkpoint.malformed_data_dir.glob("*.parquet")):
             return pd.DataFrame(columns=MALFORMED_COLUMNS)
         frame = self.spark.read.parquet(data).toPandas()
@@ -576,3 +577,21 @@ def _trigger(trigger: str) -> dict:
     if trigger == "available-now":
         return {"availableNow": True}
     return {"processingTime": spark_interval(trigger, "trigger interval")}
+
+
+def failure_text(exc: BaseException, depth: int = 6) -> str:
+    """A query's exception with the chain of causes Spark wrapped it in, innermost last.
+
+    Spark often wraps the real failure (a Python traceback, a refused connection) in a
+    generic one ("driver worker exited unexpectedly"); the causes say what happened.
+    """
+    text, seen = str(exc), {str(exc)}
+    cause = getattr(exc, "_cause", None) or exc.__cause__
+    while cause is not None and depth > 0:
+        message = str(cause).split("\n\nJVM stacktrace:")[0].strip()
+        if message and message not in seen:
+            text += f"\ncaused by: {message}"
+            seen.add(message)
+        cause, depth = getattr(cause, "_cause", None) or cause.__cause__, depth - 1
+    return text
+
