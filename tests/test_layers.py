@@ -6,8 +6,8 @@ Layers, lowest first (a module may import its own layer and lower ones, never hi
    ``processes``
 1. descriptions: ``query.spec``, ``kafka.connection``
 2. sources and engines: ``kafka``, ``spark``, ``datasets``
-3. state: ``state``, ``query.progress``, ``query.reference``, ``query.running`` (the
-   running aggregate's state processor), ``query.growth``; any checkpoint: ``inspect``
+3. state: ``state``, ``query.progress``, ``query.reference``, ``query.session_reference``,
+   ``query.running`` (the running aggregate's state processor), ``query.growth``; any checkpoint: ``inspect``
 4. the changelog: ``changelog``
 5. the query and the local stores: ``query.stateful``, ``stores``; monitoring: ``monitor``
 6. restore, standby, drills: ``restore``
@@ -41,7 +41,8 @@ LAYERS = [
     ("statekit.query.spec", 1), ("statekit.kafka.connection", 1),
     ("statekit.kafka", 2), ("statekit.spark", 2), ("statekit.datasets", 2),
     ("statekit.state", 3), ("statekit.query.progress", 3), ("statekit.query.reference", 3),
-    ("statekit.query.running", 3), ("statekit.query.growth", 3), ("statekit.inspect", 3),
+    ("statekit.query.running", 3), ("statekit.query.growth", 3),
+    ("statekit.query.session_reference", 3), ("statekit.inspect", 3),
     ("statekit.changelog", 4),
     ("statekit.query.stateful", 5), ("statekit.stores", 5), ("statekit.monitor", 5),
     ("statekit.restore", 6),

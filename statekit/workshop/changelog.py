@@ -1,0 +1,183 @@
+"""Exercises of notebook 03 (the changelog, log compaction, migrating a store's format)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+
+from statekit.changelog.log import Changelog
+from statekit.errors import BadArgument
+from statekit.stores.migration import live_values
+from statekit.workshop.choices import Choices
+from statekit.workshop.registry import exercise
+from statekit.workshop.verdict import Point
+from statekit.workshop.windows import whole
+
+NOTEBOOK = "03_changelog_and_compaction"
+#: The new value format of the migration exercise: the old columns plus ``avg_score``.
+OLD_COLUMNS = ("count", "sum_score", "max_score")
+NEW_COLUMNS = (*OLD_COLUMNS, "avg_score")
+
+
+@exercise("03.1", "What does compaction keep?", NOTEBOOK, "predict")
+def compacted_size(answer: object, *, compacted: int | None = None, raw: int | None = None,
+                   store_rows: int | None = None, tombstones: int | None = None):
+    guess = whole(answer)
+    if guess is None:
+        return [Point(False, f"{answer!r}: answer with a whole number of records")]
+    if None in (compacted, raw, store_rows, tombstones):
+        raise BadArgument("measured", "compacted/raw/store_rows/tombstones",
+                          "the counts the notebook measured")
+    why = (f"compaction keeps the latest record per key: {compacted} records, one put per "
+           f"row the store holds ({store_rows}); with delete.retention.ms=0 the "
+           "tombstones of evicted windows are cleaned too")
+    if guess == compacted:
+        return [Point(True, why)]
+    hint = {raw: f"{raw} is the raw log: compaction drops every record a later one of the "
+                 "same key supersedes",
+            store_rows + tombstones: "that counts all tombstones; with delete.retention.ms=0 "
+                                     "they are cleaned at once, keys and all"}.get(guess)
+    return [Point(False, f"{guess} is not it: {why}"), *([Point(False, hint)] if hint else [])]
+
+
+def upgraded_ok(old: Mapping, new: object) -> str | None:
+    """What is wrong with ``new`` as the upgrade of ``old`` (None when it is right)."""
+    if not isinstance(new, Mapping):
+        return f"upgrade returned a {type(new).__name__}, not a dict"
+    if set(new) != set(NEW_COLUMNS):
+        return f"the new value has the fields {sorted(new)}; the new format has {list(NEW_COLUMNS)}"
+    for column in OLD_COLUMNS:
+        if new[column] != old[column]:
+            return f"{column} changed from {old[column]} to {new[column]}"
+    count, total = old["count"], old["sum_score"]
+    want = None if total is None or not count else total / count
+    got = new["avg_score"]
+    if want is None:
+        return None if got is None else f"avg_score is {got}; with no score it is None"
+    if not isinstance(got, (int, float)) or not math.isclose(got, want):
+        return f"avg_score is {got}; sum_score / count is {want}"
+    return None
+
+
+@exercise("03.2", "Migrate a store to a new value format", NOTEBOOK, "build")
+def migrate(answer: object, *, log: Changelog | None = None, stores: Mapping | None = None):
+    if not callable(answer):
+        return [Point(False, f"your answer is a {type(answer).__name__}; the upgrade function "
+                             "(old value dict → new value dict) is expected")]
+    if not isinstance(log, Changelog) or not isinstance(stores, Mapping):
+        raise BadArgument("measured", "log/stores",
+                          "log=the old changelog, stores=the migrated stores by partition")
+    live = live_values(log)
+    points = []
+    sample = live["value"].iloc[0] if len(live) else dict.fromkeys(OLD_COLUMNS, 1)
+    try:
+        once = answer(dict(sample))
+        twice = answer(dict(once))
+    except Exception as error:  # the learner's code: say what it raised
+        return [Point(False, f"upgrade raised {type(error).__name__}: {error}")]
+    problem = upgraded_ok(sample, once)
+    points.append(Point(problem is None, problem or "an old value gets avg_score = "
+                                                    "sum_score / count, the rest unchanged"))
+    same = twice == once
+    points.append(Point(same, "a value already in the new format passes unchanged" if same else
+                        f"a new-format value changes again ({once} → {twice}): during a "
+                        "migration both formats are read, so upgrade must accept both"))
+    missing, wrong, example = 0, 0, None
+    for partition, key, value in zip(live["partition"], live["key"], live["value"],
+                                     strict=True):
+        store = stores.get(int(partition))
+        raw = None if store is None else store.get_raw(key.encode())
+        if raw is None:
+            missing += 1
+            example = example or f"{key} (partition {partition})"
+            continue
+        problem = upgraded_ok(value, json.loads(raw))
+        if problem:
+            wrong += 1
+            example = example or f"{key}: {problem}"
+    entries = sum(s.approximate_num_entries() for s in stores.values())
+    if missing or wrong:
+        points.append(Point(False, f"of {len(live)} live keys, {missing} are missing from the "
+                                   f"new stores and {wrong} have a wrong value; e.g. {example}"))
+    elif entries != len(live):
+        points.append(Point(False, f"the new stores hold {entries} entries for {len(live)} live "
+                                   "keys: tombstoned keys must stay deleted"))
+    else:
+        points.append(Point(True, f"all {len(live)} live keys migrated, each with its value "
+                                  "upgraded (tombstoned keys stay deleted)"))
+    return points
+
+
+NO_LOGGING = Choices(
+    {"a": "like withLoggingDisabled(): a crash loses the state, which must be recomputed "
+          "from the input topic",
+     "b": "no changelog topic is written, so nothing statekit builds on it works (restore "
+          "into local stores, standbys, serving); Spark still recovers from its checkpoint",
+     "c": "Spark stops writing its checkpoint, so the query runs faster"},
+    right="b",
+    why={"a": "that is Kafka Streams, where the changelog is the store's only backup; Spark's "
+              "durability is its checkpoint files, which changelog=False does not touch",
+         "b": "right: the topic is statekit's addition, shipped from Spark's change feed "
+              "after each commit; switching it off only removes the Kafka copy",
+         "c": "the checkpoint is Spark's own and always written; changelog=False only stops "
+              "statekit's Kafka topic"})
+
+
+@exercise("03.3", "What does changelog=False switch off?", NOTEBOOK, "review")
+def no_logging(answer: object):
+    return NO_LOGGING.judge(answer)
+
+
+WHICH_COMPACTION = Choices(
+    {"a": "Kafka log compaction of the changelog topic",
+     "b": "RocksDB's LSM compaction inside the local store",
+     "c": "Spark's snapshot files (a full N.zip every few versions)"},
+    right="a",
+    why={"a": "right: the broker's cleaner keeps the latest record per key, so a restore "
+              "that replays the topic reads fewer records",
+         "b": "RocksDB merges its sorted files to make reads and disk use cheaper; it "
+              "changes nothing in the Kafka topic a restore reads",
+         "c": "snapshots shorten Spark's own restart (load a snapshot, replay the deltas "
+              "after it); they do not touch the Kafka topic"})
+
+
+@exercise("03.4", "A restore from the topic got faster: which compaction?", NOTEBOOK, "review")
+def which_compaction(answer: object):
+    return WHICH_COMPACTION.judge(answer)
+
+
+EXPIRY = Choices(
+    {"a": "nothing: expired windows vanish from the changelog without a record",
+     "b": "a tombstone for that window's key, so replaying the log deletes it too",
+     "c": "a put with a count of zero"},
+    right="b",
+    why={"a": "that is Kafka Streams: its window stores drop whole expired segments and "
+              "write no tombstones (the topic's retention, compact,delete, ages them out); "
+              "statekit's changelog writes a tombstone for each window the watermark evicts",
+         "b": "right: Spark's change feed reports the eviction as a delete, and statekit "
+              "ships it as a tombstone",
+         "c": "an evicted window is deleted, not zeroed"})
+
+
+@exercise("03.5", "The watermark evicts a window: what reaches the changelog?", NOTEBOOK,
+          "review")
+def expiry(answer: object):
+    return EXPIRY.judge(answer)
+
+
+CONSUMING = Choices(
+    {"a": "nothing: the changelog is the store, so the dashboard is always exact",
+     "b": "it is behind by its lag (batches shipped but not yet consumed), and with "
+          "retention it misses keys whose only records were deleted before it read them",
+     "c": "it sees batches Spark has not committed yet"},
+    right="b",
+    why={"a": "the topic is a log of changes; a reader is only as fresh as what it has "
+              "consumed, and only as complete as what retention left",
+         "b": "right: both caveats of reading state by consuming its changelog",
+         "c": "statekit ships a batch's changes only after Spark commits it"})
+
+
+@exercise("03.6", "A dashboard that reads the changelog topic", NOTEBOOK, "review")
+def consuming(answer: object):
+    return CONSUMING.judge(answer)
