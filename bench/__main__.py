@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench import changelog, restore, serving, snapshot, throughput, tuning
+from bench import changelog, curves, restore, serving, snapshot, throughput, tuning
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -17,7 +17,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=50_000, help="throughput: batch size")
     parser.add_argument("--repeats", type=int, help="timed repetitions (each's own default)")
     parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore",
-                                           "serving", "tuning"], help="run just one")
+                                           "serving", "tuning", "curves"],
+                        help="run just one (curves: only when asked for, it is long)")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
     if args.only in (None, "snapshot"):
@@ -32,6 +33,8 @@ def main(argv: list[str] | None = None) -> None:
         serving.main(["--keys", str(args.keys), *repeats])
     if args.only in (None, "tuning"):
         tuning.main(repeats)   # its own sizes: see bench/tuning.py
+    if args.only == "curves":  # long (10k, 100k, 1M keys): only when asked for
+        curves.main([])        # `python -m bench.curves --ten-million` adds 10M
 
 
 if __name__ == "__main__":

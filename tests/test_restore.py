@@ -118,6 +118,106 @@ def test_iterators_left_open_are_reported(logged, broker, tmp_path):
                for w in caught)
 
 
+# --- all partitions together (a changelog written here: no Spark needed) ---------------------
+SYNTHETIC_SPEC = sk.QuerySpec(keys=["player"], window=sk.tumbling("1 hour"),
+                              aggregates=["count", "sum(score)"])
+
+
+@pytest.fixture(scope="module")
+def synthetic(broker) -> tuple[str, dict]:
+    """A 3-partition changelog of 6,000 records in 4 batches (updates and tombstones), and the
+    latest (count, sum_score) per (player, window start) that a store must hold after it."""
+    from confluent_kafka import Producer
+
+    from statekit.changelog import format as fmt
+
+    topic = "synthetic-together-changelog"
+    create_topic(broker.bootstrap_servers, topic, 3, fmt.topic_config(True, 7 * 86_400_000))
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+    rng = random.Random(11)
+    latest: dict = {}
+    prev = dict.fromkeys(range(3), -1)
+    for batch in range(4):
+        for part in range(3):
+            for seq in range(500):
+                player, hour = f"p{part}-{rng.randrange(300)}", rng.randrange(3)
+                start = f"2026-01-05T{hour:02d}:00:00.000Z"
+                key = json.dumps({"player": player, "window_start": start,
+                                  "window_end": f"2026-01-05T{hour + 1:02d}:00:00.000Z"},
+                                 separators=(",", ":"))
+                if rng.random() < 0.1:
+                    value, latest[(player, start)] = None, None
+                else:
+                    count, total = rng.randrange(1, 50), rng.randrange(1000)
+                    value = json.dumps({"count": count, "sum_score": total}).encode()
+                    latest[(player, start)] = (count, total)
+                producer.produce(topic, key=key.encode(), value=value, partition=part,
+                                 headers=fmt.headers(batch, seq, 500, prev[part]))
+            prev[part] = batch
+    producer.flush(30)
+    return topic, {k: v for k, v in latest.items() if v is not None}
+
+
+def _values(table: pd.DataFrame) -> dict:
+    starts = pd.to_datetime(table["window_start"]).dt.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return {(player, start): (int(count), int(total)) for player, start, count, total in
+            zip(table["player"], starts, table["count"], table["sum_score"], strict=True)}
+
+
+def test_restoring_all_partitions_together_equals_one_after_another(synthetic, broker,
+                                                                   tmp_path):
+    topic, expected = synthetic
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path / "together",
+                        chunk=700) as together:
+        both = together.table()
+        report = together.report
+    one_by_one = []
+    for p in range(3):
+        with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC,
+                            tmp_path / "one-by-one", partitions=[p]) as single:
+            one_by_one.append(single.table())
+    sequential = pd.concat(one_by_one, ignore_index=True)
+    assert len(both) == len(sequential) == len(expected)
+    assert _values(both) == _values(sequential) == expected
+    assert report["records"].tolist() == [2000, 2000, 2000]
+    assert report["end_offset"].tolist() == [2000, 2000, 2000]
+
+
+def test_the_gantt_of_a_restore_shows_the_partitions_overlapping(synthetic, broker):
+    from statekit.charts.restore import restore_gantt_chart
+
+    topic, _ = synthetic
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, chunk=200) as restored:
+        report = restored.report
+        events = restored.events
+    assert report["started"].max() < report["finished"].min()   # every bar overlaps the others
+    spec = restore_gantt_chart(report).to_dict()
+    bars = next(iter(spec["datasets"].values()))
+    assert sorted(b["row"] for b in bars) == ["partition 0", "partition 1", "partition 2"]
+    assert max(b["from_s"] for b in bars) < min(b["to_s"] for b in bars)
+    starts = events[events["event"] == "start"]["time"]
+    assert starts.max() < events[events["event"] == "end"]["time"].min()  # all begun at once
+
+
+def test_a_partition_already_at_its_end_restores_nothing_beside_the_others(synthetic, broker,
+                                                                           tmp_path):
+    topic, expected = synthetic
+    restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
+                   partitions=[1]).close()
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path) as restored:
+        records = restored.report.set_index("partition")["records"].to_dict()
+        assert _values(restored.table()) == expected
+    assert records == {0: 2000, 1: 0, 2: 2000}
+
+
+def test_a_restore_to_a_batch_stops_every_partition_there(synthetic, broker):
+    topic, _ = synthetic
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, to_batch=1,
+                        chunk=300) as restored:
+        assert restored.report["records"].tolist() == [1000, 1000, 1000]
+        assert restored.report["end_offset"].tolist() == [1000, 1000, 1000]
+
+
 # --- bad input --------------------------------------------------------------------------
 def test_a_directory_of_another_store_is_refused(logged, broker, tmp_path):
     query, _ = logged
@@ -165,6 +265,23 @@ def test_a_partition_that_does_not_exist_is_named(logged, broker):
 def test_a_topic_that_is_not_a_changelog_is_refused(games, broker, logged):
     with pytest.raises(sk.ChangelogError, match="not a statekit changelog"):
         restore_stores(broker.bootstrap_servers, games, logged[0].spec, partitions=[0])
+
+
+@pytest.mark.parametrize(("argument", "named"), [
+    ({"chunk": 0}, "chunk: 0"),
+    ({"chunk": "many"}, "chunk: 'many'"),
+    ({"to_batch": -1}, "to_batch: -1"),
+    ({"partitions": [0, 0]}, r"partitions: \[0, 0\]; accepted: distinct partitions"),
+    ({"partitions": ["zero"]}, "partition: 'zero'"),
+    ({"listeners": [print]}, "restore listener: <built-in function print>"),
+    ({"listeners": RestoreListener()}, "listeners: .*accepted: a list of RestoreListener"),
+])
+def test_bad_arguments_are_named_before_anything_is_read(synthetic, broker, tmp_path,
+                                                         argument, named):
+    with pytest.raises(sk.BadArgument, match=named):
+        restore_stores(broker.bootstrap_servers, synthetic[0], SYNTHETIC_SPEC, tmp_path,
+                       **argument)
+    assert not list(tmp_path.iterdir())   # no store was opened
 
 
 # --- crash drill --------------------------------------------------------------------------
