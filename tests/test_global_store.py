@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 from confluent_kafka import Producer
@@ -105,3 +106,12 @@ def test_bad_global_store_arguments_are_named(broker, profiles_topic):
         GlobalStore(broker, profiles_topic, key_columns=["a", "b"], plain_keys=True)
     with pytest.raises(sk.TopicNotFound, match="no-such-reference"):
         GlobalStore(broker, "no-such-reference", key_columns=["k"])
+
+
+def test_a_global_key_with_times_and_numpy_values_is_sent_as_the_changelog_writes_it():
+    from statekit.serve.client import _jsonable_global
+
+    key = {"player": "p1", "window_start": pd.Timestamp("2026-01-01 10:00", tz="UTC"),
+           "n": np.int64(3)}
+    assert _jsonable_global(key) == {"player": "p1", "window_start": "2026-01-01T10:00:00.000Z",
+                                     "n": 3}

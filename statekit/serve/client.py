@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -41,8 +42,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
+import numpy as np
 import pandas as pd
 
+from statekit.changelog.format import format_time
 from statekit.changelog.meta import StoreSchema
 from statekit.errors import BadArgument, StatekitError
 from statekit.query.spec import QuerySpec
@@ -385,6 +388,12 @@ def _jsonable(key: object) -> object:
 
 
 def _jsonable_global(key: object) -> object:
+    """A global store's key as JSON-ready data: times as ISO text (as the changelog writes
+    them), numpy scalars as Python values."""
+    if isinstance(key, Mapping):
+        return {name: _jsonable_global(value) for name, value in key.items()}
+    if isinstance(key, pd.Timestamp | dt.datetime | np.datetime64):
+        return format_time(key)
     return key.item() if hasattr(key, "item") else key
 
 
