@@ -123,3 +123,12 @@ def test_views_of_a_changelog_keep_its_meaning(logged):
         assert (view.topic, view.key_columns, view.value_columns, view.last_batch) == (
             log.topic, log.key_columns, log.value_columns, log.last_batch)
     pd.testing.assert_frame_equal(kept.materialize(), half.materialize())
+
+
+def test_a_checkpoint_url_is_refused_not_turned_into_a_local_folder():
+    from statekit.errors import BadArgument
+    from statekit.state.checkpoint import Checkpoint
+
+    with pytest.raises(BadArgument, match="s3a://bucket/ck.*mount"):
+        Checkpoint("s3a://bucket/ck")
+    assert str(Checkpoint("file:///tmp/ck").path) == "/tmp/ck"

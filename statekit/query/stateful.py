@@ -37,6 +37,7 @@ from statekit.errors import BadArgument, StatekitError
 from statekit.kafka.connection import Kafka, KafkaConnection, connect
 from statekit.query.progress import progress_frame
 from statekit.query.spec import Aggregate, QuerySpec, WindowSpec
+from statekit.spark.connect import default_parallelism
 from statekit.state.checkpoint import Checkpoint
 from statekit.state.reader import StateReader
 from statekit.validate import batch_id, optional_whole_number
@@ -97,7 +98,7 @@ def kafka_stream(
     if value_schema is not None and fmt != "kafka":
         struct = StructType.fromDDL(value_schema) if isinstance(value_schema, str) else value_schema
         reader = (reader.option("valueSchema", struct.json())
-                  .option("maxReadTasks", spark.sparkContext.defaultParallelism))
+                  .option("maxReadTasks", default_parallelism(spark)))
     for key, value in conn.config.items():
         reader = reader.option(f"kafka.{key}", value)
     return reader.load()

@@ -41,10 +41,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from statekit.atomic import write_atomic
-from statekit.errors import BatchNotRetained, CheckpointError
+from statekit.errors import BadArgument, BatchNotRetained, CheckpointError
 from statekit.validate import batch_id
 
 STATEKIT_FOLDER = "_statekit"
@@ -92,7 +93,14 @@ class Checkpoint:
     def __init__(self, path: str | os.PathLike | Checkpoint):
         if isinstance(path, Checkpoint):
             path = path.path
-        self.path = Path(os.path.abspath(os.fspath(path)))
+        text = os.fspath(path)
+        if isinstance(text, str) and text.startswith("file://"):
+            text = text[len("file://"):]
+        elif isinstance(text, str) and re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", text):
+            raise BadArgument("checkpoint", text, "a local or mounted path (statekit reads the "
+                              "checkpoint as files: mount an hdfs:// or s3a:// location and "
+                              "give its mount point)")
+        self.path = Path(os.path.abspath(text))
 
     # --- Spark's folders ------------------------------------------------------------------
     @property
