@@ -4,7 +4,6 @@ cache, the monitor charts and the live dashboard — on real queries (shared fix
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pandas as pd
@@ -152,25 +151,14 @@ def test_presets_are_rocksdb_settings_spark_accepts():
         PRESETS["write_heavy"][key("blockCacheSizeMB")] = "1"   # read-only
 
 
-def _rate_query(session, name: str, tmp_path, batches: int = 3):
-    """A small rate-fed aggregation on ``session``; its progress after ``batches`` batches."""
-    from pyspark.sql import functions as F
+def test_compare_presets_refuses_unknown_configurations():
+    from statekit.errors import BadArgument
+    from statekit.monitor import compare_presets
 
-    import statekit as sk
-
-    raw = (session.readStream.format("rate-micro-batch").option("rowsPerBatch", 400)
-           .option("advanceMillisPerBatch", 1000).option("startTimestamp", 1_704_067_200_000)
-           .option("numPartitions", 2).load())
-    events = raw.select(F.concat(F.lit("p"), (F.col("value") % 50).cast("string")).alias("player"),
-                        (F.col("value") % 100).alias("score"), F.col("timestamp").alias("ts"))
-    query = sk.start_query(events, spark=session, keys=["player"], window=sk.tumbling("1 hour"),
-                           aggregates=["count", "sum(score)"], watermark="1 day", name=name,
-                           checkpoint=str(tmp_path / name), trigger="100 milliseconds")
-    try:
-        query.wait_for_batches(batches, timeout=300)
-    finally:
-        query.stop()
-    return query.progress()
+    with pytest.raises(BadArgument, match="'fast'.*default"):
+        compare_presets(None, ["default", "fast"])
+    with pytest.raises(BadArgument, match="batches"):
+        compare_presets(None, ["default"], batches=1)
 
 
 @pytest.mark.slow
@@ -179,21 +167,20 @@ def test_every_preset_starts_a_query_and_takes_effect(spark, tmp_path):
     """Each preset, set on its own session, runs a query; its settings show in the metrics:
     write_heavy stops counting rows (one get per put fewer), memory_bounded charges the
     memtables to a shared cache (pinned), read_heavy changes neither."""
-    seen = {}
-    for name in ("default", *PRESETS):
-        session = spark.newSession()
-        for setting, value in (PRESETS.get(name) or {}).items():
-            session.conf.set(setting, value)
-        progress = _rate_query(session, f"preset_{name}", tmp_path)
-        seen[name] = wide(rocksdb_metrics(progress)).set_index("batch")
-        assert len(seen[name]) >= 3 and (seen[name]["puts"] > 0).all(), name
-    gets = {name: frame["gets_per_put"].mean() for name, frame in seen.items()}
-    assert gets["write_heavy"] < gets["default"] - 0.5, gets
-    assert (seen["write_heavy"]["state_rows"] == 0).all()     # numRowsTotal no longer counted
-    assert (seen["read_heavy"]["state_rows"] > 0).all()
-    pinned = {name: frame["memory_pinned_blocks"].max() for name, frame in seen.items()}
+    from statekit.monitor import compare_presets
+
+    table = compare_presets(spark, batches=3, rows_per_batch=400, keys=50,
+                            workdir=tmp_path).set_index("config")
+    assert list(table.index) == ["default", *PRESETS]
+    assert (table["batches"] >= 3).all() and (table["input_rows"] >= 3 * 400).all()
+    assert table.loc["write_heavy", "gets_per_put"] < table.loc["default", "gets_per_put"] - 0.5
+    assert table.loc["write_heavy", "state_rows"] == 0      # numRowsTotal no longer counted
+    assert 0 < table.loc["read_heavy", "state_rows"] <= 50
+    assert table.loc["read_heavy", "state_rows"] == table.loc["default", "state_rows"]
+    pinned = table["memory_pinned_bytes"]
     assert pinned["memory_bounded"] > 100 * pinned["default"], pinned
-    assert seen["memory_bounded"]["memory_used"].max() <= 256 * MIB
+    assert table.loc["memory_bounded", "memory_peak_bytes"] <= 256 * MIB
+    assert (table["checkpoint_bytes"] > 0).all() and (table["commit_ms"] >= 0).all()
 
 
 # --- the record cache -----------------------------------------------------------------------
@@ -299,15 +286,6 @@ def test_monitor_charts_draw_the_metrics(measured):
 
 
 # --- the live dashboard ---------------------------------------------------------------------
-def _wait(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
-
-
 @pytest.mark.timeout(600)
 def test_the_dashboard_shows_what_the_query_holds_and_ends_with_it(spark, broker, games,
                                                                    tmp_path):
@@ -349,7 +327,7 @@ def test_the_dashboard_shows_what_the_query_holds_and_ends_with_it(spark, broker
         assert board.running
     finally:
         query.stop()
-    assert _wait(lambda: not board.running, 120), "the thread outlived the query"
+    assert board.wait(120), "the thread outlived the query"
     assert "stopped" in board.status.value
     assert board.reading.top_batch == query.last_batch
     board.close()

@@ -12,6 +12,7 @@ _NAMES = {
                     "statekit.monitor.rocksdb"),
     **dict.fromkeys(("measure_record_cache", "summarize", "write_coalescing"),
                     "statekit.monitor.record_cache"),
+    **dict.fromkeys(("compare_presets", "rate_events"), "statekit.monitor.presets"),
     **dict.fromkeys(("ChangelogTail", "Monitor", "ProgressTail", "Reading", "top_rows"),
                     "statekit.monitor.live"),
 }

@@ -11,6 +11,8 @@ the same aggregate, one ``start_query`` option each, behave differently:
   once the watermark passes its end, so the state stays bounded while event time
   moves.
 
+``arriving_users`` is a stream that makes the difference plain: a new user
+every few events, each active for a few seconds of event time and never again.
 ``state_growth`` puts their progress side by side (the chart is
 ``statekit.charts.state_growth_chart``); ``growth_warning`` looks at one query's
 recent batches and, when its state grew with nothing removed, names the cause.
@@ -30,15 +32,48 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import pandas as pd
 
+from statekit.datasets import Dataset
 from statekit.query.spec import QuerySpec
 from statekit.validate import require_columns, whole_number
 
 COLUMNS = ["query", "batch", "input_rows", "state_rows_total", "state_rows_removed"]
 SOURCE = "as StatefulQuery.progress() gives"
+
+
+#: The JSON events' schema of ``arriving_users``.
+USER_EVENT_SCHEMA = "user string, score long, ts timestamp"
+
+
+def arriving_users(events: int = 3_000, per_user: int = 20,
+                   start: str = "2026-01-05 10:00") -> Dataset:
+    """A stream where a new user appears every ``per_user`` events and is never seen again:
+    one event a second (event time), ``user`` ``u0000``, ``u0001``, ..., ``score`` 0–6.
+
+    Keyed by user; ``schema`` is ``USER_EVENT_SCHEMA``. A running aggregate over it ends
+    with ``events // per_user`` rows (one per user, rounded up), whatever the batching.
+
+    Example:
+        >>> ds = arriving_users(events=45, per_user=20)
+        >>> ds.records["key"].nunique(), ds.records["key"].iloc[-1]
+        (3, 'u0002')
+    """
+    events = whole_number(events, "events", minimum=1)
+    per_user = whole_number(per_user, "per_user", minimum=1)
+    base = pd.Timestamp(start, tz="UTC")
+    ts = base + pd.to_timedelta(range(events), unit="s")
+    users = [f"u{i // per_user:04d}" for i in range(events)]
+    values = [json.dumps({"user": u, "score": i % 7, "ts": t.strftime("%Y-%m-%dT%H:%M:%SZ")})
+              for i, (u, t) in enumerate(zip(users, ts, strict=True))]
+    records = pd.DataFrame({"key": users, "value": values,
+                            "timestamp": ts.asi8 // 1_000_000})
+    return Dataset("arriving_users", records,
+                   f"a new user every {per_user} events, one event a second",
+                   USER_EVENT_SCHEMA)
 
 
 def state_growth(progress: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -80,8 +115,10 @@ def growth_warning(progress: pd.DataFrame, spec: QuerySpec | None = None,
         marks = pd.to_datetime(recent["watermark"])
         if marks.notna().all() and marks.nunique() == 1:
             return head + (f"the watermark has not moved for {batches} batches (it stays at "
-                           f"{marks.iloc[-1]}): event time stalled — a source or partition "
-                           f"with no new events holds it back — so no window is evicted")
+                           f"{marks.iloc[-1]}): event time stalled — no newer events arrive, "
+                           f"or, with several input streams, an idle one holds it back "
+                           f"(spark.sql.streaming.multipleWatermarkPolicy=min) — so no "
+                           f"window is evicted")
     if spec is not None and spec.window is not None:
         return head + (f"no window has closed yet: windows end only once the watermark "
                        f"(delay {spec.watermark}) passes their end")

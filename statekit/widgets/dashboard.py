@@ -19,6 +19,7 @@ Example:
     >>> board                                          # shows it          # doctest: +SKIP
     >>> board.refresh().progress.tail(1)               # one update now     # doctest: +SKIP
     >>> board.stop()                                   # or let the query end  # doctest: +SKIP
+    >>> query.stop(); board.wait()        # a last refresh, then it ends  # doctest: +SKIP
     >>> show_dashboard(query)                          # the same, one call  # doctest: +SKIP
 """
 
@@ -208,6 +209,14 @@ class Dashboard(widgets.VBox):
             raise StatekitError(f"the dashboard thread did not end within {timeout:.0f} s "
                                 "(a refresh is hanging)")
         self._thread = None
+
+    def wait(self, timeout: float = 120.0) -> bool:
+        """Wait until the refresh thread ends by itself (after the query stopped and the final
+        refresh); True when it has ended, False after ``timeout`` seconds."""
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        return not self.running
 
     def close(self) -> None:
         """Stop the thread, then close the charts and the box."""
