@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import argparse
 
-from bench import changelog, curves, restore, serving, snapshot, throughput, tuning
+from bench import changelog, curves, inspect, restore, serving, snapshot, throughput, tuning
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--keys", type=int, default=1_000_000,
                         help="snapshot, serving: keys in the store")
+    parser.add_argument("--inspect-rows", type=int, default=1_000_000,
+                        help="inspect: state rows in the checkpoint")
     parser.add_argument("--records", type=int, default=200_000, help="throughput: events")
     parser.add_argument("--changelog-records", type=int, default=1_000_000,
                         help="changelog: records in the topic")
     parser.add_argument("--batch", type=int, default=50_000, help="throughput: batch size")
     parser.add_argument("--repeats", type=int, help="timed repetitions (each's own default)")
     parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore",
-                                           "serving", "tuning", "curves"],
+                                           "serving", "tuning", "inspect", "curves"],
                         help="run just one (curves: only when asked for, it is long)")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
@@ -33,6 +35,8 @@ def main(argv: list[str] | None = None) -> None:
         serving.main(["--keys", str(args.keys), *repeats])
     if args.only in (None, "tuning"):
         tuning.main(repeats)   # its own sizes: see bench/tuning.py
+    if args.only in (None, "inspect"):
+        inspect.main(["--rows", str(args.inspect_rows), *repeats])
     if args.only == "curves":  # long (10k, 100k, 1M keys): only when asked for
         curves.main([])        # `python -m bench.curves --ten-million` adds 10M
 

@@ -7,7 +7,8 @@ Layers, lowest first (a module may import its own layer and lower ones, never hi
 1. descriptions: ``query.spec``, ``kafka.connection``
 2. sources and engines: ``kafka``, ``spark``, ``datasets``
 3. state: ``state``, ``query.progress``, ``query.reference``, ``query.session_reference``,
-   ``query.running`` (the running aggregate's state processor), ``query.growth``; any checkpoint: ``inspect``
+   ``query.running`` (the running aggregate's state processor), ``query.growth``; any
+   checkpoint: ``inspect``
 4. the changelog: ``changelog``
 5. the query and the local stores: ``query.stateful``, ``stores``; monitoring: ``monitor``
 6. restore, standby, drills: ``restore``

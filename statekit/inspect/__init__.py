@@ -9,7 +9,8 @@ Modules: ``view`` (``CheckpointView``, ``open_checkpoint``), ``logs`` (batches, 
 commits), ``operators`` (kinds and their readable parts), ``stores`` (``OperatorView``,
 ``StateView``: snapshots and change feeds), ``flatten`` (the column naming rule),
 ``limits`` (what Spark's reader cannot do: ``UnsupportedRead``), ``failures`` (Spark's
-errors as statekit's, naming corrupt files).
+errors as statekit's, naming corrupt files), ``describe`` (``Description``: a summary
+for a person, with flags).
 """
 
 from statekit._lazy import lazy_exports
@@ -21,6 +22,8 @@ _NAMES = {
     "StateView": "statekit.inspect.stores",
     "UnsupportedRead": "statekit.inspect.limits",
     "flat_columns": "statekit.inspect.flatten",
+    "Description": "statekit.inspect.describe",
+    "Flag": "statekit.inspect.describe",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

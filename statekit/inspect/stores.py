@@ -176,6 +176,39 @@ class StateView:
                                       ignore_index=True)
         return self._attrs(frame, batch=batch)
 
+    # --- counts, in one Spark job --------------------------------------------------------
+    def partition_rows(self, batches: list[int]) -> pd.DataFrame:
+        """State rows per partition after each of ``batches``, read in one Spark job:
+        ``batch``, ``partition``, ``rows`` (partitions holding no row are absent)."""
+        chosen = [self._check_batch(b, "batch") for b in batches]
+        if not chosen:
+            return pd.DataFrame({"batch": [], "partition": [], "rows": []}, dtype="int64")
+        with reading(f"the state of batches {_ranges(chosen)} of {self._what()}"):
+            frames = [self._reader(batchId=b).load(str(self.checkpoint))
+                      .select(F.lit(b).alias("batch"), F.col("partition_id").alias("partition"))
+                      for b in chosen]
+            union = frames[0]
+            for frame in frames[1:]:
+                union = union.unionByName(frame)
+            counted = union.groupBy("batch", "partition").count().toPandas()
+        counted = counted.rename(columns={"count": "rows"})
+        return counted.astype("int64").sort_values(["batch", "partition"], ignore_index=True)
+
+    def change_counts(self, from_batch: int, to_batch: int) -> pd.DataFrame:
+        """How many changes of each kind batches ``from_batch..to_batch`` made, in one Spark
+        job: ``batch``, ``change`` (``put``, ``delete``, ...), ``records``.
+
+        Raises:
+            UnsupportedRead: where ``changes`` would (join sides, timers, a RocksDB store
+                written without changelog checkpointing).
+        """
+        frame = self.changes_frame(from_batch, to_batch)
+        with reading(f"the change feed of batches {from_batch}..{to_batch} of {self._what()}"):
+            counted = frame.groupBy("batch", "change").count().toPandas()
+        counted = counted.rename(columns={"count": "records"}).astype(
+            {"batch": "int64", "records": "int64"})
+        return counted.sort_values(["batch", "change"], ignore_index=True)
+
     # --- change feed ---------------------------------------------------------------------
     def _check_range(self, from_batch: object, to_batch: object) -> tuple[int, int]:
         last = self._check_batch(to_batch, "to_batch")

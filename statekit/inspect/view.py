@@ -33,6 +33,7 @@ from pyspark.sql import SparkSession
 
 from statekit.errors import BadArgument, CheckpointError
 from statekit.inspect import logs
+from statekit.inspect.describe import Description, describe
 from statekit.inspect.failures import reading
 from statekit.inspect.operators import Part, kind_of, operator_parts
 from statekit.inspect.stores import OperatorView, StateView
@@ -249,6 +250,25 @@ class CheckpointView:
         if not frames:
             return pd.DataFrame(columns=["operator_id", "store", *FILE_COLUMNS])
         return pd.concat(frames, ignore_index=True)
+
+    # --- a summary for a person -----------------------------------------------------------
+    def describe(self, batches: int = 10, stall_batches: int = 3, growth_batches: int = 3,
+                 skew_share: float = 0.5, skew_min_rows: int = 20, commit_share: float = 0.5,
+                 progress: object = None) -> Description:
+        """One table, the data of the charts, and flags for what looks wrong: a stalled
+        watermark, state that only grows, one partition holding most of the state, state
+        commits that dominate their batches (that one needs ``progress``). Each flag, and
+        what it is computed from, is described in ``statekit.inspect.describe``; draw the
+        charts with ``statekit.charts.inspect.describe_chart(description)``.
+
+        Example:
+            >>> d = open_checkpoint("/tmp/ck").describe()               # doctest: +SKIP
+            >>> d.flag_names, d.table[["operator_id", "rows", "largest_share"]]  # doctest: +SKIP
+        """
+        return describe(self, batches=batches, stall_batches=stall_batches,
+                        growth_batches=growth_batches, skew_share=skew_share,
+                        skew_min_rows=skew_min_rows, commit_share=commit_share,
+                        progress=progress)
 
 
 def open_checkpoint(path: str | os.PathLike | Checkpoint,

@@ -1,0 +1,389 @@
+"""A checkpoint summed up for a person: one table, the data of a few charts, and flags.
+
+``describe(view)`` (``CheckpointView.describe()``) reads the offset and commit logs and the
+state of the last few committed batches, then flags what looks wrong. Each flag is computed
+from what the checkpoint holds, and its message names the evidence:
+
+- ``stalled_watermark`` — from the offset log (the watermark each batch ran with) and the
+  last commit (the watermark it handed on): the watermark has not moved for
+  ``stall_batches`` batches in a row that read new data. Only for queries with an event-time
+  watermark (some batch ran with a watermark after 1970-01-01); a query without one has
+  nothing to stall, and unbounded state there shows as ``growing_state``.
+- ``growing_state`` — from state row counts after each batch read (Spark's ``statestore``
+  reader) and, where Spark offers one, the change feed: over the batches read, rows never
+  fell and rose at ``growth_batches`` batches or more, and nothing was deleted (a part with
+  no change feed — a join side, timers, RocksDB without changelog checkpointing — is judged
+  from its counts alone, and the message says so).
+- ``skewed_partition`` — from the row counts per partition after the last batch read: one
+  partition holds at least ``skew_share`` of the rows and at least twice an even share
+  (``1 / partitions``), with ``skew_min_rows`` rows or more in all.
+- ``slow_commit`` — the checkpoint does not record how long a state commit took (Spark
+  writes no timing into its logs or state files), so this flag needs progress reports:
+  pass ``progress`` (``query.recentProgress``, a list of progress dicts or a frame from
+  ``statekit.query.progress.progress_frame``); a batch is flagged when its state operators'
+  ``commitTimeMs`` is at least ``commit_share`` of its ``triggerExecution`` time. Without
+  progress, ``Description.notes`` says the flag was not checked.
+
+A ``Description`` holds data only (this layer draws nothing): ``table``, ``flags``,
+``rows`` (rows per partition per batch, what the charts draw), ``watermarks`` and ``notes``.
+In Jupyter it shows its flags and table; ``statekit.charts.inspect.describe_chart(d)``
+draws its charts (rows per partition, state rows per batch, skew across partitions).
+
+Example:
+    >>> d = open_checkpoint("/tmp/ck").describe(batches=10)             # doctest: +SKIP
+    >>> [f.name for f in d.flags]                                        # doctest: +SKIP
+    ['stalled_watermark', 'growing_state']
+    >>> print(d.flags[0].message)                                        # doctest: +SKIP
+    the watermark stayed at 2026-01-05 10:00:00 for the last 6 batches that read data ...
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from statekit.errors import BadArgument, CheckpointError, StatekitError
+from statekit.query.progress import progress_frame
+from statekit.validate import whole_number
+
+if TYPE_CHECKING:
+    from statekit.inspect.stores import StateView
+    from statekit.inspect.view import CheckpointView
+
+TABLE_COLUMNS = ["operator_id", "operator", "kind", "part", "partitions", "first_batch",
+                 "batch", "rows_first", "rows", "deletes", "largest_partition",
+                 "largest_share", "state_file_bytes", "flags"]
+ROW_COLUMNS = ["operator_id", "part", "batch", "partition", "rows"]
+WATERMARK_COLUMNS = ["batch", "committed", "new_data", "watermark", "next_watermark"]
+FLAG_NAMES = ("stalled_watermark", "growing_state", "skewed_partition", "slow_commit")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Something that looks wrong: its ``name`` (one of ``FLAG_NAMES``), the operator it is
+    about (None for the whole query: the watermark, commit times) and the evidence."""
+
+    name: str
+    operator: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = "query" if self.operator is None else f"operator {self.operator}"
+        return f"{self.name} ({where}): {self.message}"
+
+
+@dataclass
+class Description:
+    """What ``CheckpointView.describe()`` found (data only; see the module's docstring).
+
+    Attributes:
+        checkpoint: the checkpoint's path.
+        table: one row per operator part read (``TABLE_COLUMNS``).
+        flags: what looks wrong (``Flag``s), empty when nothing does.
+        rows: state rows per partition after each batch read (``ROW_COLUMNS``; partitions
+            with no row have 0), the data behind the charts.
+        watermarks: per batch of the offset log: ``batch``, ``committed``, ``new_data``,
+            ``watermark``, ``next_watermark``.
+        progress: the progress frame used for ``slow_commit`` (None when not given).
+        notes: what was not checked, and why.
+    """
+
+    checkpoint: str
+    table: pd.DataFrame
+    flags: list[Flag]
+    rows: pd.DataFrame
+    watermarks: pd.DataFrame
+    progress: pd.DataFrame | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def flag_names(self) -> list[str]:
+        """The flags' names, in order (one per operator flagged)."""
+        return [f.name for f in self.flags]
+
+    def __repr__(self) -> str:
+        lines = [f"Description of {self.checkpoint!r}: {len(self.table)} state part(s), "
+                 f"{len(self.flags)} flag(s)"]
+        lines += [f"  ! {f}" for f in self.flags]
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        if self.flags:
+            items = "".join(f"<li><b>{html.escape(f.name)}</b> "
+                            f"({'query' if f.operator is None else f'operator {f.operator}'})"
+                            f": {html.escape(f.message)}</li>" for f in self.flags)
+            flags = (f"<p style='color:#b35900'>&#9888; {len(self.flags)} flag(s)</p>"
+                     f"<ul>{items}</ul>")
+        else:
+            flags = "<p style='color:#1a7f37'>&#10003; no flags</p>"
+        notes = "".join(f"<p><i>note: {html.escape(n)}</i></p>" for n in self.notes)
+        return (f"<div><p><b>Checkpoint</b> <code>{html.escape(self.checkpoint)}</code></p>"
+                f"{flags}{self.table.to_html(index=False)}{notes}</div>")
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        return {"text/plain": repr(self), "text/html": self._repr_html_()}
+
+
+def _positive(value: object, what: str) -> int:
+    return whole_number(value, what, minimum=1)
+
+
+def _share(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise BadArgument(what, value, "a number above 0 and at most 1")
+    return float(value)
+
+
+def _progress(progress: object) -> pd.DataFrame | None:
+    """A progress frame (``progress_frame``'s columns) from what the caller gave."""
+    if progress is None:
+        return None
+    if isinstance(progress, pd.DataFrame):
+        frame = progress
+    elif isinstance(progress, Iterable) and not isinstance(progress, (str, bytes, dict)):
+        reports = []
+        for report in progress:
+            if isinstance(report, dict):
+                reports.append(report)
+            elif hasattr(report, "jsonValue"):  # pyspark's StreamingQueryProgress
+                reports.append(report.jsonValue())
+            else:
+                raise BadArgument("progress report", type(report).__name__,
+                                  "a progress dict or StreamingQueryProgress")
+        frame = progress_frame(reports)
+    else:
+        raise BadArgument("progress", type(progress).__name__,
+                          "query.recentProgress, a list of progress dicts, a frame from "
+                          "progress_frame, or None")
+    missing = [c for c in ("batch", "duration_ms", "state_commit_ms") if c not in frame]
+    if missing:
+        raise BadArgument("progress frame columns", sorted(frame.columns),
+                          "a frame from statekit.query.progress.progress_frame (needs batch, "
+                          "duration_ms, state_commit_ms)")
+    return frame
+
+
+def _watermarks(view: CheckpointView) -> pd.DataFrame:
+    batches = view.batches()
+    return batches[WATERMARK_COLUMNS + ["watermark_ms", "next_watermark_ms"]].copy()
+
+
+def stalled_watermark(watermarks: pd.DataFrame, stall_batches: int) -> Flag | None:
+    """``stalled_watermark`` from the offset log's watermarks (see the module's docstring)."""
+    committed = watermarks[watermarks["committed"]]
+    if committed.empty or not (committed["watermark_ms"].fillna(0) > 0).any() and not (
+            committed["next_watermark_ms"].fillna(0) > 0).any():
+        return None
+    data = committed[committed["new_data"].fillna(True).astype(bool)]
+    if data.empty:
+        return None
+    # the watermark each data batch ran with, then the one the last commit handed on
+    seen = [*data["watermark_ms"].fillna(0).astype("int64"),
+            int(committed["next_watermark_ms"].fillna(0).iloc[-1])]
+    still = 0
+    for before, after in zip(seen[-2::-1], seen[:0:-1], strict=True):
+        if before != after:
+            break
+        still += 1
+    if still < stall_batches:
+        return None
+    since = list(data["batch"])[-still] if still <= len(data) else int(data["batch"].iloc[0])
+    mark = pd.to_datetime(seen[-1], unit="ms")
+    last = int(committed["batch"].iloc[-1])
+    return Flag("stalled_watermark", None,
+                f"the watermark stayed at {mark} for the last {still} batches that read data "
+                f"(batches {since}..{last}; offset log batchWatermarkMs and the last commit's "
+                f"nextBatchWatermarkMs): no window or key older than it can be evicted, so "
+                f"state keeps everything since; check the event-time column of the input")
+
+
+def growing_state(part: pd.Series, totals: pd.Series, deletes: int | None,
+                  growth_batches: int) -> Flag | None:
+    """``growing_state`` from one part's row totals per batch (index: batch) and its deletes
+    over those batches (None when Spark gives no change feed for it)."""
+    if len(totals) < 2:
+        return None
+    steps = totals.diff().dropna()
+    rising = int((steps > 0).sum())
+    if (steps < 0).any() or rising < growth_batches or (deletes or 0) > 0:
+        return None
+    first, last = totals.index[0], totals.index[-1]
+    removed = ("the change feed has 0 deletes over those batches" if deletes is not None
+               else "rows never fell (Spark gives no change feed for this part, so deletes "
+                    "were not counted)")
+    return Flag("growing_state", int(part["operator_id"]),
+                f"{part['what']} {part['name']!r}: state rows rose at {rising} of the "
+                f"{len(steps)} batches read, {int(totals.iloc[0]):,} → {int(totals.iloc[-1]):,} "
+                f"(batches {first}..{last}), and {removed}: nothing is removed, so state grows "
+                f"without bound")
+
+
+def skewed_partition(part: pd.Series, last: pd.DataFrame, partitions: int, skew_share: float,
+                     skew_min_rows: int) -> Flag | None:
+    """``skewed_partition`` from one part's rows per partition after its last batch read."""
+    total = int(last["rows"].sum())
+    if partitions < 2 or total < skew_min_rows:
+        return None
+    top = last.sort_values(["rows", "partition"], ascending=[False, True]).iloc[0]
+    share = int(top["rows"]) / total
+    if share < skew_share or share < 2 / partitions:
+        return None
+    return Flag("skewed_partition", int(part["operator_id"]),
+                f"{part['what']} {part['name']!r}: partition {int(top['partition'])} holds "
+                f"{int(top['rows']):,} of {total:,} rows ({share:.0%}) after batch "
+                f"{int(top['batch'])}; an even spread over {partitions} partitions is "
+                f"{1 / partitions:.0%} each: one task does most of the state work")
+
+
+def slow_commits(progress: pd.DataFrame, commit_share: float) -> Flag | None:
+    """``slow_commit`` from progress reports (state commit time against batch time)."""
+    frame = progress.dropna(subset=["duration_ms", "state_commit_ms"])
+    frame = frame[frame["duration_ms"] > 0]
+    share = frame["state_commit_ms"] / frame["duration_ms"]
+    slow = frame[share >= commit_share]
+    if slow.empty:
+        return None
+    worst = slow.loc[(slow["state_commit_ms"] / slow["duration_ms"]).idxmax()]
+    batches = ", ".join(str(int(b)) for b in slow["batch"][:10])
+    more = f" (and {len(slow) - 10} more)" if len(slow) > 10 else ""
+    return Flag("slow_commit", None,
+                f"in {len(slow)} of {len(frame)} batches ({batches}{more}) the state commit "
+                f"took {commit_share:.0%} or more of the batch (progress: stateOperators "
+                f"commitTimeMs against durationMs.triggerExecution); worst: batch "
+                f"{int(worst['batch'])}, {int(worst['state_commit_ms'])} of "
+                f"{int(worst['duration_ms'])} ms")
+
+
+def _parts_to_count(view: CheckpointView) -> pd.DataFrame:
+    """The parts whose rows are counted: a join's sides (not its four raw stores), every
+    part of the other operators."""
+    states = view.states()
+    raw_join_stores = (states["kind"] == "join") & (states["what"] == "store")
+    return states[~raw_join_stores].reset_index(drop=True)
+
+
+def _batches_to_read(view: CheckpointView, state: StateView, batches: int) -> list[int]:
+    committed = view.retained_batches()
+    span = state.batch_span
+    if span is not None:
+        committed = [b for b in committed if span[0] <= b <= span[1]]
+    return committed[-batches:]
+
+
+def _deletes(state: StateView, chosen: list[int]) -> int | None:
+    if len(chosen) < 2 or state.part.changes_limit() is not None:
+        return None
+    try:
+        counts = state.change_counts(chosen[1], chosen[-1])
+    except StatekitError:
+        return None
+    return int(counts.loc[counts["change"] == "delete", "records"].sum())
+
+
+def _file_bytes(view: CheckpointView) -> dict[tuple[int, str], int]:
+    try:
+        files = view.state_files()
+    except CheckpointError:
+        return {}
+    return {(int(o), str(s)): int(b) for (o, s), b in
+            files.groupby(["operator_id", "store"])["bytes"].sum().items()}
+
+
+def describe(view: CheckpointView, batches: int = 10, stall_batches: int = 3,
+             growth_batches: int = 3, skew_share: float = 0.5, skew_min_rows: int = 20,
+             commit_share: float = 0.5, progress: object = None) -> Description:
+    """Sum up ``view``'s checkpoint: see the module's docstring for each flag.
+
+    Args:
+        batches: how many of the last committed batches to read state of (>= 1).
+        stall_batches: data batches in a row with an unmoved watermark that make
+            ``stalled_watermark`` (>= 1).
+        growth_batches: batches with more rows (and none with fewer) that make
+            ``growing_state`` (>= 1).
+        skew_share: the share of rows one partition must hold for ``skewed_partition``.
+        skew_min_rows: below this many rows, no part is called skewed.
+        commit_share: the share of a batch's time a state commit must take for
+            ``slow_commit``.
+        progress: progress reports (``query.recentProgress``, a list of progress dicts, or
+            a ``progress_frame``) for ``slow_commit``; None skips that flag (noted).
+    """
+    batches = _positive(batches, "batches")
+    stall_batches = _positive(stall_batches, "stall_batches")
+    growth_batches = _positive(growth_batches, "growth_batches")
+    skew_min_rows = whole_number(skew_min_rows, "skew_min_rows", minimum=0)
+    skew_share = _share(skew_share, "skew_share")
+    commit_share = _share(commit_share, "commit_share")
+    progress_data = _progress(progress)
+
+    watermarks = _watermarks(view)
+    flags: list[Flag] = []
+    notes: list[str] = []
+    stalled = stalled_watermark(watermarks, stall_batches)
+    if stalled is not None:
+        flags.append(stalled)
+
+    operators = view.operators()
+    partitions_of = {int(o): int(p) for o, p in
+                     operators.groupby("operator_id")["partitions"].first().items()}
+    file_bytes = _file_bytes(view)
+    table_rows, row_frames = [], []
+    for _, part in _parts_to_count(view).iterrows():
+        operator_id = int(part["operator_id"])
+        state = view.state(part["name"], operator_id)
+        chosen = _batches_to_read(view, state, batches)
+        if not chosen:
+            notes.append(f"operator {operator_id} {part['what']} {part['name']!r}: no "
+                         f"committed batch of its state is retained; not read")
+            continue
+        partitions = partitions_of[operator_id]
+        counted = state.partition_rows(chosen)
+        grid = pd.MultiIndex.from_product([chosen, range(partitions)],
+                                          names=["batch", "partition"])
+        counted = (counted.set_index(["batch", "partition"])["rows"]
+                   .reindex(grid, fill_value=0).reset_index())
+        counted.insert(0, "part", str(part["name"]))
+        counted.insert(0, "operator_id", operator_id)
+        row_frames.append(counted)
+        totals = counted.groupby("batch")["rows"].sum()
+        deletes = _deletes(state, chosen)
+        last = counted[counted["batch"] == chosen[-1]]
+        found = [f for f in (growing_state(part, totals, deletes, growth_batches),
+                             skewed_partition(part, last, partitions, skew_share,
+                                              skew_min_rows)) if f is not None]
+        flags += found
+        top = last.sort_values(["rows", "partition"], ascending=[False, True]).iloc[0]
+        total = int(totals.iloc[-1])
+        table_rows.append({
+            "operator_id": operator_id, "operator": part["operator"], "kind": part["kind"],
+            "part": str(part["name"]), "partitions": partitions, "first_batch": chosen[0],
+            "batch": chosen[-1], "rows_first": int(totals.iloc[0]), "rows": total,
+            "deletes": deletes, "largest_partition": int(top["partition"]),
+            "largest_share": round(int(top["rows"]) / total, 3) if total else None,
+            "state_file_bytes": file_bytes.get((operator_id, str(part["store"]))),
+            "flags": ", ".join(f.name for f in found)})
+    if stalled is not None:
+        for row in table_rows:
+            row["flags"] = ", ".join(n for n in ("stalled_watermark", row["flags"]) if n)
+
+    if progress_data is None:
+        notes.append("slow_commit not checked: the checkpoint does not record how long state "
+                     "commits took; pass progress=query.recentProgress (Spark's progress "
+                     "reports: stateOperators[].commitTimeMs)")
+    else:
+        slow = slow_commits(progress_data, commit_share)
+        if slow is not None:
+            flags.append(slow)
+    if operators.empty:
+        notes.append("the query keeps no state: only its logs were read")
+
+    table = pd.DataFrame(table_rows, columns=TABLE_COLUMNS).astype(
+        {"deletes": "Int64", "state_file_bytes": "Int64"})
+    rows = (pd.concat(row_frames, ignore_index=True) if row_frames
+            else pd.DataFrame(columns=ROW_COLUMNS))
+    return Description(view.path, table, flags, rows[ROW_COLUMNS],
+                       watermarks[WATERMARK_COLUMNS], progress_data, notes)
