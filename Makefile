@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench doctor java clean
+.PHONY: demo test test-fast lint bench doctor java chromium html lab clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,6 +14,19 @@ $(STAMP): pyproject.toml
 
 java:
 	@bash .ci/ensure-java
+
+# Debian's Chromium for tests/test_browser.py (skipped, with the reason, when it cannot be had).
+chromium:
+	@bash .ci/ensure-chromium || echo "Chromium missing: tests/test_browser.py will be skipped"
+
+# Every notebook executed into self-contained HTML handouts (charts included, no network).
+NOTEBOOKS ?=
+html: java $(STAMP)
+	$(PY) -m statekit.workshop.handouts $(NOTEBOOKS) --out build/handouts
+
+# JupyterLab on the notebooks, with this project's environment as the kernel.
+lab: java $(STAMP)
+	$(PY) -m jupyter lab --ServerApp.root_dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 demo: java $(STAMP)
 	$(PY) -m statekit demo
@@ -30,7 +43,7 @@ timed = start=$$(date +%s); $(2); status=$$?; took=$$(( $$(date +%s) - start ));
 
 # Everything: all tests, slow ones included, every docstring example in statekit/
 # (--doctest-modules, pyproject.toml) and the notebooks (what CI runs).
-test: java $(STAMP)
+test: java chromium $(STAMP)
 	$(PY) -m ruff check .
 	@$(call timed,make test,$(PYTEST) tests statekit --nbmake notebooks --nbmake-timeout=$(NB_CELL_TIMEOUT) -v --durations=25)
 

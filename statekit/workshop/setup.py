@@ -1,9 +1,61 @@
-"""Exercises of notebook 00 (setup and the map of the workshop)."""
+"""Exercises of notebook 00 (setup and the map of the workshop), and the map itself.
+
+``series()`` is the workshop's map: each idea of the reading material (Kafka
+Streams state stores), the notebook that teaches it on Spark, and that
+notebook's exercises (read from the registry, so the map never lists an
+exercise that does not exist).
+
+Example:
+    >>> SERIES["04_restore"]
+    'restore: rebuilding a store from its changelog or checkpoint'
+    >>> from statekit import workshop
+    >>> print(workshop.check("00.2", "4"))
+    00.2 Which notebook answers it?: right
+      ✓ 04_restore: restore: rebuilding a store from its changelog or checkpoint
+"""
 
 from __future__ import annotations
 
+import re
+
+import pandas as pd
+
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, exercises
+from statekit.workshop.verdict import Point
+
+#: Each notebook of the series and the idea it teaches (in the reading material's words).
+SERIES: dict[str, str] = {
+    "00_index": "setup check and the map of the workshop",
+    "01_state_store_basics": "what a state store is: snapshots and the change feed",
+    "02_windows_sessions_and_watermarks": "window and session stores, watermark and eviction",
+    "03_changelog_and_compaction": "changelog topics and compaction",
+    "04_restore": "restore: rebuilding a store from its changelog or checkpoint",
+    "05_standby_and_failover": "standby replicas and failover",
+    "06_interactive_queries": "interactive queries and query routing",
+    "07_global_store": "global store vs scatter-gather",
+    "08_monitoring_growth_and_ttl": "monitoring, state growth and TTL",
+    "09_rocksdb_tuning": "RocksDB tuning and memory sizing",
+    "10_debug_a_checkpoint": "debugging an existing job from its checkpoint",
+}
+
+
+def series() -> pd.DataFrame:
+    """The map: one row per notebook — ``notebook``, ``idea``, ``exercises`` (ids, titles).
+
+    Example:
+        >>> series().loc[0, ["notebook", "idea"]].tolist()
+        ['00_index', 'setup check and the map of the workshop']
+    """
+    listed = exercises()
+    rows = []
+    for stem, idea in SERIES.items():
+        mine = listed[listed["notebook"] == stem]
+        rows.append({"notebook": stem, "idea": idea,
+                     "exercises": "; ".join(f"{r.id} {r.title} ({r.kind})"
+                                            for r in mine.itertuples())})
+    return pd.DataFrame(rows, columns=["notebook", "idea", "exercises"])
+
 
 WHERE_STATE_LIVES = Choices(
     {"a": "in a Kafka changelog topic that Spark writes after each batch",
@@ -21,3 +73,64 @@ WHERE_STATE_LIVES = Choices(
 @exercise("00.1", "Where does Spark keep its state?", "00_index", "review")
 def where_state_lives(answer: object):
     return WHERE_STATE_LIVES.judge(answer)
+
+
+def _notebook(answer: object) -> str | None:
+    """The series' stem ``answer`` names: a stem, its number ("4", "04") or a prefix of it."""
+    text = str(answer).strip().removesuffix(".ipynb").lower()
+    if re.fullmatch(r"\d{1,2}", text):
+        text = f"{int(text):02d}_"
+    found = [stem for stem in SERIES if stem.startswith(text)] if text else []
+    return found[0] if len(found) == 1 else None
+
+
+@exercise("00.2", "Which notebook answers it?", "00_index", "review")
+def which_notebook(answer: object):
+    """A teammate asks: *after a crash, how long until our state is back?* — which notebook?
+
+    Example:
+        >>> [p.ok for p in which_notebook("06")]
+        [False]
+        >>> which_notebook("x")[0].text
+        "'x' names no notebook of the series: give its number (e.g. 3) or its name"
+    """
+    stem = _notebook(answer)
+    if stem is None:
+        return [Point(False, f"{answer!r} names no notebook of the series: give its number "
+                             "(e.g. 3) or its name")]
+    if stem == "04_restore":
+        return [Point(True, f"{stem}: {SERIES[stem]}")]
+    hint = {"05_standby_and_failover": "standbys make the wait shorter, but how long a "
+                                       "restore takes (and why) is measured first in 04",
+            "03_changelog_and_compaction": "compaction bounds what a restore reads; the "
+                                           "restore itself, timed, is in 04"}
+    return [Point(False, f"{stem} teaches {SERIES[stem]}; "
+                         + hint.get(stem, "look for the notebook about rebuilding a store"))]
+
+
+@exercise("00.3", "Predict, then run: state rows vs events", "00_index", "predict")
+def state_rows_vs_events(answer: object, events: int | None = None,
+                         state_rows: int | None = None):
+    """Is the store smaller, equal or larger than the events that went in?
+
+    ``events``: records the query read; ``state_rows``: rows of its last snapshot.
+
+    Example:
+        >>> [p.ok for p in state_rows_vs_events("smaller", events=300, state_rows=41)]
+        [True]
+        >>> print(state_rows_vs_events("larger", events=300, state_rows=41)[0].text)
+        ... # doctest: +NORMALIZE_WHITESPACE
+        the store holds 41 rows for 300 events: one row per (window, player) sums all of
+        that player's events in the window, so it is smaller
+    """
+    said = str(answer).strip().lower()
+    if said not in ("smaller", "equal", "larger"):
+        return [Point(False, f"{answer!r} is not one of: smaller, equal, larger")]
+    if events is None or state_rows is None:
+        return [Point(False, "run the tiny query first and pass events=... and "
+                             "state_rows=... (the cell does it)")]
+    actual = ("smaller" if state_rows < events else "equal" if state_rows == events
+              else "larger")
+    why = (f"the store holds {state_rows} rows for {events} events: one row per "
+           f"(window, player) sums all of that player's events in the window, so it is {actual}")
+    return [Point(said == actual, why)]
