@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench import changelog, curves, inspect, restore, serving, snapshot, throughput, tuning
+from bench import changelog, curves, inspect, peer, restore, serving, snapshot, throughput, tuning
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -19,8 +19,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=50_000, help="throughput: batch size")
     parser.add_argument("--repeats", type=int, help="timed repetitions (each's own default)")
     parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore",
-                                           "serving", "tuning", "inspect", "curves"],
-                        help="run just one (curves: only when asked for, it is long)")
+                                           "serving", "tuning", "inspect", "curves", "peer"],
+                        help="run just one (curves, peer: only when asked for)")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
     if args.only in (None, "snapshot"):
@@ -39,6 +39,12 @@ def main(argv: list[str] | None = None) -> None:
         inspect.main(["--rows", str(args.inspect_rows), *repeats])
     if args.only == "curves":  # long (10k, 100k, 1M keys): only when asked for
         curves.main([])        # `python -m bench.curves --ten-million` adds 10M
+    if args.only == "peer":    # opt-in: needs the optional 'bench' extra (quixstreams)
+        if peer.quix_installed():
+            peer.main(["--records", str(args.records), "--batch", str(args.batch)])
+        else:
+            print("skipped peer: Quix Streams is not installed "
+                  "(pip install 'statekit[bench]' or pip install quixstreams)")
 
 
 if __name__ == "__main__":
