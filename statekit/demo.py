@@ -85,6 +85,7 @@ def main(args: Namespace) -> int:
     from statekit.charts import (
         change_feed_chart,
         compaction_stats_chart,
+        describe_chart,
         log_vs_compacted_chart,
         placement_chart,
         restore_gantt_chart,
@@ -92,6 +93,7 @@ def main(args: Namespace) -> int:
         state_rows_chart,
     )
     from statekit.datasets import game_events
+    from statekit.inspect import open_checkpoint
     from statekit.kafka import EmbeddedBroker
     from statekit.kafka.dataset_replay import replay
     from statekit.query.stateful import start_query
@@ -161,12 +163,19 @@ def main(args: Namespace) -> int:
                  f"equal to the snapshot: {equal}")
             report = restored.report
         placement = serve_leaderboard(servers, query, snapshot, out)
+        description = open_checkpoint(checkpoint, spark=spark).describe(
+            progress=query.progress())
+        flags = ", ".join(f.name for f in description.flags) or "none"
+        _say(f"open_checkpoint(...).describe(): {len(description.table)} state store part(s), "
+             f"{int(description.rows['rows'].max())} rows at most in a partition; "
+             f"what looks wrong: {flags}")
         files = save_chart(state_rows_chart(progress), out / "state_rows")
         files += save_chart(change_feed_chart(changes), out / "change_feed")
         files += save_chart(log_vs_compacted_chart(log, compacted), out / "log_vs_compacted")
         files += save_chart(compaction_stats_chart(stats), out / "compaction_stats")
         files += save_chart(restore_gantt_chart(report), out / "restore_gantt")
         files += save_chart(placement_chart(placement), out / "placement")
+        files += save_chart(describe_chart(description), out / "describe")
         for path in files:
             _say(f"wrote {path}")
     _say(f"done in {time.monotonic() - started:.1f} s")
