@@ -113,8 +113,10 @@ def watermark_per_batch_chart(watermarks: pd.DataFrame) -> alt.Chart:
         raise BadArgument("watermarks frame columns", sorted(watermarks.columns),
                           "Description.watermarks (needs batch, watermark, new_data)")
     data = watermarks[list(needed)].copy()
+    # Spark writes 0 (the epoch) until the first batch sets a watermark: no watermark yet.
+    data = data[pd.to_datetime(data["watermark"], utc=True) > pd.Timestamp(0, tz="UTC")]
     data["new_data"] = data["new_data"].astype(object).where(data["new_data"].notna(), None)
-    return alt.Chart(inline(data), title="Watermark per batch").mark_line(
+    return alt.Chart(inline(data), title="Watermark per batch (batches with one)").mark_line(
         point=True, interpolate="step-after").encode(
         x=alt.X("batch:O", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("watermark:T", title="watermark", scale=alt.Scale(zero=False)),
