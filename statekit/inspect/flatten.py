@@ -44,6 +44,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructField, StructType
 
+from statekit.state.reader import arrow_to_pandas
+
 #: Columns of Spark's reader that statekit renames rather than flattens.
 SPARK_COLUMNS = {"partition_id": "partition", "batch_id": "batch", "change_type": "change"}
 #: statekit's own column names: a state field with one of these names gets a prefix.
@@ -211,14 +213,7 @@ def to_pandas(frame: DataFrame, nullable_ints: bool = False) -> pd.DataFrame:
     plain = {name: [_plain(v, table.schema.field(name).type)
                     for v in table.column(name).to_pylist()] for name in nested}
     flat = table.drop_columns(nested) if nested else table
-    fields = [pa.field(f.name, pa.timestamp("ns")) if pa.types.is_timestamp(f.type) else f
-              for f in flat.schema]
-    flat = flat.cast(pa.schema(fields))
-    mapper = None
-    if nullable_ints:
-        ints = {pa.int8(), pa.int16(), pa.int32(), pa.int64()}
-        mapper = {t: pd.Int64Dtype() for t in ints}.get
-    out = flat.to_pandas(types_mapper=mapper)
+    out = arrow_to_pandas(flat, nullable_ints)
     for name in nested:
         out[name] = pd.Series(plain[name], index=out.index, dtype=object)
     return out[[f.name for f in table.schema]]

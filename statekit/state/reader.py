@@ -208,7 +208,12 @@ def to_pandas(frame: DataFrame, nullable_ints: bool = False) -> pd.DataFrame:
     statekit sessions run in UTC, so the naive wall-clock values equal what
     ``toPandas()`` gives; ``nullable_ints`` maps integer columns to ``Int64``.
     """
-    table = frame.toArrow()
+    return arrow_to_pandas(frame.toArrow(), nullable_ints)
+
+
+def arrow_to_pandas(table: pa.Table, nullable_ints: bool = False) -> pd.DataFrame:
+    """An Arrow table of Spark's as pandas: timestamps as naive UTC (nanoseconds), integer
+    columns as ``Int64`` when ``nullable_ints``."""
     fields = [pa.field(f.name, pa.timestamp("ns")) if pa.types.is_timestamp(f.type) else f
               for f in table.schema]
     table = table.cast(pa.schema(fields))
