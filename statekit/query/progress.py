@@ -27,7 +27,10 @@ def progress_row(progress: dict) -> dict:
     row = {
         "batch": progress.get("batchId"),
         "timestamp": progress.get("timestamp"),
-        "input_rows": progress.get("numInputRows", 0),
+        # Spark Connect's reports leave the totals out: the sources' rows add up to them
+        "input_rows": progress.get("numInputRows",
+                                   sum(s.get("numInputRows") or 0
+                                       for s in progress.get("sources") or [])),
         "input_rows_per_second": progress.get("inputRowsPerSecond"),
         "processed_rows_per_second": progress.get("processedRowsPerSecond"),
         "duration_ms": (progress.get("durationMs") or {}).get("triggerExecution"),

@@ -379,8 +379,25 @@ class StatefulQuery:
 
     # --- progress -------------------------------------------------------------------
     def progress(self) -> pd.DataFrame:
-        """One row per batch (all runs of this checkpoint): rows in, state rows, timings."""
+        """One row per batch (all runs of this checkpoint): rows in, state rows, timings.
+
+        Reports come from statekit's listener, kept beside the checkpoint. A report the
+        listener has not delivered yet (listener events reach a Spark Connect client
+        late, or not before the query stops) is taken from the query's
+        ``recentProgress`` and kept the same way.
+        """
+        self._keep_recent_progress()
         return progress_frame(self.checkpoint.progress_reports())
+
+    def _keep_recent_progress(self) -> None:
+        try:
+            recent = self.query.recentProgress
+        except Exception:  # a stopped Connect query may no longer answer
+            return
+        for report in recent:
+            batch = report.batchId
+            if batch >= 0 and not self.checkpoint.progress_path(batch).exists():
+                self.checkpoint.write_progress(batch, report.json)
 
     @property
     def last_batch(self) -> int:
