@@ -21,8 +21,7 @@ import contextlib
 import tempfile
 import threading
 import time
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -238,8 +237,7 @@ class StatefulQuery:
 
     def __init__(self, spark: SparkSession, spec: QuerySpec, checkpoint: Checkpoint,
                  query: StreamingQuery, malformed_stream: DataFrame | None,
-                 reports_before: int = 0, changelog: ChangelogWriter | None = None,
-                 restart: Callable[[], StreamingQuery] | None = None):
+                 reports_before: int = 0, changelog: ChangelogWriter | None = None):
         self.spark, self.spec = spark, spec
         #: the checkpoint folder (``Checkpoint``: Spark's logs and statekit's files beside them)
         self.checkpoint = Checkpoint(checkpoint)
@@ -248,7 +246,6 @@ class StatefulQuery:
         self._started_batches = reports_before
         #: ships each committed batch's state changes to the changelog topic (None: logging off)
         self.changelog = changelog
-        self._restart, self._restarted = restart, False
 
     # --- lifecycle ------------------------------------------------------------------
     @property
@@ -275,29 +272,7 @@ class StatefulQuery:
     def _raise_if_failed(self) -> None:
         q = self.query
         if not q.isActive and q.exception() is not None:
-            text = failure_text(q.exception())
-            if not self._restart_after_planning_crash(text):
-                raise StatekitError(f"query {q.name!r} failed: {text}")
-
-    def _restart_after_planning_crash(self, failure: str) -> bool:
-        """Start the query again, once, if Spark's driver-side Python worker crashed first.
-
-        A ``transformWithState`` query (running aggregates, TTLs) starts a Python worker
-        on the driver to plan its first batch; on a loaded machine that worker has been
-        seen to die before the batch began. Nothing was committed then, so starting the
-        same query again from its checkpoint loses and repeats nothing. Any other
-        failure, a second one, or one after a batch of this run committed is raised.
-        """
-        if (self._restart is None or self._restarted or PLANNING_CRASH not in failure
-                or len(self.checkpoint.progress_files()) > self._started_batches):
-            return False
-        self._restarted = True
-        warnings.warn(f"query {self.name!r}: Spark's driver-side Python worker crashed before "
-                      f"the first batch; starting the query again from its checkpoint "
-                      f"(nothing was committed). The failure: {failure.splitlines()[0]}",
-                      RuntimeWarning, stacklevel=3)
-        self.query = self._restart()
-        return True
+            raise StatekitError(f"query {q.name!r} failed: {failure_text(q.exception())}")
 
     def wait_for_batches(self, n: int, timeout: float = 120.0) -> int:
         """Block until this run has completed ``n`` batches; returns the last batch id."""
@@ -326,15 +301,8 @@ class StatefulQuery:
             try:
                 if self.spec.ttl is not None:
                     self._poll_caught_up(timeout)
-                    return
-                failed = self.query
-                try:
-                    failed.processAllAvailable()
-                except Exception:
-                    self._raise_if_failed()  # returns if the query was started again
-                    if self.query is failed:
-                        raise
-                    self.query.processAllAvailable()
+                else:
+                    q.processAllAvailable()
             except BaseException as exc:  # surfaced in the caller's thread
                 errors.append(exc)
 
@@ -617,8 +585,7 @@ def start_query(
               .trigger(**trigger_kwargs))
     query = writer.start()
     recorder.checkpoints[str(query.id)] = checkpoint
-    handle = StatefulQuery(spark, spec, checkpoint, query, malformed, reports_before,
-                           restart=writer.start)
+    handle = StatefulQuery(spark, spec, checkpoint, query, malformed, reports_before)
     if topic:
         handle.changelog = ChangelogWriter(handle.state, conn, topic).start()
     return handle
@@ -628,10 +595,6 @@ def _trigger(trigger: str) -> dict:
     if trigger == "available-now":
         return {"availableNow": True}
     return {"processingTime": spark_interval(trigger, "trigger interval")}
-
-
-#: How Spark reports a transformWithState query whose driver-side Python worker died.
-PLANNING_CRASH = "driver worker exited unexpectedly"
 
 
 def failure_text(exc: BaseException, depth: int = 6) -> str:
