@@ -362,9 +362,10 @@ class StatefulQuery:
             recent = self.query.recentProgress
         except Exception:  # a stopped Connect query may no longer answer
             return
+        last = self.checkpoint.last_batch  # only batches whose commit is in the log
         for report in recent:
             batch = report.batchId
-            if batch >= 0 and not self.checkpoint.progress_path(batch).exists():
+            if 0 <= batch <= last and not self.checkpoint.progress_path(batch).exists():
                 self.checkpoint.write_progress(batch, report.json)
 
     @property
