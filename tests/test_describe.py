@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from chartspec import marks
+from plainrun import run_query
 from pyspark.sql import functions as F
 
 from statekit.charts.inspect import describe_chart, describe_charts, skew_table
@@ -48,24 +49,11 @@ def write_files(folder: Path, files: list[list[dict]]) -> Path:
     return folder
 
 
-def run_query(frame, checkpoint: Path, mode: str) -> Path:
-    query = (frame.writeStream.outputMode(mode).format("noop")
-             .option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start())
-    try:
-        assert query.awaitTermination(QUERY_TIMEOUT), "the query did not drain its input"
-    finally:
-        if query.isActive:
-            query.stop()
-    assert query.exception() is None, query.exception()
-    return checkpoint
-
-
 def windowed_count(spark, folder: Path, checkpoint: Path) -> Path:
     events = spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 1).json(str(folder))
     counts = (events.withWatermark("ts", "30 seconds")
               .groupBy(F.window("ts", "1 minute"), "k").count())
-    return run_query(counts, checkpoint, "append")
+    return run_query(spark, counts, checkpoint, "append", timeout=QUERY_TIMEOUT)
 
 
 def tree_digest(root: Path) -> dict[str, tuple]:
@@ -109,7 +97,8 @@ def skewed(spark, tmp_path_factory) -> Path:
     files = [[{"k": k, "ts": f"2026-01-05T10:{i:02d}:00"} for k in keys] for i in range(4)]
     events = spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 1).json(
         str(write_files(root / "in", files)))
-    return run_query(events.groupBy("k").count(), root / "ck", "update")
+    return run_query(spark, events.groupBy("k").count(), root / "ck", "update",
+                     timeout=QUERY_TIMEOUT)
 
 
 def test_a_healthy_windowed_count_has_no_flag(healthy):

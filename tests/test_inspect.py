@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from plainrun import run_query
 
 import statekit as sk
 from statekit.errors import BadArgument, BatchNotRetained, CheckpointError
@@ -58,38 +59,6 @@ def frame_of(files: list[list[dict]], upto: int | None = None) -> pd.DataFrame:
         if column in frame:
             frame[column] = pd.to_datetime(frame[column])
     return frame
-
-
-@contextlib.contextmanager
-def session_conf(spark, conf: dict[str, str]):
-    """Set ``conf`` on the session while a query starts and runs; restore it after."""
-    before = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-
-
-def run_query(spark, frame, checkpoint: Path, mode: str = "append",
-              conf: dict[str, str] | None = None) -> Path:
-    """Run ``frame`` into the noop sink until its input is drained; the checkpoint's path."""
-    with session_conf(spark, conf or {}):
-        query = (frame.writeStream.outputMode(mode).format("noop")
-                 .option("checkpointLocation", str(checkpoint))
-                 .trigger(availableNow=True).start())
-        try:
-            assert query.awaitTermination(QUERY_TIMEOUT), "the query did not drain its input"
-        finally:
-            if query.isActive:
-                query.stop()
-    assert query.exception() is None, query.exception()
-    return checkpoint
 
 
 def events_stream(spark, folder: Path):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from plainrun import assert_same_rows
 
 import statekit as sk
 from statekit.changelog.log import materialize
@@ -24,13 +25,7 @@ from statekit.restore.worker import query_config, start_worker
 from statekit.state.reader import StateReader
 from statekit.stores import StoreMismatch
 
-
-def same_rows(table: pd.DataFrame, snapshot: pd.DataFrame) -> None:
-    columns = [c for c in snapshot.columns if c in table.columns]
-    keys = ["window_start", "window_end", "player"]
-    left = table[columns].sort_values(keys, ignore_index=True)
-    right = snapshot[columns].sort_values(keys, ignore_index=True)
-    pd.testing.assert_frame_equal(left, right, check_dtype=False)
+KEYS = ["window_start", "window_end", "player"]
 
 
 def test_a_store_restored_up_to_a_batch_equals_that_snapshot(logged, broker, tmp_path):
@@ -39,13 +34,13 @@ def test_a_store_restored_up_to_a_batch_equals_that_snapshot(logged, broker, tmp
         with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
                             tmp_path / f"b{batch}", to_batch=batch) as restored:
             assert sorted(restored.stores) == [0, 1, 2]
-            same_rows(restored.table(), query.snapshot(batch))
+            assert_same_rows(restored.table(), query.snapshot(batch), KEYS)
 
 
 def test_in_memory_stores_restore_the_same(logged, broker):
     query, _ = logged
     with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec) as restored:
-        same_rows(restored.table(), query.snapshot())
+        assert_same_rows(restored.table(), query.snapshot(), KEYS)
 
 
 def test_the_compacted_view_restores_the_same_store_from_fewer_records(logged, broker, tmp_path):
@@ -53,7 +48,7 @@ def test_the_compacted_view_restores_the_same_store_from_fewer_records(logged, b
     copy = compacted_copy(broker.bootstrap_servers, query.changelog_topic)
     with restore_stores(broker.bootstrap_servers, copy, query.spec, tmp_path,
                         store_name="counts") as restored:
-        same_rows(restored.table(), query.snapshot())
+        assert_same_rows(restored.table(), query.snapshot(), KEYS)
         assert restored.report["records"].sum() == len(log.compact()) < len(log)
     assert len(read_changelog(broker.bootstrap_servers, copy, check=False)) < len(log)
 
@@ -67,7 +62,7 @@ def test_a_second_restore_reads_only_the_new_offsets(logged, broker, tmp_path):
     with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
                         tmp_path) as second:
         report = second.report.set_index("partition")
-        same_rows(second.table(), query.snapshot())
+        assert_same_rows(second.table(), query.snapshot(), KEYS)
     assert (report["start_offset"] == first_report["end_offset"]).all()
     tail = log.records[log.records["batch"] > half].groupby("partition").size()
     assert report["records"].to_dict() == tail.to_dict()
@@ -336,4 +331,4 @@ def test_crash_drill_five_kills_then_finish_matches_pandas(spark, broker, games,
     pd.testing.assert_frame_equal(snapshot, expected, check_dtype=False)
 
     log = read_changelog(broker.bootstrap_servers, "drill-aggregate-changelog")
-    same_rows(materialize(log), state.snapshot(last))
+    assert_same_rows(materialize(log), state.snapshot(last), KEYS)

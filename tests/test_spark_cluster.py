@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from plainrun import assert_same_rows
 
 from statekit.changelog.reader import read_changelog
 from statekit.errors import BadArgument
@@ -66,13 +67,6 @@ query.metadata().to_pickle(out / "metadata.pkl")
 query.stop()
 spark.stop()
 '''
-
-
-def same_rows(left: pd.DataFrame, right: pd.DataFrame) -> None:
-    columns = [c for c in right.columns if c in left.columns]
-    pd.testing.assert_frame_equal(left[columns].sort_values(KEYS, ignore_index=True),
-                                  right[columns].sort_values(KEYS, ignore_index=True),
-                                  check_dtype=False)
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +114,7 @@ def test_snapshot_changes_and_metadata_equal_the_local_run(logged, on_cluster):
     local, _ = logged
     run, out = on_cluster
     assert run["last_batch"] == local.last_batch
-    same_rows(pd.read_pickle(out / "snapshot.pkl"), local.snapshot())
+    assert_same_rows(pd.read_pickle(out / "snapshot.pkl"), local.snapshot(), KEYS)
     remote_changes = pd.read_pickle(out / "changes.pkl")
     local_changes = local.changes(0)
     order = ["batch", *KEYS, "change"]
@@ -144,11 +138,12 @@ def test_the_clusters_changelog_restores_and_serves_the_local_store(logged, on_c
         local_log.records[columns].sort_values(columns, ignore_index=True), check_dtype=False)
     with restore_stores(broker.bootstrap_servers, run["changelog_topic"], local.spec,
                         tmp_path / "stores", store_name="counts") as restored:
-        same_rows(restored.table(), local.snapshot())
+        assert_same_rows(restored.table(), local.snapshot(), KEYS)
     with serve(broker, run["changelog_topic"], instances=2, standbys=0,
                workdir=tmp_path / "serving") as serving:
         serving.wait_ready(timeout=180)
-        same_rows(serving.client().to_pandas(min_batch=run["last_batch"]), local.snapshot())
+        served = serving.client().to_pandas(min_batch=run["last_batch"])
+        assert_same_rows(served, local.snapshot(), KEYS)
 
 
 def test_stopping_leaves_no_master_worker_or_executor_running(cluster, on_cluster):

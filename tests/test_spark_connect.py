@@ -18,6 +18,7 @@ import time
 
 import pandas as pd
 import pytest
+from plainrun import assert_same_rows
 
 from statekit.errors import BadArgument
 from statekit.spark.connect import (
@@ -65,13 +66,6 @@ spark.stop()
 '''
 
 
-def same_rows(left: pd.DataFrame, right: pd.DataFrame) -> None:
-    columns = [c for c in right.columns if c in left.columns]
-    pd.testing.assert_frame_equal(left[columns].sort_values(KEYS, ignore_index=True),
-                                  right[columns].sort_values(KEYS, ignore_index=True),
-                                  check_dtype=False)
-
-
 @pytest.fixture(scope="module")
 def server():
     with connect_server("local[2]", conf={"spark.sql.shuffle.partitions": "3"},
@@ -99,7 +93,7 @@ def test_the_query_and_its_snapshot_over_connect_equal_the_local_run(logged, ove
     run, out = over_connect
     assert run["connect"] is True
     assert run["last_batch"] == local.last_batch
-    same_rows(pd.read_pickle(out / "snapshot.pkl"), local.snapshot())
+    assert_same_rows(pd.read_pickle(out / "snapshot.pkl"), local.snapshot(), KEYS)
     changes, local_changes = pd.read_pickle(out / "changes.pkl"), local.changes(0)
     order = ["batch", *KEYS, "change"]
     columns = [c for c in local_changes.columns if c in changes.columns]
