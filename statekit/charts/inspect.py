@@ -114,7 +114,7 @@ def watermark_per_batch_chart(watermarks: pd.DataFrame) -> alt.Chart:
                           "Description.watermarks (needs batch, watermark, new_data)")
     data = watermarks[list(needed)].copy()
     # Spark writes 0 (the epoch) until the first batch sets a watermark: no watermark yet.
-    data = data[pd.to_datetime(data["watermark"], utc=True) > pd.Timestamp(0, tz="UTC")]
+    data = data[data["watermark"] > pd.Timestamp(0)]
     data["new_data"] = data["new_data"].astype(object).where(data["new_data"].notna(), None)
     return alt.Chart(inline(data), title="Watermark per batch (batches with one)").mark_line(
         point=True, interpolate="step-after").encode(
