@@ -198,7 +198,8 @@ _STATE = """() => {
 #: manager renders each into an output panel with no data-mime-type (every mime renderer sets
 #: one). How many there are, and which are empty or show an error instead of the widget.
 _WIDGETS = """() => {
-  const views = [...document.querySelectorAll('.jp-OutputArea-output:not([data-mime-type])')];
+  const panel = window.jupyterapp.shell.currentWidget.node;
+  const views = [...panel.querySelectorAll('.jp-OutputArea-output:not([data-mime-type])')];
   const broken = views.filter(v => !v.querySelector('.lm-Widget') || v.offsetHeight === 0
     || /Error displaying widget|Loading widget/.test(v.innerText));
   return {views: views.length, broken: broken.map(v => v.innerText.slice(0, 200))};
@@ -234,7 +235,10 @@ def _start_run_all(page, attempts: int = 3, wait: float = 30.0) -> dict:
 
 
 def _run_all(page, base: str, token: str, stem: str) -> dict:
-    page.goto(f"{base}/lab/tree/{stem}.ipynb?token={token}", timeout=120_000)
+    # A workspace of its own, reset: only this notebook opens (the default workspace would
+    # also restore the tabs of notebooks tested before, their widgets dead with their kernels).
+    page.goto(f"{base}/lab/workspaces/test-{stem}/tree/{stem}.ipynb?reset&token={token}",
+              timeout=120_000)
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
                            "&& window.jupyterapp.shell.currentWidget.sessionContext "
                            "&& window.jupyterapp.shell.currentWidget.sessionContext.session "
@@ -269,9 +273,10 @@ def test_a_notebook_runs_in_jupyterlab_and_draws_its_charts_and_widgets(lab, bro
         assert not not_run, f"{stem}: cells that never ran: {not_run}"
 
         # Charts: vega-embed drew each one (SVG or canvas); offline, so no CDN was needed.
-        page.wait_for_selector(".vega-embed svg, .vega-embed canvas", state="attached",
-                               timeout=120_000)
-        charts = page.locator(".vega-embed").all()
+        panel = page.locator("#" + page.evaluate("() => window.jupyterapp.shell.currentWidget.id"))
+        panel.locator(".vega-embed svg, .vega-embed canvas").first.wait_for(state="attached",
+                                                                           timeout=120_000)
+        charts = panel.locator(".vega-embed").all()
         for n, chart in enumerate(charts):
             if not chart.is_visible():  # e.g. a widget's chart replaced by its next refresh
                 continue
@@ -279,7 +284,7 @@ def test_a_notebook_runs_in_jupyterlab_and_draws_its_charts_and_widgets(lab, bro
                 chart.scroll_into_view_if_needed(timeout=10_000)
                 chart.screenshot(path=str(SCREENSHOTS / f"{stem}-chart-{n + 1}.png"),
                                  timeout=10_000)
-        drawn = page.locator(".vega-embed svg.marks, .vega-embed canvas.marks").count()
+        drawn = panel.locator(".vega-embed svg.marks, .vega-embed canvas.marks").count()
         assert charts and drawn == len(charts), f"{stem}: {drawn} of {len(charts)} charts drawn"
 
         # Widget views (ipywidgets and anywidget, the charts' JupyterChart included) rendered.
