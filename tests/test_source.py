@@ -12,7 +12,7 @@ from murmur2 import murmur2_partition
 from pyspark.errors import StreamingQueryException
 
 from statekit.kafka.topics import create_topic, delete_topic
-from statekit.spark.source import _cap, register
+from statekit.spark.source import cap_offsets, register
 
 PARTITIONS = 3
 RECORDS = 3000
@@ -132,7 +132,7 @@ def test_max_offsets_per_trigger_bounds_every_batch_and_reads_everything(spark, 
                                                                          main_topic):
     topic, sent = main_topic
     rows, inputs = drain_to_memory(
-        spark, stream(spark, broker, topic, maxOffsetsPerTrigger=700), "src_capped")
+        spark, stream(spark, broker, topic, maxOffsetsPerTrigger=700), "srccap_offsetsped")
     batches = [n for n in inputs if n]
     assert max(batches) <= 700
     assert batches == [700, 700, 700, 700, 200]  # full batches while more waits
@@ -190,6 +190,17 @@ def test_starting_offsets_json_starts_each_partition_where_asked(spark, broker, 
     assert counts.loc[0, "min"] == 5 and counts.loc[0, "count"] == per_partition[0] - 5
     assert 1 not in counts.index  # latest: nothing produced since
     assert counts.loc[2, "min"] == 0 and counts.loc[2, "count"] == per_partition[2]
+
+
+def test_ending_offsets_stop_each_listed_partition_there(spark, broker, main_topic):
+    topic, sent = main_topic
+    ending = json.dumps({topic: {"0": 7, "2": 0}})  # partition 1 not listed: read to its end
+    rows, _ = drain_to_memory(spark, stream(spark, broker, topic, endingOffsets=ending,
+                                            maxOffsetsPerTrigger="4"), "src_ending")
+    counts = rows.groupby("partition")["offset"].agg(["min", "max", "count"])
+    assert counts.loc[0].tolist() == [0, 6, 7]
+    assert counts.loc[1, "count"] == (sent["partition"] == 1).sum()
+    assert 2 not in counts.index
 
 
 def test_records_produced_while_the_query_runs_are_picked_up(spark, broker, topic_name):
@@ -289,7 +300,10 @@ def test_recreated_topic_without_fail_on_data_loss_reads_the_new_records(recreat
     ({"failOnDataLoss": "maybe"}, r"(?i)failOnDataLoss: 'maybe'; accepted: true, false"),
     ({"startingOffsets": "sometimes"}, r"startingOffsets: 'sometimes'; accepted: earliest, latest"),
     ({"subscribe": None}, r"subscribe: None; accepted: one or more topic names"),
-], ids=["maxOffsetsPerTrigger", "failOnDataLoss", "startingOffsets", "subscribe"])
+    ({"endingOffsets": '{"t": {"0": -1}}'}, r"endingOffsets: '\{\"t\": \{\"0\": -1\}\}'; "
+                                          r"accepted: JSON like"),
+], ids=["maxOffsetsPerTrigger", "failOnDataLoss", "startingOffsets", "subscribe",
+        "endingOffsets"])
 def test_bad_option_is_named(spark, broker, main_topic, options, named):
     register(spark)
     reader = spark.readStream.format("statekit_kafka").option(
@@ -309,43 +323,43 @@ def test_bad_option_is_named(spark, broker, main_topic, options, named):
         query.stop()
 
 
-# --- _cap: a record budget shared across partitions -------------------------------------
+# --- cap_offsets: a record budget shared across partitions -------------------------------------
 def offsets(**parts) -> dict:
     return {"t": {p.lstrip("p"): n for p, n in parts.items()}}
 
 
-def test_cap_hands_out_exactly_the_budget_when_more_waits():
+def testcap_offsets_hands_out_exactly_the_budget_when_more_waits():
     start = offsets(p0=0, p1=100, p2=5)
     end = offsets(p0=300, p1=200, p2=605)
     for budget in (1, 2, 7, 100, 333, 999):
-        capped = _cap(start, end, budget)
+        capped = cap_offsets(start, end, budget)
         read = {p: capped["t"][p] - start["t"][p] for p in start["t"]}
         assert sum(read.values()) == budget
         assert all(start["t"][p] <= capped["t"][p] <= end["t"][p] for p in start["t"])
 
 
-def test_cap_shares_in_proportion_to_what_waits():
+def testcap_offsets_shares_in_proportion_to_what_waits():
     start = offsets(p0=0, p1=0, p2=0, p3=10)
     end = offsets(p0=600, p1=300, p2=100, p3=10)
-    capped = _cap(start, end, 500)
+    capped = cap_offsets(start, end, 500)
     read = {p: capped["t"][p] - start["t"][p] for p in start["t"]}
     assert read == {"0": 300, "1": 150, "2": 50, "3": 0}
-    capped = _cap(start, end, 101)  # 60.6, 30.3, 10.1: each share within one of its part
+    capped = cap_offsets(start, end, 101)  # 60.6, 30.3, 10.1: each share within one of its part
     read = {p: capped["t"][p] - start["t"][p] for p in start["t"]}
     assert sum(read.values()) == 101
     assert all(abs(read[p] - 101 * w / 1000) < 1 for p, w in (("0", 600), ("1", 300), ("2", 100)))
 
 
-def test_cap_spans_topics_and_never_goes_past_the_end():
+def testcap_offsets_spans_topics_and_never_goes_past_the_end():
     start = {"a": {"0": 0, "1": 0}, "b": {"0": 7}}
     end = {"a": {"0": 1, "1": 2}, "b": {"0": 10}}
-    capped = _cap(start, end, 5)
+    capped = cap_offsets(start, end, 5)
     assert sum(capped[t][p] - start[t][p] for t in end for p in end[t]) == 5
     assert all(capped[t][p] <= end[t][p] for t in end for p in end[t])
 
 
-def test_cap_leaves_the_end_alone_when_the_budget_covers_everything():
+def testcap_offsets_leaves_the_end_alone_when_the_budget_covers_everything():
     start = offsets(p0=0, p1=50)
     end = offsets(p0=40, p1=60)
-    assert _cap(start, end, 50) == end
-    assert _cap(start, end, 10_000) == end
+    assert cap_offsets(start, end, 50) == end
+    assert cap_offsets(start, end, 10_000) == end

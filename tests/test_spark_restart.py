@@ -47,3 +47,7 @@ def test_bad_drill_settings_are_named(spark, broker, games, tmp_path):
                             min_deltas_for_snapshot=0)
     with pytest.raises(sk.BadArgument, match="batches: -1"):
         spark_restart_drill(games, broker, tmp_path, spark=spark, **GAMES, batches=-1)
+    # 5,000 events in 20 batches of 250 would leave the restarted query nothing to run
+    with pytest.raises(sk.BadArgument, match=r"max_offsets_per_trigger: 5000; accepted: fewer "
+                                             r"than the 5,000 records of topic"):
+        spark_restart_drill(games, broker, tmp_path, spark=spark, **GAMES, batches=20)

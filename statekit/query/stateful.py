@@ -66,6 +66,7 @@ def kafka_stream(
     max_offsets_per_trigger: int | None = None,
     fail_on_data_loss: bool = True,
     value_schema: str | StructType | None = None,
+    ending_offsets: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame over ``topic`` with Spark's ``kafka`` columns.
 
@@ -74,6 +75,8 @@ def kafka_stream(
     ``value_schema`` and statekit's own source, the source also parses the JSON
     values it can parse exactly as ``from_json`` would, into a column ``parsed``
     (see ``statekit.spark.source``), which ``parse_events`` then uses.
+    ``ending_offsets`` (JSON like ``{"topic": {"0": 500}}``): read up to there, then wait;
+    statekit's source only (Spark's ``kafka`` format takes it in batch queries alone).
     """
     from statekit.kafka.topics import partition_count
 
@@ -87,6 +90,10 @@ def kafka_stream(
                           'earliest, latest, or JSON like {"topic": {"0": 42}}')
     partition_count(conn, topic)
     fmt = kafka_format(spark)
+    if ending_offsets is not None and fmt == "kafka":
+        raise BadArgument("ending_offsets", ending_offsets,
+                          "None: Spark's kafka connector (on this classpath) ends streams "
+                          "nowhere; it takes endingOffsets in batch queries only")
     reader = (spark.readStream.format(fmt)
               .option("kafka.bootstrap.servers", conn.bootstrap_servers)
               .option("subscribe", topic)
@@ -94,6 +101,8 @@ def kafka_stream(
               .option("failOnDataLoss", str(bool(fail_on_data_loss)).lower()))
     if limit is not None:
         reader = reader.option("maxOffsetsPerTrigger", limit)
+    if ending_offsets is not None:
+        reader = reader.option("endingOffsets", ending_offsets)
     if value_schema is not None and fmt != "kafka":
         struct = StructType.fromDDL(value_schema) if isinstance(value_schema, str) else value_schema
         reader = (reader.option("valueSchema", struct.json())
@@ -283,8 +292,10 @@ class StatefulQuery:
             if not self.query.isActive:
                 raise StatekitError(f"query {self.name!r} stopped before {n} batches")
             if time.monotonic() > deadline:
+                status = self.query.status  # e.g. "Waiting for data to arrive": no new input
                 raise TimeoutError(f"query {self.name!r} did not complete {n} batches "
-                                   f"in {timeout:.0f} s")
+                                   f"in {timeout:.0f} s (Spark's status: "
+                                   f"{status.get('message')!r})")
             time.sleep(0.1)
         return self.last_batch
 
@@ -488,6 +499,7 @@ def start_query(
     starting_offsets: str = "earliest",
     max_offsets_per_trigger: int | None = None,
     fail_on_data_loss: bool = True,
+    ending_offsets: str | None = None,
     changelog: bool | None = None,
     store_name: str = "aggregate",
 ) -> StatefulQuery:
@@ -518,6 +530,8 @@ def start_query(
         output_mode: ``update`` (default) or ``append`` (sessions need append).
         sink: where result rows go: noop (default), memory (a table named ``name``), console.
         trigger: a micro-batch interval such as "1 second", or "available-now".
+        ending_offsets: JSON like ``{"topic": {"0": 500}}``: the query reads those
+            partitions up to there and then waits (a drill leaves input for a restart so).
         changelog: ship every committed state change to the topic ``<name>-<store_name>-
             changelog`` (see ``statekit.changelog``). On by default when ``kafka`` is given;
             ``False`` switches logging off, like Kafka Streams' ``withLoggingDisabled``.
@@ -563,7 +577,8 @@ def start_query(
                                              "EmbeddedBroker)")
         raw = kafka_stream(spark, source, conn, starting_offsets, max_offsets_per_trigger,
                            fail_on_data_loss,
-                           value_schema=event_schema or spec.default_event_schema())
+                           value_schema=event_schema or spec.default_event_schema(),
+                           ending_offsets=ending_offsets)
     elif isinstance(source, DataFrame):
         if not source.isStreaming:
             raise BadArgument("source", "a batch DataFrame",

@@ -1,7 +1,9 @@
 """Kill a Spark query with SIGKILL, restart it here, and time how Spark restores its state.
 
 The query first runs in a worker process of its own (``statekit.restore.worker``)
-with the given snapshot interval: Spark's RocksDB state store uploads a full
+over the first ``batches × max_offsets_per_trigger`` records of the topic (it then
+waits, so input is left for the restarted query to run a batch on), with the given
+snapshot interval: Spark's RocksDB state store uploads a full
 snapshot every ``min_deltas_for_snapshot`` versions (checked every
 ``maintenance_interval``) and writes a small delta file (``N.changelog``) every version.
 After ``batches`` committed batches the worker is killed. The query is then
@@ -19,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -28,7 +31,7 @@ import pandas as pd
 from pyspark.sql import SparkSession
 
 from statekit.durations import to_millis
-from statekit.errors import StatekitError
+from statekit.errors import BadArgument, StatekitError
 from statekit.kafka.connection import Kafka, connect
 from statekit.query.spec import QuerySpec
 from statekit.query.stateful import StatefulQuery, start_query
@@ -86,12 +89,18 @@ def spark_restart_drill(
     min_deltas_for_snapshot = whole_number(min_deltas_for_snapshot, "min_deltas_for_snapshot",
                                            minimum=1)
     interval = f"{to_millis(maintenance_interval, 'maintenance interval')}ms"
+    per_batch = whole_number(max_offsets_per_trigger, "max_offsets_per_trigger", minimum=1)
     conn = connect(kafka)
     checkpoint = Checkpoint(checkpoint)
+    if checkpoint.committed_batches():
+        raise BadArgument("checkpoint", str(checkpoint),
+                          "a new or empty folder: the drill runs its query from the topic's "
+                          "first record")
+    ending = _worker_ends(conn, topic, batches * per_batch)
     conf = {MIN_DELTAS: str(min_deltas_for_snapshot), MAINTENANCE: interval}
     worker = start_worker("query", query_config(
         topic, conn, checkpoint, name, spec=spec, event_schema=event_schema,
-        max_offsets_per_trigger=max_offsets_per_trigger, conf=conf,
+        max_offsets_per_trigger=per_batch, conf=conf, ending_offsets=json.dumps(ending),
         shuffle_partitions=int(spark.conf.get("spark.sql.shuffle.partitions"))))
     try:
         wait_for_line(worker, "running", timeout)
@@ -127,6 +136,29 @@ def spark_restart_drill(
     timeline = _timeline_when_logged(str(checkpoint), log, since, str(query.query.runId))
     return SparkRestartDrill(query, timeline, restart_summary(timeline), files, killed_after,
                              min_deltas_for_snapshot)
+
+
+def _worker_ends(kafka: Kafka, topic: str, budget: int) -> dict:
+    """Where the worker stops reading: ``budget`` records shared across the partitions,
+    so that the restarted query still has input (Spark runs no batch, and restores no
+    state, without new input)."""
+    from statekit.kafka.topics import end_offsets, partition_count, plain_consumer
+    from statekit.spark.source import cap_offsets
+
+    consumer = plain_consumer(kafka)
+    try:
+        marks = end_offsets(consumer, topic, list(range(partition_count(kafka, topic))))
+    finally:
+        consumer.close()
+    records = sum(end - low for low, end in marks.values())
+    if records <= budget:
+        raise BadArgument("batches × max_offsets_per_trigger", budget,
+                          f"fewer than the {records:,} records of topic {topic!r}: the worker "
+                          "must leave input for the restarted query, which restores its state "
+                          "only when it runs a batch")
+    start = {topic: {str(p): low for p, (low, _) in marks.items()}}
+    end = {topic: {str(p): end for p, (_, end) in marks.items()}}
+    return cap_offsets(start, end, budget)
 
 
 def _timeline_when_logged(checkpoint: str, log, since: int, run_id: str,

@@ -40,13 +40,15 @@ def query_config(topic: str, kafka: Kafka, checkpoint: str, name: str, *, spec: 
                  mode: str = "run", event_schema: str | None = None,
                  required_fields: Sequence[str] = (), max_offsets_per_trigger: int = 250,
                  trigger: str = "200 milliseconds", shuffle_partitions: int = 3,
-                 conf: Mapping[str, str] | None = None) -> dict:
+                 conf: Mapping[str, str] | None = None,
+                 ending_offsets: str | None = None) -> dict:
     """The config of a query worker (``mode``: run until killed, or drain and stop)."""
     return {"topic": topic, "kafka": _kafka_dict(kafka), "checkpoint": str(checkpoint),
             "name": name, "mode": mode, "spec": spec.to_dict(), "event_schema": event_schema,
             "required_fields": list(required_fields),
             "max_offsets_per_trigger": max_offsets_per_trigger, "trigger": trigger,
-            "shuffle_partitions": shuffle_partitions, "conf": dict(conf or {})}
+            "shuffle_partitions": shuffle_partitions, "conf": dict(conf or {}),
+            "ending_offsets": ending_offsets}
 
 
 def store_config(topic: str, kafka: Kafka, directory: str, spec: QuerySpec) -> dict:
@@ -92,7 +94,8 @@ def _run_query(config: Mapping) -> None:
                         name=config["name"], event_schema=config["event_schema"],
                         required_fields=config["required_fields"],
                         max_offsets_per_trigger=config["max_offsets_per_trigger"],
-                        trigger=config["trigger"])
+                        trigger=config["trigger"],
+                        ending_offsets=config.get("ending_offsets"))
     if config["mode"] == "drain":
         query.wait_until_drained()
         query.stop()

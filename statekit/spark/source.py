@@ -19,6 +19,11 @@ Options (``spark.readStream.format("statekit_kafka").option(...)``):
     subscribe                topic name(s), comma separated (required)
     startingOffsets          ``earliest`` (default), ``latest`` or JSON like
                              ``{"games": {"0": 42, "1": -2}}`` (-2 earliest, -1 latest)
+    endingOffsets            JSON like ``{"games": {"0": 500}}``: read each listed partition
+                             up to (not including) that offset, then wait; partitions not
+                             listed are read to their end. Spark's ``kafka`` format takes this
+                             option in batch queries only; here a stream takes it too (a
+                             crash drill uses it to leave input for the restarted query)
     maxOffsetsPerTrigger     at most this many records per micro-batch
     maxReadTasks             at most this many Spark tasks read a micro-batch (default: the
                              driver host's CPU count); topic-partitions are packed into them
@@ -241,6 +246,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 raise BadArgument("option maxOffsetsPerTrigger", max_per_trigger,
                                   "a positive whole number of records")
             self.max_per_trigger = int(max_per_trigger)
+        self.ending = _ending_offsets(options.get("endingoffsets"))
         tasks = options.get("maxreadtasks")
         if tasks is not None and (not str(tasks).isdigit() or int(tasks) <= 0):
             raise BadArgument("option maxReadTasks", tasks, "a positive whole number of tasks")
@@ -355,8 +361,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     pos = self._on_offsets_reset(topic, int(p), pos, end, low)
                     self._resets[(topic, p)] = pos
                 begin[topic][p] = min(pos, end)
+        if self.ending:
+            latest = {t: {p: max(begin[t][p], min(end, self.ending.get(t, {}).get(p, end)))
+                          for p, end in parts.items()} for t, parts in latest.items()}
         if isinstance(limit, ReadMaxRows):
-            return _cap(begin, latest, limit.max_rows)
+            return cap_offsets(begin, latest, limit.max_rows)
         return latest
 
     def _on_data_loss(self, topic: str, partition: int, wanted: int, low: int) -> int:
@@ -409,8 +418,26 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._consumer = None
 
 
-def _cap(start: dict, end: dict, budget: int) -> dict:
-    """End offsets that read at most ``budget`` records, shared in proportion to what waits."""
+def _ending_offsets(option: str | None) -> dict[str, dict[str, int]]:
+    """Option endingOffsets as topic → partition (a string) → offset; {} when not given."""
+    if option is None:
+        return {}
+    with contextlib.suppress(ValueError):
+        given = json.loads(option)
+        if isinstance(given, dict) and all(
+                isinstance(parts, dict) and all(
+                    p.isdigit() and type(off) is int and off >= 0 for p, off in parts.items())
+                for parts in given.values()):
+            return {t: {str(int(p)): off for p, off in parts.items()}
+                    for t, parts in given.items()}
+    raise BadArgument("option endingOffsets", option,
+                      'JSON like {"topic": {"0": 500}} (partition → offset, a whole number >= 0)')
+
+
+def cap_offsets(start: dict, end: dict, budget: int) -> dict:
+    """End offsets that read at most ``budget`` records, shared in proportion to what waits.
+
+    ``start`` and ``end``: topic → partition (a string) → offset."""
     pending = {(t, p): end[t][p] - start[t][p] for t in end for p in end[t]}
     total = sum(pending.values())
     if total <= budget:
