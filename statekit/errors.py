@@ -64,5 +64,10 @@ class CheckpointError(StatekitError):
     """A checkpoint directory or file that is missing or corrupt; the path is named."""
 
 
+class CheckpointNotShared(CheckpointError):
+    """The executors wrote the state files of a checkpoint where this process cannot see them
+    (each machine's own disk instead of one file system they all mount)."""
+
+
 class ChangelogError(StatekitError):
     """A changelog topic that is not, or no longer, what statekit wrote: the topic is named."""

@@ -69,9 +69,59 @@ spark.stop()
 '''
 
 
+#: A checkpoint on each machine's own disk: the query runs, statekit refuses to read it.
+UNSHARED_DRIVER = r'''
+import json, sys
+from pathlib import Path
+
+import statekit as sk
+from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
+
+master, bootstrap, topic, checkpoint, out = sys.argv[1:6]
+spark = sk.spark_session(master, app_name="statekit-unshared", shuffle_partitions=3,
+                         conf=json.loads(sys.argv[6]))
+query = sk.start_query(topic, GAME_SPEC, spark=spark, kafka=bootstrap, changelog=False,
+                       event_schema=GAME_EVENT_SCHEMA, checkpoint=checkpoint,
+                       name="board-unshared", max_offsets_per_trigger=1000,
+                       trigger="100 milliseconds")
+seen = {}
+try:  # each partition's task usually stays on the executor holding its state; if one moves:
+    query.wait_until_drained(timeout=900)
+except sk.StatekitError as exc:
+    seen["query_failed"] = str(exc)[:4000]
+seen |= {"last_batch": query.checkpoint.last_batch, "driver_sees": sorted(
+    str(p.relative_to(checkpoint)) for p in Path(checkpoint, "state").rglob("*")
+    if p.is_file() and not p.name.startswith("."))}
+try:
+    query.snapshot()
+except sk.StatekitError as exc:
+    seen["snapshot"] = [type(exc).__name__, str(exc)]
+query.stop()
+spark.stop()
+Path(out).write_text(json.dumps(seen))
+'''
+
+
+def _can_unshare() -> bool:
+    from statekit.spark.cluster import require_unshare
+
+    try:
+        require_unshare()
+    except Exception:
+        return False
+    return True
+
+
 @pytest.fixture(scope="module")
-def cluster():
-    with local_cluster(workers=2, cores=1, memory="1g", timeout=900) as running:
+def unshared_disk(tmp_path_factory) -> Path | None:
+    """A folder each worker sees as a disk of its own (None: mount namespaces not permitted)."""
+    return tmp_path_factory.mktemp("workers-own-disk") if _can_unshare() else None
+
+
+@pytest.fixture(scope="module")
+def cluster(unshared_disk):
+    with local_cluster(workers=2, cores=1, memory="1g", timeout=900,
+                       unshared=[unshared_disk] if unshared_disk else ()) as running:
         yield running
 
 
@@ -146,6 +196,31 @@ def test_the_clusters_changelog_restores_and_serves_the_local_store(logged, on_c
         assert_same_rows(served, local.snapshot(), KEYS)
 
 
+def test_a_checkpoint_on_the_workers_own_disks_is_refused_with_what_to_share(
+        cluster, unshared_disk, broker, games, tmp_path):
+    if unshared_disk is None:
+        pytest.skip("`unshare --mount` is not permitted here (needs root): no way to give "
+                    "each worker a disk of its own")
+    script, out = tmp_path / "driver.py", tmp_path / "seen.json"
+    script.write_text(UNSHARED_DRIVER)
+    done = subprocess.run(
+        [sys.executable, str(script), cluster.master_url, broker.bootstrap_servers, games,
+         str(unshared_disk / "ck"), str(out), json.dumps(cluster.session_conf())],
+        capture_output=True, text=True, timeout=2400)
+    assert done.returncode == 0, done.stderr[-4000:]
+    seen = json.loads(out.read_text())
+    if "query_failed" in seen:  # a task ran where its partition's files are not
+        assert "CANNOT_READ_STREAMING_STATE_FILE" in seen["query_failed"]
+    else:  # Spark keeps each partition's task on the executor holding its state store
+        assert seen["last_batch"] >= 4
+    # the driver sees the logs and Spark's _metadata, and not one state file
+    assert seen["driver_sees"] and all("_metadata" in f for f in seen["driver_sees"])
+    kind, message = seen["snapshot"]
+    assert kind == "CheckpointNotShared"
+    assert f"committed batches 0-{seen['last_batch']}" in message
+    assert "mount at the same path" in message
+
+
 def test_stopping_leaves_no_master_worker_or_executor_running(cluster, on_cluster):
     assert cluster.running_processes()  # master and workers, until now
     cluster.stop()
@@ -199,7 +274,8 @@ def _alive(pids: list[int]) -> list[int]:
 
 @pytest.mark.parametrize("kwargs, named", [
     ({"workers": 0}, "number of workers"), ({"cores": "two"}, "cores per worker"),
-    ({"memory": "lots"}, "worker memory"), ({"executor_memory": 512}, "executor memory")])
+    ({"memory": "lots"}, "worker memory"), ({"executor_memory": 512}, "executor memory"),
+    ({"unshared": ["data/ck"]}, "unshared folder: 'data/ck'; accepted: an absolute path")])
 def test_bad_cluster_sizes_are_named(kwargs, named):
     with pytest.raises(BadArgument, match=named):
         LocalCluster(**kwargs)

@@ -218,3 +218,46 @@ def test_real_checkpoint_has_snapshots_and_a_restore_plan_that_uses_them(real_ch
     assert used["used_by_restore"].sum() == plan["delta_files"].sum() + len(plan)
     assert isinstance(state_files_chart(used).to_dict(), dict)
 
+
+
+# --- a checkpoint whose state files this process cannot see ------------------------------
+def _driver_side_only(root: Path, batches=range(3)) -> Path:
+    """What a driver sees of a checkpoint on executors' own disks: the logs and Spark's
+    ``_metadata``, no state file."""
+    (root / "commits").mkdir(parents=True)
+    for batch in batches:
+        (root / "commits" / str(batch)).write_text("v1\n{}\n")
+    (root / "state" / "0" / "_metadata").mkdir(parents=True)
+    (root / "state" / "0" / "_metadata" / "metadata").write_text("v1\n")
+    (root / "state" / "0" / "0" / "_metadata").mkdir(parents=True)
+    (root / "state" / "0" / "0" / "_metadata" / "schema").write_text("")
+    return root
+
+
+def test_committed_state_with_no_visible_state_file_names_the_shared_file_system(tmp_path):
+    from statekit.errors import CheckpointNotShared
+    from statekit.state.spark_files import require_state_files_visible
+
+    root = _driver_side_only(tmp_path / "ck")
+    with pytest.raises(CheckpointNotShared, match=r"committed batches 0-2, but this process "
+                                                  r"sees no state file of operator 0.*mount"):
+        require_state_files_visible(root)
+
+
+@pytest.mark.parametrize("state_file", ["1/3.changelog", "0/left-keyToNumValues/2.delta",
+                                        "2/4_0a1b-c2.zip"])
+def test_one_visible_state_file_is_enough(tmp_path, state_file):
+    from statekit.state.spark_files import require_state_files_visible
+
+    root = _driver_side_only(tmp_path / "ck")
+    path = root / "state" / "0" / state_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+    require_state_files_visible(root)  # no error
+    require_state_files_visible(tmp_path / "ck", operator_id=5)  # no such operator: not its job
+
+
+def test_a_checkpoint_before_its_first_commit_is_not_suspect(tmp_path):
+    from statekit.state.spark_files import require_state_files_visible
+
+    require_state_files_visible(_driver_side_only(tmp_path / "ck", batches=()))

@@ -37,7 +37,12 @@ from statekit.inspect.failures import reading
 from statekit.inspect.flatten import FlatColumn, flat_columns, flatten, to_pandas
 from statekit.inspect.operators import Part
 from statekit.state.checkpoint import Checkpoint
-from statekit.state.spark_files import _ranges, checksum_problem, state_files
+from statekit.state.spark_files import (
+    _ranges,
+    checksum_problem,
+    require_state_files_visible,
+    state_files,
+)
 from statekit.validate import batch_id
 
 #: Spark's change types → statekit's words (others, like a list state's ``append``, stay).
@@ -84,6 +89,7 @@ class StateView:
 
     # --- Spark's reader --------------------------------------------------------------------
     def _reader(self, **options: object) -> DataFrameReader:
+        require_state_files_visible(self.checkpoint, self.operator_id)
         reader = self.spark.read.format("statestore").option("operatorId", self.operator_id)
         for key, value in (*self.part.options, *options.items()):
             reader = reader.option(key, value)

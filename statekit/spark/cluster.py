@@ -39,8 +39,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
-from subprocess import DEVNULL, STDOUT, Popen
+from subprocess import DEVNULL, STDOUT, Popen, run
 
 from statekit.errors import BadArgument, StatekitError
 from statekit.processes import spawn, stop
@@ -81,13 +82,18 @@ class LocalCluster:
     """A standalone master and its workers on 127.0.0.1: see ``local_cluster``."""
 
     def __init__(self, workers: int = 2, cores: int = 1, memory: str = "1g",
-                 executor_memory: str = "512m", timeout: float = 240.0):
+                 executor_memory: str = "512m", timeout: float = 240.0,
+                 unshared: Sequence[str | os.PathLike] = ()):
         self.workers = whole_number(workers, "number of workers", minimum=1)
         self.cores = whole_number(cores, "cores per worker", minimum=1)
         for what, value in (("worker memory", memory), ("executor memory", executor_memory)):
             if not isinstance(value, str) or not _MEMORY.match(value):
                 raise BadArgument(what, value, "a size like '512m' or '1g'")
         self.memory, self.executor_memory, self.timeout = memory, executor_memory, timeout
+        #: folders each worker (with its executors) sees as an empty disk of its own
+        self.unshared = [_absolute_folder(folder) for folder in unshared]
+        if self.unshared:
+            require_unshare()
         #: the temporary directory holding logs (``logs/``) and the workers' scratch (``work/``)
         self.directory: Path | None = None
         #: ``spark://127.0.0.1:PORT`` once started
@@ -117,7 +123,7 @@ class LocalCluster:
                 self._workers.append(self._daemon(f"worker-{i}", [
                     WORKER_CLASS, self.master_url, "--host", "127.0.0.1", "--port", "0",
                     "--webui-port", "0", "--cores", str(self.cores), "--memory", self.memory,
-                    "--work-dir", str(self.directory / "work")]))
+                    "--work-dir", str(self.directory / "work")], prefix=self._private_mounts()))
             self._wait_for_workers(deadline)
         except BaseException:
             self.stop()
@@ -190,7 +196,7 @@ class LocalCluster:
                 "spark.driver.bindAddress": "127.0.0.1"}
 
     # --- internals -----------------------------------------------------------------------
-    def _daemon(self, name: str, args: list[str]) -> Popen:
+    def _daemon(self, name: str, args: list[str], prefix: Sequence[str] = ()) -> Popen:
         assert self.directory is not None
         env = {**os.environ, "SPARK_HOME": _spark_home(), "SPARK_LOCAL_IP": "127.0.0.1",
                "SPARK_LOG_DIR": str(self.directory / "logs"),
@@ -200,8 +206,18 @@ class LocalCluster:
                "SPARK_DAEMON_JAVA_OPTS": f"-Dstatekit.cluster={self.directory}"}
         log = open(self.directory / "logs" / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop
         self._logs.append(log)
-        return spawn(["bash", str(spark_class()), *args], env=env, stdout=log, stderr=STDOUT,
-                     stdin=DEVNULL, cwd=self.directory)
+        return spawn([*prefix, "bash", str(spark_class()), *args], env=env, stdout=log,
+                     stderr=STDOUT, stdin=DEVNULL, cwd=self.directory)
+
+    def _private_mounts(self) -> list[str]:
+        """A worker's command prefix: a mount namespace of its own with an empty tmpfs on
+        each unshared folder (the folders its executors write, as on a machine's own disk)."""
+        if not self.unshared:
+            return []
+        script = ('set -e; n=$1; shift; for ((i = 0; i < n; i++)); do mkdir -p "$1"; '
+                  'mount -t tmpfs statekit-unshared "$1"; shift; done; exec "$@"')
+        return ["unshare", "--mount", "--propagation", "private", "bash", "-c", script,
+                "private-mounts", str(len(self.unshared)), *self.unshared]
 
     def _log_text(self, name: str) -> str:
         assert self.directory is not None
@@ -240,6 +256,24 @@ class LocalCluster:
         return f"LocalCluster({self.master_url!r}, workers={self.workers}, {state})"
 
 
+def _absolute_folder(folder: str | os.PathLike) -> str:
+    if not isinstance(folder, (str, os.PathLike)) or not os.path.isabs(folder):
+        raise BadArgument("unshared folder", folder, "an absolute path")
+    return os.path.normpath(folder)
+
+
+def require_unshare() -> None:
+    """Raise ClusterStartError unless this process may give a worker its own mounts
+    (Linux ``unshare --mount``: root, or CAP_SYS_ADMIN)."""
+    if shutil.which("unshare") is None:
+        raise ClusterStartError("unshared folders need util-linux's `unshare` (not found)")
+    done = run(["unshare", "--mount", "true"], capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise ClusterStartError("unshared folders need a mount namespace per worker, and "
+                                f"`unshare --mount` is not permitted here: {done.stderr.strip()}"
+                                " (run as root, or without unshared folders)")
+
+
 def _is_alive(proc_dir: Path) -> bool:
     """Not a zombie (a process that has exited but not been reaped yet)."""
     with contextlib.suppress(OSError):
@@ -248,12 +282,16 @@ def _is_alive(proc_dir: Path) -> bool:
 
 
 def local_cluster(workers: int = 2, cores: int = 1, memory: str = "1g", *,
-                  executor_memory: str = "512m", timeout: float = 240.0) -> LocalCluster:
+                  executor_memory: str = "512m", timeout: float = 240.0,
+                  unshared: Sequence[str | os.PathLike] = ()) -> LocalCluster:
     """Start a standalone cluster of ``workers`` workers with ``cores`` cores and ``memory``
     each; returns it running (use it in a ``with`` block, or call ``stop()``).
 
     ``executor_memory`` is what ``session_conf()`` asks for each executor (it must fit in a
-    worker's ``memory``).
+    worker's ``memory``). ``unshared``: absolute folders that each worker and its executors
+    see as an empty disk of their own (a tmpfs in a mount namespace of the worker's; Linux,
+    as root), while this process sees the real folder: machines without a shared file
+    system, e.g. to see what a checkpoint there does.
 
     Example:
         >>> cluster = local_cluster()                     # doctest: +SKIP
@@ -261,4 +299,4 @@ def local_cluster(workers: int = 2, cores: int = 1, memory: str = "1g", *,
         'spark://127.0.0.1:41577'
         >>> cluster.stop()                                # doctest: +SKIP
     """
-    return LocalCluster(workers, cores, memory, executor_memory, timeout).start()
+    return LocalCluster(workers, cores, memory, executor_memory, timeout, unshared).start()

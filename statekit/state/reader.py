@@ -26,6 +26,7 @@ from pyspark.sql.types import StructField, StructType
 from statekit.errors import BatchNotRetained, CheckpointError, StatekitError
 from statekit.query.spec import BUFFER_WIDTH, QuerySpec
 from statekit.state.checkpoint import Checkpoint
+from statekit.state.spark_files import require_state_files_visible
 from statekit.validate import batch_id
 
 CHANGE_NAMES = {"update": "put", "delete": "delete"}
@@ -83,6 +84,7 @@ class StateReader:
 
     # --- reading --------------------------------------------------------------------
     def _load(self, **options) -> DataFrame:
+        require_state_files_visible(self.checkpoint, self.operator_id)
         reader = self.spark.read.format("statestore").option("operatorId", self.operator_id)
         if self.spec.ttl is not None:  # transformWithState: the aggregate's value state
             from statekit.query.running import STATE_NAME

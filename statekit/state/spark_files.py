@@ -47,7 +47,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from statekit.errors import CheckpointError
+from statekit.errors import CheckpointError, CheckpointNotShared
+from statekit.state.checkpoint import DEFAULT_STORE, Checkpoint
 from statekit.validate import require_columns, whole_number
 
 #: RocksDB: ``N.changelog``, ``N.zip``, or with checkpoint format v2 ``N_<uuid>.changelog`` /
@@ -58,8 +59,43 @@ FILE_NAME = re.compile(
 KINDS = {"changelog": "delta", "zip": "snapshot", "delta": "delta", "snapshot": "snapshot"}
 #: file extension → the provider that writes it
 PROVIDERS = {"changelog": "rocksdb", "zip": "rocksdb", "delta": "hdfs", "snapshot": "hdfs"}
-DEFAULT_STORE = "default"
 COLUMNS = ["partition", "version", "batch", "kind", "file", "bytes", "modified", "unique_id"]
+
+
+def require_state_files_visible(checkpoint: str | os.PathLike | Checkpoint,
+                                operator_id: int = 0) -> None:
+    """Raise CheckpointNotShared when the checkpoint has committed batches but not one state
+    file of ``operator_id`` is there as this process sees it.
+
+    Executors write the state files; the driver writes the offset and commit logs and
+    Spark's ``_metadata``. A checkpoint on each machine's own disk thus shows the driver
+    commits and an empty state folder, and Spark's readers fail only when a task lands on
+    an executor that lacks the files (or a restarted query finds none). Cheap on a healthy
+    checkpoint: it stops at the first state file.
+
+    Example:
+        >>> require_state_files_visible("/tmp/ck")                      # doctest: +SKIP
+    """
+    checkpoint = Checkpoint(checkpoint)
+    operator = checkpoint.operator_dir(operator_id)
+    batches = checkpoint.committed_batches() if operator.is_dir() else []
+    if not batches:
+        return
+    folders = [operator / n for n in os.listdir(operator) if n.isdigit()]
+    while folders:
+        folder = folders.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if FILE_NAME.match(entry.name):
+                    return
+                if entry.is_dir() and entry.name not in ("_metadata", "SSTs"):
+                    folders.append(Path(entry.path))  # a named store (a join's four)
+    raise CheckpointNotShared(
+        f"checkpoint {str(checkpoint)!r} has committed batches {_ranges(batches)}, but this "
+        f"process sees no state file of operator {operator_id} under {str(operator)!r} (only "
+        "what the driver writes): the executors wrote them to disks of their own. Put the "
+        "checkpoint on a file system that the driver and every executor mount at the same "
+        "path (NFS, a mounted bucket), and start the query again with a new checkpoint")
 
 
 def _ranges(values: Iterable[int]) -> str:
