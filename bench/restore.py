@@ -266,7 +266,8 @@ def main(argv: list[str] | None = None) -> dict:
         ("load average before → after", f"{load_before} → {load_after} (2 cores, shared)"),
     ]
     print_table(f"restore of a {written:,}-record changelog into rocksdict", rows)
-    write_result("restore", result)
+    # one results file per size: the default 1M, and e.g. restore-10000000 for --ten-million
+    write_result("restore" if written == 1_000_000 else f"restore-{written}", result)
     return result
 
 
