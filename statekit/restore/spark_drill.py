@@ -142,22 +142,19 @@ def _worker_ends(kafka: Kafka, topic: str, budget: int) -> dict:
     """Where the worker stops reading: ``budget`` records shared across the partitions,
     so that the restarted query still has input (Spark runs no batch, and restores no
     state, without new input)."""
-    from statekit.kafka.topics import end_offsets, partition_count, plain_consumer
+    from statekit.kafka.topics import watermarks
     from statekit.spark.source import cap_offsets
 
-    consumer = plain_consumer(kafka)
-    try:
-        marks = end_offsets(consumer, topic, list(range(partition_count(kafka, topic))))
-    finally:
-        consumer.close()
-    records = sum(end - low for low, end in marks.values())
+    marks = watermarks(kafka, topic)
+    records = int((marks["high"] - marks["low"]).sum())
     if records <= budget:
         raise BadArgument("batches × max_offsets_per_trigger", budget,
                           f"fewer than the {records:,} records of topic {topic!r}: the worker "
                           "must leave input for the restarted query, which restores its state "
                           "only when it runs a batch")
-    start = {topic: {str(p): low for p, (low, _) in marks.items()}}
-    end = {topic: {str(p): end for p, (_, end) in marks.items()}}
+    by_partition = marks.set_index(marks["partition"].astype(str))
+    start = {topic: by_partition["low"].astype(int).to_dict()}
+    end = {topic: by_partition["high"].astype(int).to_dict()}
     return cap_offsets(start, end, budget)
 
 
