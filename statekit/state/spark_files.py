@@ -78,8 +78,7 @@ def require_state_files_visible(checkpoint: str | os.PathLike | Checkpoint,
     """
     checkpoint = Checkpoint(checkpoint)
     operator = checkpoint.operator_dir(operator_id)
-    batches = checkpoint.committed_batches() if operator.is_dir() else []
-    if not batches:
+    if not operator.is_dir():
         return
     folders = [operator / n for n in os.listdir(operator) if n.isdigit()]
     while folders:
@@ -90,6 +89,9 @@ def require_state_files_visible(checkpoint: str | os.PathLike | Checkpoint,
                     return
                 if entry.is_dir() and entry.name not in ("_metadata", "SSTs"):
                     folders.append(Path(entry.path))  # a named store (a join's four)
+    batches = checkpoint.committed_batches()  # listed only when no state file was seen
+    if not batches:
+        return
     raise CheckpointNotShared(
         f"checkpoint {str(checkpoint)!r} has committed batches {_ranges(batches)}, but this "
         f"process sees no state file of operator {operator_id} under {str(operator)!r} (only "
