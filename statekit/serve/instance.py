@@ -25,7 +25,6 @@ Example:
 from __future__ import annotations
 
 import heapq
-import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from statekit.changelog.format import decode_json
 from statekit.changelog.meta import StoreSchema
 from statekit.changelog.reader import read_meta
 from statekit.errors import BadArgument, StatekitError
@@ -226,15 +226,15 @@ class ServingInstance:
 
         The key's partition must be held here (``PartitionNotHeld`` otherwise).
         """
+        started = time.perf_counter()
         partition, store_key, key_row = self.codec.locate(key)
-
-        def read(store, _p):
-            value = store.get_raw(store_key)
-            return [] if value is None else [{**key_row, **json.loads(value)}]
-
+        if min_batch is not None:
+            min_batch = optional_batch_id(min_batch, "min_batch")
         # the partition is computed, not asked for: no need to check it as _over does
-        return self._read("get", [partition], read, optional_batch_id(min_batch, "min_batch"),
-                          timeout)
+        store, status = self._ready(partition, min_batch, timeout)
+        value = store.get_raw(store_key)
+        rows = [] if value is None else [{**key_row, **decode_json(value)}]
+        return QueryResult("get", rows, [self._answer(partition, status, started)])
 
     def fetch(self, key: object, time_from: object, time_to: object, *,
               partitions: Sequence[int] | None = None, min_batch: int | None = None,

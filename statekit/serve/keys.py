@@ -30,7 +30,7 @@ import numbers
 from collections.abc import Mapping
 from json.encoder import encode_basestring  # the str encoder of json.dumps(ensure_ascii=False)
 
-from statekit.changelog.format import changelog_key_columns, encode_json
+from statekit.changelog.format import changelog_key_columns, decode_json, encode_json
 from statekit.durations import to_millis
 from statekit.errors import BadArgument
 from statekit.query.spec import QuerySpec
@@ -120,6 +120,11 @@ class KeyCodec:
         self._seeds: dict[int, int] = {}
         self._isos: dict[int, str] = {}
         self._names = {c: json.dumps(c, ensure_ascii=False) for c in self.key_columns}
+        # _locate_plain: string group keys of a time window, stored in this column order
+        self._plain = self.windowed and all(k == "string" for k in kinds) and \
+            self.key_columns == [*spec.keys, "window_start", "window_end"]
+        self._tumbling = self.windowed and spec.window.kind == "tumbling"
+        self._windows: dict[int, tuple[int, str, str]] = {}
 
     # --- keys -------------------------------------------------------------------------
     def group(self, key: object) -> dict:
@@ -188,11 +193,50 @@ class KeyCodec:
         """A point query's key: its partition, its store key bytes and its columns as
         ``row()`` gives them (what ``key()``, ``partition()`` and ``store_key()`` compute,
         in one pass)."""
+        fast = self._locate_plain(key) if type(key) is dict else None
+        if fast is not None:
+            return fast
         full = self.key(key)
         data, plain = self._encode(self._key_row(full))
         partition = self.partition(full) if self._kinds is None else self._hashed(
             full, full["window_start"] if self.windowed else 0)  # key() checked it all
         return partition, data, plain if plain is not None else json.loads(data)
+
+    def _locate_plain(self, key: dict) -> tuple[int, bytes, dict] | None:
+        """``locate`` for the commonest key, in one pass: string group keys (of Spark type
+        string) and a time window's start in ms as an int. None for any other key (then the
+        general path checks it, and names what is wrong)."""
+        if not self._plain:
+            return None
+        start = key.get("window_start")
+        if type(start) is not int or not 0 <= start <= MAX_TIME_MS or (
+                self._tumbling and start % self.size_ms):
+            return None
+        window = self._windows.get(start)
+        if window is None:
+            if start + self.size_ms > MAX_TIME_MS:
+                return None
+            if len(self._windows) >= _CACHED_WINDOWS:
+                self._windows.clear()
+            window = self._windows[start] = (
+                self._window_seed(start), self.iso(start), self.iso(start + self.size_ms))
+        h, iso_start, iso_end = window
+        row, parts = {}, []
+        names = self._names
+        for name in self.spec.keys:
+            value = key.get(name)
+            if type(value) is not str:
+                return None
+            try:
+                h = hash_bytes(value.encode("utf-8"), h)
+            except UnicodeEncodeError:  # a lone surrogate: refused by the general path
+                return None
+            row[name] = value
+            parts.append(f"{names[name]}:{encode_basestring(value)}")
+        row["window_start"], row["window_end"] = iso_start, iso_end
+        text = (f'{{{",".join(parts)},"window_start":"{iso_start}",'
+                f'"window_end":"{iso_end}"}}')
+        return pmod(h, self.partitions), text.encode(), row
 
     def _key_row(self, key: Mapping) -> dict:
         """A full key's columns in store order, window times as ISO text."""
@@ -299,4 +343,4 @@ class KeyCodec:
     @staticmethod
     def row(key: bytes, value: bytes) -> dict:
         """A store entry as one row: key columns then value columns (times as ISO text)."""
-        return {**json.loads(key), **json.loads(value)}
+        return {**decode_json(key), **decode_json(value)}

@@ -463,7 +463,7 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         return Query(... if required else None, max_length=4096, description=key_doc)
 
     @app.get("/health", responses=_responses(414))
-    def health() -> HealthModel:
+    async def health() -> HealthModel:  # on the event loop: nothing here waits
         return HealthModel(status="ok", instance=instance.name)
 
     @app.get("/metadata", responses=_responses(414))

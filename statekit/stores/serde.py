@@ -14,11 +14,10 @@ Example:
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
-from statekit.changelog.format import encode_json
+from statekit.changelog.format import decode_json, encode_json
 from statekit.errors import BadArgument
 from statekit.stores.keys import object_prefix
 
@@ -73,7 +72,7 @@ class ChangelogJsonSerde(Serde):
         return encode_json(self._check("key", key, self.key_columns), self.key_columns)
 
     def decode_key(self, data: bytes) -> dict:
-        return json.loads(data)
+        return decode_json(data)
 
     def encode_key_prefix(self, prefix: object) -> bytes:
         """The bytes of keys whose leading columns are ``prefix`` (a dict of them).
@@ -97,7 +96,7 @@ class ChangelogJsonSerde(Serde):
                            else list(row))
 
     def decode_value(self, data: bytes) -> dict:
-        return json.loads(data)
+        return decode_json(data)
 
     def __repr__(self) -> str:
         values = None if self.value_columns is None else list(self.value_columns)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from statekit.changelog.format import decode_json
 from statekit.errors import BadArgument
 from statekit.stores.backend import Backend
 from statekit.stores.base import SessionKey, SessionStore
@@ -75,7 +76,7 @@ class BackedSessionStore(BackedStore, SessionStore):
         return self._prefix(key) + time_field(START_FIELD, start) + b"}"
 
     def _session(self, key: bytes, value: bytes) -> tuple[SessionKey, object]:
-        decoded, aggregates = json.loads(key), json.loads(value)
+        decoded, aggregates = decode_json(key), decode_json(value)
         start = iso_to_ms(decoded.pop("window_start"))
         return SessionKey(decoded, start, iso_to_ms(aggregates.pop("window_end"))), aggregates
 

@@ -17,9 +17,7 @@ Example:
 
 from __future__ import annotations
 
-import json
-
-from statekit.changelog.format import TIME_COLUMNS
+from statekit.changelog.format import TIME_COLUMNS, decode_json
 from statekit.errors import BadArgument
 from statekit.stores.backend import Backend
 from statekit.stores.base import WindowedKey, WindowStore
@@ -75,10 +73,10 @@ class BackedWindowStore(BackedStore, WindowStore):
         return object_prefix(self.serde.encode_key(key))
 
     def _windowed(self, key: bytes, value: bytes) -> tuple[WindowedKey, object]:
-        decoded = json.loads(key)
+        decoded = decode_json(key)
         start = decoded.pop("window_start")
         decoded.pop("window_end", None)
-        return WindowedKey(decoded, iso_to_ms(start)), json.loads(value)
+        return WindowedKey(decoded, iso_to_ms(start)), decode_json(value)
 
     def put(self, key: object, value: object | None, window_start_ms: int) -> None:
         start = check_time("window_start_ms", window_start_ms)
