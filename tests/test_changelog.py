@@ -21,7 +21,12 @@ from statekit.changelog.log import Changelog, materialize
 from statekit.changelog.reader import read_changelog
 from statekit.changelog.writer import ChangelogWriter
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
-from statekit.kafka.topics import create_topic, describe_topic_config, plain_consumer
+from statekit.kafka.topics import (
+    create_topic,
+    delete_topic,
+    describe_topic_config,
+    plain_consumer,
+)
 from statekit.restore.worker import query_config, start_worker
 from statekit.state.reader import StateReader
 
@@ -167,6 +172,13 @@ def test_reshipping_after_a_lost_ledger_round_skips_what_is_there(spark, broker,
     assert again.skipped == (full.records["batch"] > 1).sum() > 0
     pd.testing.assert_frame_equal(
         read_changelog(broker.bootstrap_servers, "reship-agg-changelog").records, full.records)
+    # the topic gone (or another broker) while the ledger remains: named, nothing shipped
+    delete_topic(broker.bootstrap_servers, "reship-agg-changelog")
+    gone = ChangelogWriter(query.state, broker.bootstrap_servers, "reship-agg-changelog")
+    with pytest.raises(sk.ChangelogError, match=r"batches up to \d+ were shipped to topic "
+                                                r"'reship-agg-changelog', but the broker has no "
+                                                r"topic.*delete '.*reship-agg-changelog"):
+        gone.ship()
 
 
 def _worker(broker, topic, checkpoint, name, mode) -> subprocess.Popen:

@@ -193,5 +193,10 @@ def json_table(objects: Sequence[bytes]) -> pa.Table:
 
 def table_to_pandas(table: pa.Table) -> pd.DataFrame:
     """An Arrow table of state rows as pandas: times as naive-UTC ``datetime64[ns]`` (as
-    ``parse_times`` gives), ints with nulls as float64, text as object."""
-    return table.to_pandas(coerce_temporal_nanoseconds=True)
+    ``parse_times`` gives), ints with nulls as float64, text as object.
+
+    Text is not de-duplicated into shared ``str`` objects: a state key's text is mostly
+    distinct (a key is unique within its window), and skipping pyarrow's dedupe pass makes
+    a million-row key column ~5x faster to convert; a repeated value costs its own copy.
+    """
+    return table.to_pandas(coerce_temporal_nanoseconds=True, deduplicate_objects=False)

@@ -139,6 +139,12 @@ class ChangelogWriter:
 
     def _already_shipped(self, ledger: LedgerState) -> set[tuple[int, int, int]]:
         """(partition, batch, seq) of records written after the ledger: a cut-short round."""
+        if self.topic not in list_topics(self.kafka):
+            raise ChangelogError(
+                f"the ledger {self.ledger_path!r} says batches up to {ledger.last_batch} were "
+                f"shipped to topic {self.topic!r}, but the broker has no topic {self.topic!r} "
+                f"(another broker, or the topic was deleted): delete {self.ledger_path!r} to "
+                f"ship the checkpoint's batches again from the start")
         consumer = plain_consumer(self.kafka)
         found: set[tuple[int, int, int]] = set()
         try:

@@ -28,6 +28,7 @@ import heapq
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from pathlib import Path
 
@@ -316,15 +317,21 @@ class ServingInstance:
         """
         wanted = self._wanted(partitions)
         min_batch = optional_batch_id(min_batch, "min_batch")
-        parts = []
-        for p in wanted:
+
+        def read(p: int) -> TableResult:
             started = time.perf_counter()
             store, status = self._ready(p, min_batch, timeout)
             table = store.to_arrow()
             table = table.add_column(0, "partition", pa.array(
                 np.full(table.num_rows, p, dtype=np.int32)))
-            parts.append(TableResult(table, [self._answer(p, status, started)]))
-        return TableResult.merge(parts)
+            return TableResult(table, [self._answer(p, status, started)])
+
+        if len(wanted) < 2:
+            return TableResult.merge([read(p) for p in wanted])
+        # one thread a partition: one store's scan (which holds the GIL) overlaps another's
+        # parse (pyarrow's, which does not)
+        with ThreadPoolExecutor(len(wanted), thread_name_prefix=f"table-{self.name}") as pool:
+            return TableResult.merge(list(pool.map(read, wanted)))
 
     def range(self, key_from: object | None, key_to: object | None, *,
               partitions: Sequence[int] | None = None, limit: int = MAX_ROWS,

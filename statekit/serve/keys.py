@@ -125,6 +125,7 @@ class KeyCodec:
             self.key_columns == [*spec.keys, "window_start", "window_end"]
         self._tumbling = self.windowed and spec.window.kind == "tumbling"
         self._windows: dict[int, tuple[int, str, str]] = {}
+        self._text_ms: dict[str, int] = {}
 
     # --- keys -------------------------------------------------------------------------
     def group(self, key: object) -> dict:
@@ -171,7 +172,7 @@ class KeyCodec:
         if "window_start" not in raw:
             raise BadArgument("key", dict(raw), "the group keys and window_start (a point "
                                                 "query names one window)")
-        start = time_ms(raw["window_start"], "window_start")
+        start = self._start_ms(raw["window_start"])
         full = {**group, "window_start": start}
         if self.windowed:
             if self.spec.window.kind == "tumbling" and start % self.size_ms:
@@ -255,6 +256,18 @@ class KeyCodec:
         text = ",".join([f"{names[c]}:{encode_basestring(v) if type(v) is str else v}"
                          for c, v in row.items()])
         return ("{" + text + "}").encode(), row
+
+    def _start_ms(self, value: object) -> int:
+        """``time_ms(value)`` of a window start, text remembered for the last few thousand
+        (keys over REST name their window as ISO text, and windows repeat)."""
+        if type(value) is not str:
+            return time_ms(value, "window_start")
+        ms = self._text_ms.get(value)
+        if ms is None:
+            if len(self._text_ms) >= _CACHED_WINDOWS:
+                self._text_ms.clear()
+            ms = self._text_ms[value] = time_ms(value, "window_start")
+        return ms
 
     def iso(self, ms: int) -> str:
         """``ms_to_iso(ms)``, remembered for the last few thousand window times."""
