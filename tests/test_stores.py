@@ -157,6 +157,22 @@ def test_write_raw_in_many_batches(make, backend):
         assert [v["total"] for _, v in it] == list(range(1, n, 2))
 
 
+def test_compact_after_a_bulk_load_keeps_every_entry_in_one_sorted_run(make, backend):
+    store = kv(make)
+    n = 3000
+    store.write_raw((b'{"player":"p%05d"}' % i, b'{"total":%d}' % i) for i in range(n))
+    store.write_raw((b'{"player":"p%05d"}' % i, None) for i in range(0, n, 3))
+    before = store.to_pandas()
+    store.compact()
+    pd.testing.assert_frame_equal(store.to_pandas(), before)
+    assert store.get({"player": "p00001"}) == {"total": 1} and store.get({"player": "p00000"}) \
+        is None
+    if backend == "rocksdb":  # flushed and compacted: nothing in memory or in level 0
+        db = store._backend._db
+        assert db.property_int_value("rocksdb.num-entries-active-mem-table") == 0
+        assert db.property_int_value("rocksdb.num-files-at-level0") == 0
+
+
 def test_bad_raw_record_is_named_and_earlier_records_are_written(make):
     store = kv(make)
     good = (b'{"player":"a"}', b'{"total":1}')

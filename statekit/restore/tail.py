@@ -346,11 +346,12 @@ class ChangelogTail:
                 next_offset = last.offset() + 1
                 state = RUNNING if next_offset >= status.restore_to else status.state
                 if state == RUNNING and status.state != RUNNING:
-                    # caught up: checkpoint, which flushes the restored records from the
-                    # memtable to files (RocksDB point reads from files are ~2x faster at
-                    # the p99, as Kafka Streams compacts after a restore) and lets a
-                    # restart resume from here
+                    # caught up: a bulk load done. Checkpoint (a restart resumes here) and
+                    # compact, as Kafka Streams did after a restore: point reads then touch
+                    # one sorted file, not the memtable and a pile of fresh L0 files (p99
+                    # about half; ~0.1 s per 250,000 records, once)
                     self._stores[p].write_checkpoint({p: next_offset})
+                    self._stores[p].compact()
                 self._status[p] = replace(status, next_offset=next_offset, batch=complete,
                                           state=state)
                 self._views.pop(p, None)

@@ -59,6 +59,10 @@ class Backend(ABC):
     def flush(self) -> None: ...
 
     @abstractmethod
+    def compact(self) -> None:
+        """Rewrite what is stored for the fastest reads (a bulk load done)."""
+
+    @abstractmethod
     def close(self) -> None: ...
 
 

@@ -116,6 +116,11 @@ class StateStore(ABC):
         """Make the writes so far durable (RocksDB: memtables to files)."""
 
     @abstractmethod
+    def compact(self) -> None:
+        """After a bulk load (a restore caught up): flush and rewrite the files into one
+        sorted run (RocksDB's manual compaction), so that point reads touch one file."""
+
+    @abstractmethod
     def close(self) -> None:
         """Flush, close open iterators (warning with ResourceWarning), release the store."""
 

@@ -123,6 +123,9 @@ class MemoryBackend(Backend):
     def write_checkpoint(self, offsets: Mapping[int, int]) -> None:
         self._checkpoint = check_offsets(offsets)
 
+    def compact(self) -> None:
+        pass  # a dict: nothing to rewrite
+
     def flush(self) -> None:
         pass
 

@@ -144,6 +144,10 @@ class RocksDBBackend(Backend):
     def flush(self) -> None:
         self._db.flush(True)
 
+    def compact(self) -> None:
+        self._db.flush(True)
+        self._db.compact_range(None, None)
+
     def close(self) -> None:
         self._db.close()
 

@@ -116,6 +116,9 @@ class BackedStore(StateStore):
     def flush(self) -> None:
         self._open().flush()
 
+    def compact(self) -> None:
+        self._open().compact()
+
     def close(self) -> None:
         backend, self._backend = self._backend, None
         if backend is None:
