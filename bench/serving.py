@@ -134,7 +134,7 @@ def rest_lookups(cluster, client, keys: list[dict], warmup: int) -> dict:
     direct = [(f"{owner}{url}", {"key": json.dumps(k)}) for owner, k in zip(owners, keys,
                                                                              strict=True)]
     local = [(u, {**p, "local": "true"}) for u, p in direct]
-    health = [f"{owner}/health" for owner in owners]
+    health = [(f"{owner}/health", None) for owner in owners]  # (url, params), as the gets
     conns = {o: http.client.HTTPConnection(*urllib.parse.urlsplit(o).netloc.split(":"),
                                            timeout=10.0) for o in set(owners)}
     stdlib = [(conns[o], f"{url}?{urllib.parse.urlencode(p)}") for o, (_, p) in zip(
@@ -151,7 +151,7 @@ def rest_lookups(cluster, client, keys: list[dict], warmup: int) -> dict:
         return answer.status_code, answer.content
 
     def pool_get(arg):
-        answer = pool.get(*arg) if isinstance(arg, tuple) else pool.get(arg)
+        answer = pool.get(*arg)
         return answer.status, answer.content
 
     figures = {}

@@ -229,8 +229,7 @@ class ServingInstance:
         """
         started = time.perf_counter()
         partition, store_key, key_row = self.codec.locate(key)
-        if min_batch is not None:
-            min_batch = optional_batch_id(min_batch, "min_batch")
+        min_batch = optional_batch_id(min_batch, "min_batch")
         # the partition is computed, not asked for: no need to check it as _over does
         store, status = self._ready(partition, min_batch, timeout)
         value = store.get_raw(store_key)

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import numbers
 from collections.abc import Mapping
@@ -117,15 +118,19 @@ class KeyCodec:
         kinds = [self.key_types.get(k) for k in spec.keys]
         self._kinds = list(zip(spec.keys, kinds, strict=True)) if all(
             k in TYPES for k in kinds) else None
-        self._seeds: dict[int, int] = {}
-        self._isos: dict[int, str] = {}
         self._names = {c: json.dumps(c, ensure_ascii=False) for c in self.key_columns}
         # _locate_plain: string group keys of a time window, stored in this column order
         self._plain = self.windowed and all(k == "string" for k in kinds) and \
             self.key_columns == [*spec.keys, "window_start", "window_end"]
         self._tumbling = self.windowed and spec.window.kind == "tumbling"
-        self._windows: dict[int, tuple[int, str, str]] = {}
-        self._text_ms: dict[str, int] = {}
+        # per window, computed once and remembered for the last few thousand (windows repeat
+        # from lookup to lookup): its hash seed, its times as ISO text (``iso(ms)`` is
+        # ``ms_to_iso``), a start given as text parsed, and all of it for _locate_plain
+        remember = functools.lru_cache(maxsize=_CACHED_WINDOWS)
+        self._window_seed = remember(self._seed)
+        self.iso = remember(ms_to_iso)
+        self._text_ms = remember(lambda text: time_ms(text, "window_start"))
+        self._window = remember(self._window_parts)
 
     # --- keys -------------------------------------------------------------------------
     def group(self, key: object) -> dict:
@@ -213,14 +218,9 @@ class KeyCodec:
         if type(start) is not int or not 0 <= start <= MAX_TIME_MS or (
                 self._tumbling and start % self.size_ms):
             return None
-        window = self._windows.get(start)
+        window = self._window(start)
         if window is None:
-            if start + self.size_ms > MAX_TIME_MS:
-                return None
-            if len(self._windows) >= _CACHED_WINDOWS:
-                self._windows.clear()
-            window = self._windows[start] = (
-                self._window_seed(start), self.iso(start), self.iso(start + self.size_ms))
+            return None
         h, iso_start, iso_end = window
         row, parts = {}, []
         names = self._names
@@ -258,25 +258,17 @@ class KeyCodec:
         return ("{" + text + "}").encode(), row
 
     def _start_ms(self, value: object) -> int:
-        """``time_ms(value)`` of a window start, text remembered for the last few thousand
-        (keys over REST name their window as ISO text, and windows repeat)."""
-        if type(value) is not str:
-            return time_ms(value, "window_start")
-        ms = self._text_ms.get(value)
-        if ms is None:
-            if len(self._text_ms) >= _CACHED_WINDOWS:
-                self._text_ms.clear()
-            ms = self._text_ms[value] = time_ms(value, "window_start")
-        return ms
+        """``time_ms(value)`` of a window start (text remembered: keys over REST name their
+        window as ISO text)."""
+        return self._text_ms(value) if type(value) is str else time_ms(value, "window_start")
 
-    def iso(self, ms: int) -> str:
-        """``ms_to_iso(ms)``, remembered for the last few thousand window times."""
-        text = self._isos.get(ms)
-        if text is None:
-            if len(self._isos) >= _CACHED_WINDOWS:
-                self._isos.clear()
-            text = self._isos[ms] = ms_to_iso(ms)
-        return text
+    def _window_parts(self, start: int) -> tuple[int, str, str] | None:
+        """A window's hash seed, start and end as ISO text (None: it ends after the year
+        9999, which ``key()`` refuses by name)."""
+        end = start + self.size_ms
+        if end > MAX_TIME_MS:
+            return None
+        return self._window_seed(start), self.iso(start), self.iso(end)
 
     def group_prefix(self, group: Mapping) -> dict:
         return {k: group[k] for k in self.spec.keys}
@@ -308,16 +300,10 @@ class KeyCodec:
                 type(value) is str else hash_value(value, kind, h)
         return pmod(h, self.partitions)
 
-    def _window_seed(self, start: int) -> int:
+    def _seed(self, start: int) -> int:
         """The running hash after a time window's struct (start, end in microseconds)."""
-        seed = self._seeds.get(start)
-        if seed is None:
-            if len(self._seeds) >= _CACHED_WINDOWS:
-                self._seeds.clear()
-            seed = hash_value((start + self.size_ms) * 1000, "timestamp",
-                              hash_value(start * 1000, "timestamp", SEED))
-            self._seeds[start] = seed
-        return seed
+        return hash_value((start + self.size_ms) * 1000, "timestamp",
+                          hash_value(start * 1000, "timestamp", SEED))
 
     def window_starts(self, time_from: object, time_to: object) -> list[int]:
         """Starts (ms) of every window of this store starting in [time_from, time_to]."""

@@ -132,8 +132,8 @@ def hash_long(value: int, seed: int) -> int:
 def hash_bytes(data: bytes, seed: int) -> int:
     """Spark's ``Murmur3_x86_32.hashUnsafeBytes`` (each trailing byte mixed on its own).
 
-    ``_mix_k1``, ``_mix_h1`` and ``_fmix`` are inlined, and a trailing byte's ``_mix_k1``
-    comes from a table: a point query hashes its key on every call.
+    ``_mix_k1`` and ``_mix_h1`` are inlined, and a trailing byte's ``_mix_k1`` comes from a
+    table: a point query hashes its key on every call.
     """
     n = len(data)
     aligned = n - n % 4
@@ -152,13 +152,7 @@ def hash_bytes(data: bytes, seed: int) -> int:
         h1 ^= _BYTE_K1[byte]
         h1 = ((h1 << 13) | (h1 >> 19)) & _MASK
         h1 = (h1 * 5 + 0xE6546B64) & _MASK
-    h1 ^= n  # _fmix and _signed, inlined
-    h1 ^= h1 >> 16
-    h1 = (h1 * 0x85EBCA6B) & _MASK
-    h1 ^= h1 >> 13
-    h1 = (h1 * 0xC2B2AE35) & _MASK
-    h1 ^= h1 >> 16
-    return h1 - 0x100000000 if h1 & 0x80000000 else h1
+    return _signed(_fmix(h1, n))
 
 
 #: ``_mix_k1`` of each trailing byte, as the signed int Spark mixes it

@@ -58,7 +58,6 @@ class HttpPool:
     """
 
     def __init__(self, timeout: float = 5.0, maxsize: int = 32):
-        self.timeout = timeout
         self._pool = urllib3.PoolManager(maxsize=maxsize, retries=False,
                                          timeout=urllib3.Timeout(connect=timeout, read=timeout))
 
