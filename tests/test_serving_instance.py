@@ -5,6 +5,9 @@ Every answer must equal Spark's own state (``snapshot()``) at the batch it repor
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,6 +17,7 @@ from statekit.changelog.reader import read_meta
 from statekit.serve.assignment import assign
 from statekit.serve.instance import PartitionNotHeld, ServingInstance
 from statekit.serve.results import PartitionUnavailable, PositionNotReached
+from statekit.stores.metadata import CHECKPOINT_FILE, read_checkpoint_file
 
 KEYS = ["window_start", "window_end", "player"]
 
@@ -132,6 +136,45 @@ def test_a_position_not_reached_says_the_batch_it_has(served):
                                                  rf"{query.last_batch + 50}"):
         instance.get(key, min_batch=query.last_batch + 50, timeout=0.2)
     assert instance.get(key, min_batch=query.last_batch).batch == query.last_batch
+
+
+def test_a_lookup_does_not_wait_while_the_changelog_loop_holds_its_lock(served):
+    """The loop checkpoints (flush + fsync) under its lock every second: a point query
+    reads the store and its status without that lock, so it never waits behind it."""
+    query, instance = served
+    row = query.snapshot().iloc[0]
+    key = {"player": row["player"], "window_start": row["window_start"]}
+    expected = instance.get(key).value
+    answers = []
+    with instance.tail._lock:  # as the loop holds it while it checkpoints
+        reader = threading.Thread(target=lambda: answers.append(instance.get(key).value))
+        reader.start()
+        reader.join(timeout=5)
+        assert not reader.is_alive(), "the lookup waited for the changelog loop's lock"
+    assert answers == [expected] and expected["count"] == row["count"]
+
+
+def test_an_idle_tail_does_not_rewrite_its_checkpoints(served):
+    """Nothing read since the last checkpoint: the loop writes (and fsyncs) nothing."""
+    _, instance = served
+    tail = instance.tail
+    folder = tail.directory / tail.store_name
+
+    def checkpointed() -> dict[int, int]:
+        return {p: read_checkpoint_file(folder / str(p)).get(p, -1) for p in tail.partitions}
+
+    deadline = time.monotonic() + 10  # every record read is checkpointed within a second
+    while checkpointed() != {p: s.next_offset for p, s in tail.status().items()}:
+        assert time.monotonic() < deadline, (checkpointed(), tail.status())
+        time.sleep(0.1)
+    before = tail.status()
+    stamps = {p: (folder / str(p) / CHECKPOINT_FILE).stat().st_mtime_ns for p in before}
+    time.sleep(2.5)  # two rounds of the loop's checkpoints
+    after = tail.status()
+    idle = [p for p in before if after[p].next_offset == before[p].next_offset]
+    assert idle, "every partition read new records: nothing to check"
+    assert {p: (folder / str(p) / CHECKPOINT_FILE).stat().st_mtime_ns for p in idle} == {
+        p: stamps[p] for p in idle}
 
 
 def test_bad_keys_are_named(served):

@@ -173,6 +173,29 @@ def test_compact_after_a_bulk_load_keeps_every_entry_in_one_sorted_run(make, bac
         assert db.property_int_value("rocksdb.num-files-at-level0") == 0
 
 
+def test_compact_reads_a_rocksdb_store_into_the_shared_block_cache(tmp_path, monkeypatch):
+    from statekit.stores import rocksdb
+
+    cache = rocksdb.shared_block_cache()
+    records = [(b'{"player":"p%06d"}' % i, b'{"total":%d}' % i) for i in range(20_000)]
+    size = sum(len(k) + len(v) for k, v in records)
+
+    def loaded_then_compacted(name: str) -> int:
+        store = open_store("key-value", name, 0, tmp_path / name, key_columns=["player"])
+        store.write_raw(records)
+        before = cache.get_usage()
+        store.compact()
+        grown = cache.get_usage() - before
+        assert store.get({"player": "p000007"}) == {"total": 7}
+        store.close()
+        return grown
+
+    # warmed: its blocks were read once, so the first point reads come from memory
+    assert loaded_then_compacted("warm") > size // 2
+    monkeypatch.setattr(rocksdb, "BLOCK_CACHE_BYTES", size // 16)  # larger than half of it
+    assert loaded_then_compacted("too-big") < size // 4
+
+
 def test_bad_raw_record_is_named_and_earlier_records_are_written(make):
     store = kv(make)
     good = (b'{"player":"a"}', b'{"total":1}')

@@ -163,11 +163,13 @@ def parse_times(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def json_table(objects: Sequence[bytes]) -> pa.Table:
+def json_table(objects: Sequence[bytes], times: Sequence[str] = ()) -> pa.Table:
     """Many changelog keys or values (compact JSON objects, one per entry) as one Arrow
     table, parsed in C++ by ``pyarrow.json``: the bulk read of a store without a Python
     object per row. Window columns become naive-UTC ``timestamp[ms]``; a column's type is
-    inferred from all its values (ints and floats mixed: double; nulls kept).
+    inferred from all its values (ints and floats mixed: double; nulls kept). ``times``
+    names window columns every object has (a store's keys): they are parsed as times
+    directly, without a text column in between (~40% faster for a window store's keys).
 
     Example:
         >>> table = json_table([b'{"player":"p07","window_start":"2026-01-05T10:00:00.000Z"}',
@@ -179,10 +181,14 @@ def json_table(objects: Sequence[bytes]) -> pa.Table:
     """
     if not objects:
         return pa.table({})
+    known = pa.schema([(name, pa.timestamp("ms")) for name in times if name in TIME_COLUMNS])
     # compact JSON has no raw newline (json.dumps escapes them in strings): one line each
-    table = pa_json.read_json(io.BytesIO(b"\n".join(objects)))
+    table = pa_json.read_json(io.BytesIO(b"\n".join(objects)), parse_options=pa_json.ParseOptions(
+        explicit_schema=known) if len(known) else None)
     if table.num_columns == 0:  # every object empty: no columns, but the rows count
         return pa.table({"_": pa.nulls(len(objects))}).drop_columns(["_"])
+    if len(known):  # the explicit columns come first: put them last, as a key writes them
+        table = table.select([*table.column_names[len(known):], *known.names])
     for name in TIME_COLUMNS:
         if name in table.column_names and pa.types.is_string(table.schema.field(name).type):
             utc = table[name].cast(pa.timestamp("ms", "UTC"))

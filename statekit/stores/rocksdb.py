@@ -7,6 +7,11 @@ changelog is the durable copy, and ``write_checkpoint`` and ``close`` flush the
 memtables before they record anything, so after a crash the store restores
 from its last checkpoint (replaying a changelog is idempotent).
 
+Reads go through one LRU block cache that every store of the process shares
+(``shared_block_cache``, ``BLOCK_CACHE_BYTES``), as Kafka Streams' bounded-memory
+config shares one across its stores: many stores stay within one budget, and a
+store that fits is read from memory once ``compact()`` has warmed it.
+
 Example:
     >>> import tempfile
     >>> folder = tempfile.mkdtemp()
@@ -25,10 +30,20 @@ Example:
 from __future__ import annotations
 
 import os
+import threading
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+from rocksdict import (
+    BlockBasedOptions,
+    Cache,
+    Options,
+    Rdict,
+    ReadOptions,
+    WriteBatch,
+    WriteOptions,
+)
 
 from statekit.errors import BadArgument
 from statekit.stores.backend import Backend, bad_record
@@ -51,6 +66,25 @@ from statekit.stores.window import BackedWindowStore
 DB_DIRECTORY = "rocksdb"
 #: Records per RocksDB write batch in ``write``.
 BATCH_SIZE = 50_000
+#: The capacity of the block cache all RocksDB stores of this process share (an LRU cache
+#: takes memory as it fills, up to this). Set it before the first store opens.
+BLOCK_CACHE_BYTES = 256 * 2**20
+_cache: Cache | None = None
+_cache_lock = threading.Lock()
+
+
+def shared_block_cache() -> Cache:
+    """The one block cache of this process's RocksDB stores (made on first use).
+
+    Example:
+        >>> shared_block_cache() is shared_block_cache()
+        True
+    """
+    global _cache
+    with _cache_lock:
+        if _cache is None:
+            _cache = Cache(BLOCK_CACHE_BYTES)
+        return _cache
 
 
 class RocksDBBackend(Backend):
@@ -67,6 +101,9 @@ class RocksDBBackend(Backend):
         self.directory = Path(directory)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
+        table = BlockBasedOptions()
+        table.set_block_cache(shared_block_cache())
+        options.set_block_based_table_factory(table)
         path = str(self.directory / DB_DIRECTORY)
         try:
             self._db = Rdict(path, options)
@@ -147,6 +184,16 @@ class RocksDBBackend(Backend):
     def compact(self) -> None:
         self._db.flush(True)
         self._db.compact_range(None, None)
+        self._warm()
+
+    def _warm(self) -> None:
+        """Read the store through once, so that its blocks are in the block cache (compaction
+        wrote new files, none of them cached): the first point reads then cost what later
+        ones do. Skipped when the store would take more than half the cache's capacity."""
+        size = self._db.property_int_value("rocksdb.estimate-live-data-size") or 0
+        if 2 * size > BLOCK_CACHE_BYTES:
+            return
+        deque(self._db.keys(), maxlen=0)  # fill_cache is on: every data block read is kept
 
     def close(self) -> None:
         self._db.close()

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 import pandas as pd
 import pyarrow as pa
 
-from statekit.changelog.format import json_table, table_to_pandas
+from statekit.changelog.format import TIME_COLUMNS, json_table, table_to_pandas
 from statekit.stores.backend import Backend
 from statekit.stores.base import RawRecord, StateStore
 from statekit.stores.errors import StoreClosed
@@ -98,7 +98,8 @@ class BackedStore(StateStore):
                 values.append(value)
         finally:
             getattr(scan, "close", lambda: None)()
-        key_table, value_table = json_table(keys), json_table(values)
+        times = [c for c in self.key_columns if c in TIME_COLUMNS]  # in every key
+        key_table, value_table = json_table(keys, times), json_table(values)
         columns = {name: key_table[name] for name in key_table.column_names}
         columns.update((name, value_table[name]) for name in value_table.column_names
                        if name not in columns)
