@@ -10,9 +10,10 @@ baseline taken in the same run:
   in process (``ServingInstance.get`` holding every partition, each answer checked and
   dropped as a service hands it on, and also with every answer kept; floor: the raw
   ``store.get_raw(bytes)`` under it), over REST on loopback (statekit's own
-  keep-alive urllib3 pool calling ``GET /stores/<store>/get`` on the key's owner in
-  a 3-instance ``serve()`` cluster; floor: ``GET /health`` on the same server), and
-  routed (``ServingClient.get`` on that cluster);
+  keep-alive pool calling ``GET /stores/<store>/get`` on the key's owner in a
+  3-instance ``serve()`` cluster; floor: ``GET /health`` on the same server; also
+  urllib3, httpx and a bare ``http.client``, taking turns), and routed
+  (``ServingClient.get`` on that cluster);
 - a routed window ``fetch`` of one key over a 24-hour range (floor: the same
   ``fetch`` in process);
 - the scatter-gather leaderboard ``top_k(window, 10, "sum_score")`` over the three
@@ -131,15 +132,18 @@ def local_lookups(instance, keys: list[dict], warmup: int) -> dict:
     return figures
 
 
-def rest_lookups(cluster, client, keys: list[dict], warmup: int) -> dict:
+def rest_lookups(cluster, client, keys: list[dict], warmup: int, chunk: int = 100) -> dict:
     """``GET /stores/<store>/get`` on each key's owner through statekit's own keep-alive
-    pool (``statekit.serve.transport``: urllib3), its floor ``GET /health`` on the same
-    owner, the same get from httpx and from the standard library's ``http.client`` (the
-    least client work), and ``ServingClient.get`` (routed in Python)."""
+    pool (``statekit.serve.transport``: the standard library's ``http.client``), its floor
+    ``GET /health`` on the same owner, the same get with ``local=true``, from urllib3 (the
+    pool statekit used before), from httpx and from a bare ``http.client`` connection, and
+    ``ServingClient.get`` (routed in Python). The variants take turns, ``chunk`` lookups
+    each, so that a busy moment of the machine falls on all of them alike."""
     import http.client
     import urllib.parse
 
     import httpx
+    import urllib3
 
     from statekit.serve.transport import HttpPool
 
@@ -164,32 +168,45 @@ def rest_lookups(cluster, client, keys: list[dict], warmup: int) -> dict:
         answer = http_client.get(arg[0], params=arg[1])
         return answer.status_code, answer.content
 
+    def urllib3_get(arg):
+        answer = manager.request("GET", arg[0], fields=arg[1])
+        return answer.status, answer.data
+
     def pool_get(arg):
         answer = pool.get(*arg)
         return answer.status, answer.content
 
-    figures = {}
+    def ok(answer) -> bool:
+        return answer[0] == 200
+
+    def hit(answer) -> bool:
+        return answer[0] == 200 and bool(json.loads(answer[1])["rows"])
+
     pool = HttpPool(timeout=10.0)
+    manager = urllib3.PoolManager(maxsize=32, retries=False, timeout=10.0)
+    variants = (("rest_health", pool_get, health, ok),
+                ("rest_get", pool_get, direct, hit),
+                ("rest_get_local", pool_get, local, hit),
+                ("rest_get_urllib3", urllib3_get, direct, hit),
+                ("rest_get_httpx", httpx_get, direct, hit),
+                ("rest_get_stdlib_client", stdlib_get, stdlib, hit),
+                ("routed_get", client.get, keys, lambda a: bool(a.rows)))
+    seconds: dict[str, list[float]] = {name: [] for name, *_ in variants}
+    found = dict.fromkeys(seconds, 0)
     with httpx.Client(timeout=10.0) as http_client:
-        for name, call, args in (
-                ("rest_health", pool_get, health),
-                ("rest_get", pool_get, direct),
-                ("rest_get_local", pool_get, local),
-                ("rest_get_httpx", httpx_get, direct),
-                ("rest_get_stdlib_client", stdlib_get, stdlib),
-                ("routed_get", client.get, keys)):
-            seconds, answers = latencies(call, args, warmup)
-            if name == "routed_get":
-                found = sum(1 for a in answers if a.rows)
-            elif name == "rest_health":
-                found = sum(1 for s, _ in answers if s == 200)
-            else:
-                found = sum(1 for s, body in answers if s == 200 and json.loads(body)["rows"])
-            figures[name] = {**percentiles(seconds), "found": found}
+        for _, call, args, _ in variants:
+            for arg in args[:warmup]:
+                call(arg)
+        for start in range(0, len(keys), chunk):
+            for name, call, args, check in variants:
+                took, checks = latencies(call, args[start:start + chunk], 0, found=check)
+                seconds[name] += took
+                found[name] += sum(checks)
     for conn in conns.values():
         conn.close()
     pool.close()
-    return figures
+    manager.clear()
+    return {name: {**percentiles(seconds[name]), "found": found[name]} for name in seconds}
 
 
 def fetch_lookups(instance, client, keys: list[dict], warmup: int) -> dict:
@@ -364,8 +381,9 @@ def report(r: dict) -> None:
                                         t["rest_get_p99_ms"]["met"])),
         ("  floor: GET /health, same server", _lat(p["rest_health"], "ms")),
         ("  GET .../get?local=true", _lat(p["rest_get_local"], "ms")),
+        ("  GET .../get from urllib3", _lat(p["rest_get_urllib3"], "ms")),
         ("  GET .../get from httpx", _lat(p["rest_get_httpx"], "ms")),
-        ("  GET .../get from http.client", _lat(p["rest_get_stdlib_client"], "ms")),
+        ("  GET .../get, a bare http.client", _lat(p["rest_get_stdlib_client"], "ms")),
         ("routed: ServingClient.get", _lat(p["routed_get"], "ms")),
         ("routed fetch (24 h, 1 key)", _lat(r["fetch"]["routed_fetch"], "ms")
          + f", {r['fetch']['routed_fetch']['partitions_read']:g} partitions"),
