@@ -115,19 +115,22 @@ def local_lookups(instance, keys: list[dict], warmup: int) -> dict:
         raw_keys.append((instance.tail.store(codec.partition(full)), codec.store_key(full)))
     iso_keys = [{"player": k["player"], "window_start": WINDOW_ISO} for k in keys]
     figures = {}
-    for name, call, args, clock, keep in (
-            ("raw_get_raw", lambda a: a[0].get_raw(a[1]), raw_keys, time.perf_counter_ns, False),
-            ("instance_get", instance.get, keys, time.perf_counter_ns, False),
-            ("instance_get_kept", instance.get, keys, time.perf_counter_ns, True),
-            ("instance_get_cpu", instance.get, keys, time.thread_time_ns, False),
-            ("instance_get_iso_key", instance.get, iso_keys, time.perf_counter_ns, False)):
-        def hit(answer, raw=name == "raw_get_raw"):
-            return answer is not None if raw else bool(answer.rows)
 
+    def has_row(answer) -> bool:
+        return bool(answer.rows)
+
+    for name, call, args, clock, check, keep in (
+            ("raw_get_raw", lambda a: a[0].get_raw(a[1]), raw_keys, time.perf_counter_ns,
+             lambda a: a is not None, False),
+            ("instance_get", instance.get, keys, time.perf_counter_ns, has_row, False),
+            ("instance_get_kept", instance.get, keys, time.perf_counter_ns, has_row, True),
+            ("instance_get_cpu", instance.get, keys, time.thread_time_ns, has_row, False),
+            ("instance_get_iso_key", instance.get, iso_keys, time.perf_counter_ns, has_row,
+             False)):
         gc.collect()
-        seconds, answers = latencies(call, args, warmup, clock, None if keep else hit)
-        figures[name] = {**percentiles(seconds),
-                         "found": sum(1 for a in answers if (hit(a) if keep else a))}
+        seconds, answers = latencies(call, args, warmup, clock, None if keep else check)
+        found = sum(map(check, answers)) if keep else sum(answers)
+        figures[name] = {**percentiles(seconds), "found": found}
         del answers
     return figures
 
