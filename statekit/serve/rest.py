@@ -22,9 +22,7 @@ given), 413 for a result larger than ``limit`` rows or a body larger than
 of the wrong shape (each problem listed in ``errors``), 503 with ``Retry-After``
 when no live instance holds a partition (named, with its state). Served on
 127.0.0.1 unless a non-loopback address is asked for explicitly
-(``allow_remote=True``); there every path but ``/health`` needs the token, and
-a certificate makes it HTTPS (``statekit.serve.auth``: 401 without the token,
-502 when a peer refuses a forwarded call's).
+(``allow_remote=True``).
 
 Example:
     >>> app = create_app(instance, client)                               # doctest: +SKIP
