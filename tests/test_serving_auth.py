@@ -29,6 +29,7 @@ from statekit.serve.auth import (
     TokenRefused,
     client_context,
     new_token,
+    refusal,
     settle,
 )
 from statekit.serve.client import ServingClient
@@ -146,6 +147,26 @@ def test_tls_files_are_checked_and_named(tls, tmp_path):
     assert secure.uvicorn_options() == {"ssl_certfile": tls["certfile"],
                                         "ssl_keyfile": tls["keyfile"]}
     assert ServingSecurity.from_dict(secure.to_dict()) == secure
+
+
+def test_the_token_is_found_however_it_is_written_and_taken_out_of_the_query():
+    def scope(query: bytes = b"", header: bytes | None = None) -> dict:
+        headers = [(b"host", b"x")] + ([(b"authorization", header)] if header else [])
+        return {"type": "http", "path": "/metadata", "query_string": query, "headers": headers}
+
+    quoted = "".join(f"%{ord(c):02X}" for c in TOKEN).encode()
+    for query in (b"token=" + TOKEN.encode(), b"%74oken=" + quoted, b"tok%65n=" + quoted):
+        assert refusal(TOKEN, scope(b"key=%7B%7D&" + query + b"&local=true")) == (
+            None, b"key=%7B%7D&local=true")
+    for header in (b"Bearer " + TOKEN.encode(), b"bearer  " + TOKEN.encode() + b" "):
+        assert refusal(TOKEN, scope(b"local=true", header)) == (None, None)  # query untouched
+    missing, _ = refusal(TOKEN, scope(b"tokens=" + TOKEN.encode()))
+    assert missing["error"] == "MissingToken"
+    for header in (TOKEN.encode(), b"Bearer", b"Basic " + TOKEN.encode()):
+        error, _ = refusal(TOKEN, scope(header=header))
+        assert error["error"] == "BadToken" and TOKEN not in error["message"]
+    error, _ = refusal(TOKEN, scope(b"token=" + TOKEN.encode() + b"x"))
+    assert "41 characters" in error["message"] and TOKEN not in error["message"]
 
 
 def test_only_non_loopback_addresses_get_a_token_unasked():

@@ -265,17 +265,24 @@ def _presented(scope: Mapping) -> tuple[list[tuple[str, bytes | None]], bytes | 
             found.append(("the Authorization header", credential.strip()
                           if scheme.lower() == b"bearer" and credential.strip() else None))
     query = scope.get("query_string") or b""
-    if QUERY_PARAM.encode() not in query:
+    if not query:
         return found, None
     kept = []
     for part in query.split(b"&"):
         name, _, value = part.partition(b"=")
-        if unquote_to_bytes(name.replace(b"+", b" ")) == QUERY_PARAM.encode():
-            found.append(("the token query parameter",
-                          unquote_to_bytes(value.replace(b"+", b" "))))
+        if _unquoted(name) == _PARAM:
+            found.append(("the token query parameter", _unquoted(value)))
         else:
             kept.append(part)
-    return found, b"&".join(kept)
+    return found, (b"&".join(kept) if len(kept) < query.count(b"&") + 1 else None)
+
+
+_PARAM = QUERY_PARAM.encode()
+
+
+def _unquoted(text: bytes) -> bytes:
+    """A query string's name or value as the bytes it stands for (``+`` a space)."""
+    return unquote_to_bytes(text.replace(b"+", b" ")) if b"%" in text or b"+" in text else text
 
 
 def refusal(token: str, scope: Mapping) -> tuple[dict, bytes | None] | None:
