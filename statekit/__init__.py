@@ -37,8 +37,8 @@ _NAMES = {  # name → the subpackage that exports it (which knows its module)
     "Changelog": "statekit.changelog",
     **dict.fromkeys(("CheckpointView", "open_checkpoint"), "statekit.inspect"),
 }
-SUBPACKAGES = ("changelog", "charts", "datasets", "inspect", "kafka", "monitor", "query",
-               "restore", "spark", "state", "stores", "widgets", "workshop")
+SUBPACKAGES = ("changelog", "charts", "datasets", "inspect", "kafka", "monitor", "processor",
+               "query", "restore", "spark", "state", "stores", "widgets", "workshop")
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerly
     from statekit import (
@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
         inspect,
         kafka,
         monitor,
+        processor,
         query,
         restore,
         spark,

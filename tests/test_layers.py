@@ -8,9 +8,11 @@ Layers, lowest first (a module may import its own layer and lower ones, never hi
 2. sources and engines: ``kafka``, ``spark``, ``datasets``
 3. state: ``state``, ``query.progress``, ``query.reference``, ``query.session_reference``,
    ``query.running`` (the running aggregate's state processor), ``query.growth``; any
-   checkpoint: ``inspect``
+   checkpoint: ``inspect``; a person's own processor, its stores and the runner Spark's
+   Python workers call: ``processor``
 4. the changelog: ``changelog``
-5. the query and the local stores: ``query.stateful``, ``stores``; monitoring: ``monitor``
+5. the query and the local stores: ``query.stateful``, ``stores``; monitoring: ``monitor``;
+   starting and reading a processor: ``processor.query``
 6. restore, standby, drills: ``restore``
 7. serving (interactive queries): ``serve``
 8. charts (pure functions to Altair): ``charts``
@@ -44,8 +46,10 @@ LAYERS = [
     ("statekit.state", 3), ("statekit.query.progress", 3), ("statekit.query.reference", 3),
     ("statekit.query.running", 3), ("statekit.query.growth", 3),
     ("statekit.query.session_reference", 3), ("statekit.inspect", 3),
+    ("statekit.processor", 3),
     ("statekit.changelog", 4),
     ("statekit.query.stateful", 5), ("statekit.stores", 5), ("statekit.monitor", 5),
+    ("statekit.processor.query", 5),
     ("statekit.restore", 6),
     ("statekit.serve", 7),
     ("statekit.charts", 8),
@@ -71,7 +75,8 @@ NO_PYSPARK_AT_IMPORT = ("statekit.stores", "statekit.changelog.format", "stateki
                         "statekit.query.spec", "statekit.validate", "statekit.atomic",
                         "statekit.kafka", "statekit.datasets", "statekit.restore.changelog",
                         "statekit.restore.standby", "statekit.restore.worker",
-                        "statekit.restore.listener")
+                        "statekit.restore.listener", "statekit.processor.layout",
+                        "statekit.processor.fields", "statekit.processor.errors")
 
 
 def module_name(path: Path) -> str:

@@ -299,6 +299,12 @@ class StatefulQuery:
             time.sleep(0.1)
         return self.last_batch
 
+    @property
+    def _runs_batches_without_input(self) -> bool:
+        """True when Spark runs a batch on every trigger, new input or not (a TTL'd running
+        aggregate expires state so), which ``processAllAvailable`` would wait on forever."""
+        return self.spec.ttl is not None
+
     def wait_until_drained(self, timeout: float = 300.0) -> int:
         """Block until everything in the input so far is processed; returns the last batch id.
 
@@ -310,7 +316,7 @@ class StatefulQuery:
 
         def drain():
             try:
-                if self.spec.ttl is not None:
+                if self._runs_batches_without_input:
                     self._poll_caught_up(timeout)
                 else:
                     q.processAllAvailable()
@@ -570,14 +576,37 @@ def start_query(
     spark = spark or spark_session()
     checkpoint = Checkpoint(checkpoint or tempfile.mkdtemp(prefix=f"statekit-{name}-"))
 
+    events, malformed = source_events(
+        source, spark, conn, event_schema or spec.default_event_schema(),
+        list(dict.fromkeys([*spec.required_columns, *required_fields])),
+        starting_offsets=starting_offsets, max_offsets_per_trigger=max_offsets_per_trigger,
+        fail_on_data_loss=fail_on_data_loss, ending_offsets=ending_offsets)
+
+    reports_before = len(checkpoint.progress_files())
+    query = start_recorded(aggregate(events, spec), spark, checkpoint, name, output_mode, sink,
+                           trigger_kwargs)
+    handle = StatefulQuery(spark, spec, checkpoint, query, malformed, reports_before)
+    if topic:
+        handle.changelog = ChangelogWriter(handle.state, conn, topic).start()
+    return handle
+
+
+def source_events(source: str | DataFrame, spark: SparkSession, conn: KafkaConnection | None,
+                  event_schema: str | StructType, required: Sequence[str], *,
+                  starting_offsets: str = "earliest", max_offsets_per_trigger: int | None = None,
+                  fail_on_data_loss: bool = True, ending_offsets: str | None = None
+                  ) -> tuple[DataFrame, DataFrame | None]:
+    """(events, malformed) of a query's ``source``: a topic (JSON values parsed with
+    ``event_schema``, ``required`` fields checked by ``parse_events``) or a streaming
+    DataFrame (parsed the same way when it has a ``value`` column; else used as it is, and
+    ``malformed`` is None)."""
     if isinstance(source, str):
         if conn is None:
             raise BadArgument("kafka", None, "the Kafka cluster of topic "
                                              f"{source!r} (a KafkaConnection, 'host:port' or an "
                                              "EmbeddedBroker)")
         raw = kafka_stream(spark, source, conn, starting_offsets, max_offsets_per_trigger,
-                           fail_on_data_loss,
-                           value_schema=event_schema or spec.default_event_schema(),
+                           fail_on_data_loss, value_schema=event_schema,
                            ending_offsets=ending_offsets)
     elif isinstance(source, DataFrame):
         if not source.isStreaming:
@@ -586,25 +615,19 @@ def start_query(
         raw = source
     else:
         raise BadArgument("source", source, "a topic name or a streaming DataFrame")
-
     if "value" in raw.columns:
-        required = list(dict.fromkeys([*spec.required_columns, *required_fields]))
-        events, malformed = parse_events(raw, event_schema or spec.default_event_schema(),
-                                         required)
-    else:
-        events, malformed = raw, None
+        return parse_events(raw, event_schema, required)
+    return raw, None
 
-    reports_before = len(checkpoint.progress_files())
+
+def start_recorded(frame: DataFrame, spark: SparkSession, checkpoint: Checkpoint, name: str,
+                   output_mode: str, sink: str, trigger_kwargs: dict) -> StreamingQuery:
+    """Start ``frame`` into ``sink`` with its progress reports kept beside ``checkpoint``."""
     recorder = _recorder(spark)
-    writer = (aggregate(events, spec).writeStream.queryName(name).outputMode(output_mode)
-              .format(sink).option("checkpointLocation", str(checkpoint))
-              .trigger(**trigger_kwargs))
-    query = writer.start()
+    query = (frame.writeStream.queryName(name).outputMode(output_mode).format(sink)
+             .option("checkpointLocation", str(checkpoint)).trigger(**trigger_kwargs).start())
     recorder.checkpoints[str(query.id)] = checkpoint
-    handle = StatefulQuery(spark, spec, checkpoint, query, malformed, reports_before)
-    if topic:
-        handle.changelog = ChangelogWriter(handle.state, conn, topic).start()
-    return handle
+    return query
 
 
 def _trigger(trigger: str) -> dict:

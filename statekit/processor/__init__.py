@@ -1,0 +1,44 @@
+"""Write your own stateful processor, with Kafka-Streams-shaped stores, run by Spark.
+
+A ``Processor`` subclass declares stores (``key_value_store``, ``window_store``,
+``session_store``: each one transformWithState map state named by the store), an
+``output`` and a clock (``time``), and writes ``init(stores)``, ``process(key, rows)``
+and ``@schedule(every)`` punctuations. ``start_processor`` runs it with
+``transformWithStateInPandas``; the ``ProcessorQuery`` it returns reads each store by
+name (``snapshot(store)``, ``changes(store, from_batch)``).
+
+Modules: ``fields`` (store field types and checks), ``layout`` (store declarations and
+where each lies in Spark's state: the one place that says so), ``stores`` (the stores a
+processor uses inside Spark's Python worker, and what each method scans), ``processor``
+(``Processor``, ``schedule``, the runner Spark calls), ``query`` (``start_processor``,
+``ProcessorQuery``), ``examples`` (sessions, deduplication with a TTL, a per-player rule),
+``errors`` (``ProcessorError``).
+
+Example:
+    >>> from statekit.processor import key_value_store
+    >>> seen = key_value_store("seen", key="id string", value="at timestamp")
+    >>> seen.layout(["player"]).key_columns
+    ('player', 'id')
+"""
+
+from statekit._lazy import lazy_exports
+
+_NAMES = {
+    "Processor": "statekit.processor.processor",
+    "schedule": "statekit.processor.processor",
+    "plan_of": "statekit.processor.processor",
+    "key_value_store": "statekit.processor.layout",
+    "window_store": "statekit.processor.layout",
+    "session_store": "statekit.processor.layout",
+    "StoreSpec": "statekit.processor.layout",
+    "StoreLayout": "statekit.processor.layout",
+    "Session": "statekit.processor.stores",
+    "KeyValueStore": "statekit.processor.stores",
+    "WindowStore": "statekit.processor.stores",
+    "SessionStore": "statekit.processor.stores",
+    "ProcessorError": "statekit.processor.errors",
+    "ProcessorQuery": "statekit.processor.query",
+    "start_processor": "statekit.processor.query",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES)
+__all__ = sorted(_NAMES)

@@ -1,0 +1,246 @@
+"""Run a ``Processor`` on a stream, and read its stores by name while it runs.
+
+``start_processor`` groups the events by ``keys`` and runs the processor with Spark's
+``transformWithStateInPandas`` (RocksDB state store, changelog checkpointing, as every
+statekit query). The returned ``ProcessorQuery`` waits, reports progress (it is a
+``StatefulQuery``) and reads each store as the inspect readers read any
+transformWithState state variable: ``snapshot(store, batch)``, ``changes(store,
+from_batch, to_batch)``, ``timers()``; ``layout()`` says which columns each has.
+
+Example:
+    >>> from statekit.processor.examples import SessionTracker          # doctest: +SKIP
+    >>> q = start_processor("games", SessionTracker(gap="30 minutes"),  # doctest: +SKIP
+    ...                     keys=["player"], event_time="ts", watermark="10 minutes",
+    ...                     event_schema=games.schema, kafka=broker)
+    >>> q.wait_until_drained(); q.snapshot("sessions")                  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Sequence
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from statekit.durations import spark_interval
+from statekit.errors import BadArgument, StatekitError
+from statekit.inspect.operators import Part
+from statekit.inspect.stores import StateView
+from statekit.kafka.connection import Kafka, connect
+from statekit.processor.errors import ProcessorError
+from statekit.processor.layout import StoreLayout
+from statekit.processor.processor import Plan, Processor, ProcessorRunner, plan_of
+from statekit.query.stateful import (
+    SINKS,
+    StatefulQuery,
+    _trigger,
+    failure_text,
+    source_events,
+    start_recorded,
+)
+from statekit.state.checkpoint import Checkpoint
+
+#: The column metadata Spark sets on an event-time column by ``withWatermark``.
+WATERMARK_METADATA = "spark.watermarkDelayMs"
+OUTPUT_MODES = {"append": "Append", "update": "Update"}
+_RAISED = re.compile(r"ProcessorError: (.+)")
+
+
+class ProcessorQuery(StatefulQuery):
+    """A running processor: wait on it, read its progress and its stores by name.
+
+    ``spec`` is None (a processor has no ``QuerySpec``); ``processor`` and ``plan`` say
+    what runs. ``snapshot`` and ``changes`` take the store's name first.
+    """
+
+    def __init__(self, spark: SparkSession, processor: Processor, plan: Plan,
+                 checkpoint: Checkpoint, query, malformed_stream: DataFrame | None,
+                 reports_before: int = 0, sink: str = "noop"):
+        super().__init__(spark, None, checkpoint, query, malformed_stream, reports_before)
+        self.processor, self.plan, self._sink = processor, plan, sink
+        self._parts: dict[str, Part] | None = None
+
+    @property
+    def _runs_batches_without_input(self) -> bool:
+        # ProcessingTime mode runs a batch on every trigger, to fire timers and expire TTLs
+        return self.plan.time == "processing"
+
+    # --- failures: the processor's own error, with its own message ---------------------------
+    def _processor_error(self, error: BaseException) -> BaseException:
+        text = failure_text(self.query.exception()) if self.query.exception() else str(error)
+        found = _RAISED.findall(text)
+        if found:
+            return ProcessorError(f"query {self.name!r} failed: {found[-1].strip()}")
+        return error
+
+    def wait_for_batches(self, n: int, timeout: float = 120.0) -> int:
+        try:
+            return super().wait_for_batches(n, timeout)
+        except StatekitError as err:
+            raise self._processor_error(err) from None
+
+    def wait_until_drained(self, timeout: float = 300.0) -> int:
+        try:
+            return super().wait_until_drained(timeout)
+        except StatekitError as err:
+            raise self._processor_error(err) from None
+
+    # --- the stores ----------------------------------------------------------------------------
+    def layout(self) -> pd.DataFrame:
+        """One row per store: ``store``, ``kind``, ``state_variable`` (its Spark state
+        variable: the same name), ``variable_type``, ``key_columns``, ``value_columns``,
+        ``ttl_ms``, ``retention_ms`` (``statekit.processor.layout``)."""
+        rows = [lay.as_row() for lay in self.plan.layouts()]
+        return pd.DataFrame(rows, columns=["store", "kind", "state_variable", "variable_type",
+                                           "key_columns", "value_columns", "ttl_ms",
+                                           "retention_ms"])
+
+    def store_layout(self, store: str) -> StoreLayout:
+        """Where ``store`` lies in Spark's state (its key and value columns)."""
+        return self.plan.store(store).layout(self.plan.grouping_keys)
+
+    def state(self, store: str) -> StateView:
+        """The inspect reader of ``store`` (or of ``"timers"``): ``snapshot``, ``changes``,
+        ``schema``, as ``open_checkpoint(...).state(store)`` gives for any query."""
+        if store != "timers":
+            self.plan.store(store)
+        if self._parts is None or store not in self._parts:
+            if self.last_batch < 0:
+                raise StatekitError(f"processor query {self.name!r} has committed no batch "
+                                    "yet: wait_for_batches(1) first")
+            from statekit.inspect.view import open_checkpoint
+
+            operator = open_checkpoint(self.checkpoint, self.spark).operator(0)
+            self._parts = {name: p for p in operator.parts for name in p.names}
+        return StateView(self.checkpoint, self._parts[store], self.spark)
+
+    def snapshot(self, store: str, batch: int | None = None,  # type: ignore[override]
+                 sort: bool = True) -> pd.DataFrame:
+        """``store``'s entries after ``batch`` (the last committed when None): the layout's
+        key and value columns, then ``partition``; sorted by partition and key."""
+        return self.state(store).snapshot(batch, sort=sort)
+
+    def changes(self, store: str, from_batch: int,  # type: ignore[override]
+                to_batch: int | None = None) -> pd.DataFrame:
+        """Every put and delete batches ``from_batch..to_batch`` made to ``store``:
+        ``batch``, ``change``, the layout's columns (a delete has no value), ``partition``."""
+        return self.state(store).changes(from_batch, to_batch)
+
+    def timers(self, batch: int | None = None) -> pd.DataFrame:
+        """The registered timers after ``batch``: grouping key columns,
+        ``expiration_timestamp_ms`` (retention and punctuation timers alike), ``partition``."""
+        return self.state("timers").snapshot(batch, sort=True)
+
+    def metadata(self) -> pd.DataFrame:
+        """The operator and its parts (every store, the timers), as ``open_checkpoint``
+        lists them."""
+        from statekit.inspect.view import open_checkpoint
+
+        return open_checkpoint(self.checkpoint, self.spark).states()
+
+    def output(self) -> pd.DataFrame:
+        """The rows the processor returned so far (``sink="memory"`` only)."""
+        if self._sink != "memory":
+            raise BadArgument("sink of this query", self._sink,
+                              "memory (start_processor(..., sink='memory')) to keep the output")
+        return self.spark.table(self.name).toPandas()
+
+    def __repr__(self) -> str:
+        state = "active" if self.is_active else "stopped"
+        return (f"ProcessorQuery({self.name!r}, {type(self.processor).__name__}, {state}, "
+                f"last_batch={self.last_batch})")
+
+
+def _has_watermark(frame: DataFrame) -> bool:
+    return any(WATERMARK_METADATA in (f.metadata or {}) for f in frame.schema.fields)
+
+
+def start_processor(
+    source: str | DataFrame,
+    processor: Processor,
+    *,
+    keys: Sequence[str] | str,
+    kafka: Kafka | None = None,
+    spark: SparkSession | None = None,
+    event_schema: str | StructType | None = None,
+    required_fields: Sequence[str] = (),
+    event_time: str | None = None,
+    watermark: str | None = None,
+    checkpoint: str | None = None,
+    name: str = "processor",
+    output_mode: str = "append",
+    sink: str = "noop",
+    trigger: str = "500 milliseconds",
+    starting_offsets: str = "earliest",
+    max_offsets_per_trigger: int | None = None,
+    fail_on_data_loss: bool = True,
+    ending_offsets: str | None = None,
+) -> ProcessorQuery:
+    """Run ``processor`` over ``source``, grouped by ``keys``; returns a ``ProcessorQuery``.
+
+    Args:
+        source: a Kafka topic (JSON values parsed with ``event_schema``; malformed events are
+            kept aside as ``start_query`` does) or a streaming DataFrame.
+        processor: an instance of a ``Processor`` subclass.
+        keys: the grouping key columns (Spark's grouping key: each store is scoped to it).
+        event_time, watermark: the event-time column and the watermark delay
+            (``"10 minutes"``); a processor on event time (``time = "event"``) needs a
+            watermark, from these or from a source that already has one.
+        output_mode: ``append`` (default) or ``update``.
+        sink: noop (default), memory (a table named ``name``: ``output()``), console.
+
+    The other arguments are ``start_query``'s. Nothing starts when a declaration is wrong.
+
+    Raises:
+        BadArgument: the processor's declarations (``plan_of``), a missing watermark, an
+            unknown key or event-time column, a bad sink or output mode.
+    """
+    from statekit.spark.session import spark_session
+
+    keys = [keys] if isinstance(keys, str) else list(keys)
+    if not keys or not all(isinstance(k, str) for k in keys):
+        raise BadArgument("keys", keys, "one or more column names (the grouping key)")
+    plan = plan_of(processor, keys)
+    if sink not in SINKS:
+        raise BadArgument("sink", sink, SINKS)
+    if output_mode not in OUTPUT_MODES:
+        raise BadArgument("output mode", output_mode, list(OUTPUT_MODES))
+    if watermark is not None and event_time is None:
+        raise BadArgument("event_time", None, "the event-time column the watermark follows")
+    if plan.time == "event" and watermark is None and not (
+            isinstance(source, DataFrame) and _has_watermark(source)):
+        why = (f"punctuation {plan.punctuations[0][0]!r}" if plan.punctuations else
+               "its window and session stores" if plan.stores else "it")
+        raise BadArgument("watermark", None,
+                          f"a watermark delay such as '10 minutes' (with event_time=): "
+                          f"{type(processor).__name__} runs on event time, and {why} follow "
+                          "the watermark (Spark's event-time clock); or a source DataFrame "
+                          "with withWatermark applied")
+    if isinstance(source, str) and event_schema is None:
+        raise BadArgument("event_schema", None,
+                          f"the JSON events' schema of topic {source!r} (Spark DDL)")
+    trigger_kwargs = _trigger(trigger)
+    conn = None if kafka is None else connect(kafka)
+    spark = spark or spark_session()
+    checkpoint = Checkpoint(checkpoint or tempfile.mkdtemp(prefix=f"statekit-{name}-"))
+    required = list(dict.fromkeys([*keys, *([event_time] if event_time else []),
+                                   *required_fields]))
+    events, malformed = source_events(
+        source, spark, conn, event_schema, required, starting_offsets=starting_offsets,
+        max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss,
+        ending_offsets=ending_offsets)
+    for column in required:
+        if column not in events.columns:
+            raise BadArgument("column", column, events.columns)
+    if watermark is not None:
+        events = events.withWatermark(event_time, spark_interval(watermark))
+    grouped = events.groupBy(*keys).transformWithStateInPandas(
+        ProcessorRunner(processor, plan), plan.output_ddl, OUTPUT_MODES[output_mode],
+        plan.time_mode)
+    reports_before = len(checkpoint.progress_files())
+    query = start_recorded(grouped, spark, checkpoint, name, output_mode, sink, trigger_kwargs)
+    return ProcessorQuery(spark, processor, plan, checkpoint, query, malformed, reports_before,
+                          sink)
