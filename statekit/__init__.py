@@ -101,6 +101,7 @@ __all__ = [
     "kafka",
     "monitor",
     "open_checkpoint",
+    "processor",
     "query",
     "restore",
     "session",

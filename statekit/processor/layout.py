@@ -21,8 +21,10 @@ session       ``keys``, the key fields,               the store's value fields
 Spark's State Data Source reads a map state as ``key`` (the grouping key),
 ``user_map_key`` and ``user_map_value`` structs; flattened (``statekit.inspect.flatten``)
 those are exactly the columns above, in that order, because field names are checked
-to be distinct (no prefixes are ever added). A store with a TTL has one more value
-column, ``ttlExpirationMs`` (Spark's: epoch ms after which the entry is gone). The
+to be distinct (no prefixes are added). A store with a TTL is different: Spark keeps
+its value as ``user_map_value.value`` beside ``user_map_value.ttlExpirationMs``, so its
+value columns are ``value_<field>`` for each value field, then ``ttlExpirationMs``
+(epoch ms after which Spark no longer returns the entry and removes it). The
 timers (retention and punctuation) are the operator's ``timers`` part, one row per
 grouping key and expiry. ``StoreSpec.layout(keys)`` gives this as a ``StoreLayout``.
 
@@ -53,6 +55,8 @@ WINDOW_FIELDS = (Field("window_start", "timestamp"),)
 SESSION_FIELDS = (Field("session_start", "timestamp"), Field("session_end", "timestamp"))
 #: The value column Spark's reader adds to a state variable with a TTL.
 TTL_COLUMN = "ttlExpirationMs"
+#: The prefix of a TTL'd store's value columns (Spark nests the value one level deeper).
+TTL_VALUE_PREFIX = "value_"
 #: Names a store cannot have: Spark's default column family, statekit's name for timers.
 RESERVED_STORE_NAMES = ("default", "timers")
 #: Column names statekit's frames use for themselves (``statekit.inspect.flatten``).
@@ -115,7 +119,7 @@ class StoreSpec:
         keys = tuple(grouping_keys)
         values = tuple(f.name for f in self.value)
         if self.ttl_ms is not None:
-            values += (TTL_COLUMN,)
+            values = tuple(f"{TTL_VALUE_PREFIX}{name}" for name in values) + (TTL_COLUMN,)
         return StoreLayout(self.name, self.kind, self.name, "MapState", keys,
                            keys + tuple(f.name for f in self.map_key), values,
                            tuple(f.name for f in self.time_fields), self.ttl_ms,
@@ -152,6 +156,12 @@ def _store(name: object, kind: str, key: str | None, value: str, ttl: str | None
                 raise BadArgument(f"{what} {part} field", f.name,
                                   f"a name not used twice in the store ({f.name!r} is {taken})")
             seen[f.name] = part
+    if ttl_ms is not None:
+        for f in value_fields:
+            if f"{TTL_VALUE_PREFIX}{f.name}" in seen:
+                raise BadArgument(f"{what} key field", f"{TTL_VALUE_PREFIX}{f.name}",
+                                  "a name other than value_<a value field> in a store with a "
+                                  "TTL (its value columns are named so)")
     return spec
 
 

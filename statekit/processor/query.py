@@ -5,7 +5,8 @@
 statekit query). The returned ``ProcessorQuery`` waits, reports progress (it is a
 ``StatefulQuery``) and reads each store as the inspect readers read any
 transformWithState state variable: ``snapshot(store, batch)``, ``changes(store,
-from_batch, to_batch)``, ``timers()``; ``layout()`` says which columns each has.
+from_batch, to_batch)``, ``timers()``; ``store(name)`` is the inspect reader itself;
+``layout()`` says which columns each has.
 
 Example:
     >>> from statekit.processor.examples import SessionTracker          # doctest: +SKIP
@@ -102,7 +103,7 @@ class ProcessorQuery(StatefulQuery):
         """Where ``store`` lies in Spark's state (its key and value columns)."""
         return self.plan.store(store).layout(self.plan.grouping_keys)
 
-    def state(self, store: str) -> StateView:
+    def store(self, store: str) -> StateView:
         """The inspect reader of ``store`` (or of ``"timers"``): ``snapshot``, ``changes``,
         ``schema``, as ``open_checkpoint(...).state(store)`` gives for any query."""
         if store != "timers":
@@ -121,18 +122,18 @@ class ProcessorQuery(StatefulQuery):
                  sort: bool = True) -> pd.DataFrame:
         """``store``'s entries after ``batch`` (the last committed when None): the layout's
         key and value columns, then ``partition``; sorted by partition and key."""
-        return self.state(store).snapshot(batch, sort=sort)
+        return self.store(store).snapshot(batch, sort=sort)
 
     def changes(self, store: str, from_batch: int,  # type: ignore[override]
                 to_batch: int | None = None) -> pd.DataFrame:
         """Every put and delete batches ``from_batch..to_batch`` made to ``store``:
         ``batch``, ``change``, the layout's columns (a delete has no value), ``partition``."""
-        return self.state(store).changes(from_batch, to_batch)
+        return self.store(store).changes(from_batch, to_batch)
 
     def timers(self, batch: int | None = None) -> pd.DataFrame:
         """The registered timers after ``batch``: grouping key columns,
         ``expiration_timestamp_ms`` (retention and punctuation timers alike), ``partition``."""
-        return self.state("timers").snapshot(batch, sort=True)
+        return self.store("timers").snapshot(batch, sort=True)
 
     def metadata(self) -> pd.DataFrame:
         """The operator and its parts (every store, the timers), as ``open_checkpoint``

@@ -137,7 +137,7 @@ class _MapStore:
         out = []
         for f, v in zip(parts, values, strict=True):
             problem = f.problem(v)
-            if problem is None and not nullable and v is None:
+            if problem is None and not nullable and is_null(v):
                 problem = f"{f.name} is null"
             if problem is not None:
                 raise self._fail(what, given, f"{problem} ({shape_text(parts)})")
