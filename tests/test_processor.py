@@ -10,6 +10,7 @@ map state: pure logic, no Spark.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -456,3 +457,119 @@ def test_a_window_store_holds_the_windows_its_retention_keeps(spark, broker, gam
                          got[columns])
     finally:
         query.stop()
+
+
+# --- a TTL, watched expiring -----------------------------------------------------------------
+def small_topic(broker, name: str, events: list[dict]) -> str:
+    """``events`` (player, game, score, ts) in a one-partition topic, keyed by player."""
+    import json
+
+    from statekit.kafka.dataset_replay import replay
+
+    start = pd.Timestamp("2026-01-05 10:00")
+    records = pd.DataFrame({
+        "key": [e["player"] for e in events],
+        "value": [json.dumps({**e, "ts": e["ts"].isoformat() + "Z"}) for e in events],
+        "timestamp": [(e["ts"] - start).value // 10**6 + 1767607200000 for e in events]})
+    replay(records, broker, name, partitions=1, progress=False)
+    return name
+
+
+def plays(n: int, games: int = 3, player: str = "p1") -> list[dict]:
+    start = pd.Timestamp("2026-01-05 10:00")
+    return [{"player": player, "game": f"g{i % games}", "score": i,
+             "ts": start + pd.Timedelta(minutes=i)} for i in range(n)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_ttl_forgets_ids_so_a_late_copy_passes_again(spark, broker, tmp_path):
+    topic = small_topic(broker, "processor-ttl", plays(12))
+    query = run(topic, Deduplicate(ttl="2 seconds"), broker, spark, tmp_path, "ttl",
+                sink="memory", max_offsets_per_trigger=4)
+    try:
+        query.wait_until_drained()
+        assert len(query.output()) == 12
+        deadline = time.monotonic() + 180
+        while len(query.snapshot("seen")) and time.monotonic() < deadline:
+            time.sleep(1)  # Spark removes expired entries in the next batches (one a trigger)
+        assert query.snapshot("seen").empty, "the TTL never removed the ids"
+        deletes = query.changes("seen", 0).query("change == 'delete'")
+        assert sorted(deletes["game"] + deletes["ts"].astype(str)) == sorted(
+            e["game"] + str(e["ts"]) for e in plays(12))
+        small_topic(broker, topic, plays(12))  # the same 12 events again: forgotten, so passed
+        query.wait_until_drained()
+        assert len(query.output()) == 24
+    finally:
+        query.stop()
+
+
+# --- bad values at run time: a clear error, and the query untouched -----------------------------
+def counting(mistake: str | None):
+    """Counts per game in a key-value store, and per 10-minute window in a window store;
+    on the game "boom" it makes ``mistake`` (None: counts it like any game)."""
+
+    class Counts(Processor):
+        time = "event"
+        output = "player string, game string, n bigint"
+
+        def stores(self):
+            return [key_value_store("counts", key="game string", value="n bigint"),
+                    window_store("recent", value="n bigint", retention="10 minutes")]
+
+        def init(self, stores):
+            self.counts, self.recent = stores["counts"], stores["recent"]
+
+        def process(self, player, rows):
+            out = []
+            for game, n in rows.groupby("game").size().items():
+                total = (self.counts.get(game) or 0) + int(n)
+                if game == "boom" and mistake == "shape":
+                    self.counts.put((game, "extra"), total)
+                elif game == "boom" and mistake == "retention":
+                    self.recent.put(None, total, rows["ts"].max() - pd.Timedelta("1 day"))
+                elif game == "boom" and mistake == "output":
+                    out.append((player, game, "lots"))
+                    continue
+                self.counts.put(game, total)
+                out.append((player, game, total))
+            return pd.DataFrame(out, columns=["player", "game", "n"])
+
+    return Counts()
+
+
+BOOM = [*plays(40), {"player": "p1", "game": "boom", "score": 0,
+                     "ts": pd.Timestamp("2026-01-05 10:41")}]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("mistake", "message"), [
+    ("output", r"Counts.process\(\) returned rows that do not fit the declared output: "
+               r"column 'n' = 'lots' at row 0: 'lots' is not a bigint; declared: player "
+               r"string, game string, n bigint"),
+    ("shape", r"store 'counts' \(key-value store\): key \('boom', 'extra'\) does not fit: "
+              r"one value \(game string\)"),
+    ("retention", r"store 'recent' \(window store\): window_start Timestamp\('2026-01-04 "
+                  r"10:41:00'\) does not fit: it is outside the store's retention \(600000 ms\)"),
+])
+def test_a_bad_value_fails_the_batch_by_name_and_leaves_the_state_as_committed(
+        spark, broker, tmp_path, mistake, message):
+    topic = small_topic(broker, f"processor-boom-{mistake}", BOOM)
+    query = run(topic, counting(mistake), broker, spark, tmp_path, "boom",
+                max_offsets_per_trigger=20, watermark="5 minutes")
+    with pytest.raises(ProcessorError, match="query 'boom' failed: " + message):
+        query.wait_until_drained()
+    query.stop()
+    assert query.last_batch == 1  # batches 0 and 1 read the 40 good events; 2 failed
+    counts = pd.Series([e["game"] for e in plays(40)]).value_counts()
+    assert query.snapshot("counts").set_index("game")["n"].to_dict() == counts.to_dict()
+    if mistake == "output":  # fixed, the same checkpoint goes on: nothing was lost
+        again = run(topic, counting(None), broker, spark, tmp_path, "boom",
+                    max_offsets_per_trigger=20, watermark="5 minutes")
+        try:
+            again.wait_until_drained()
+            got = again.snapshot("counts").set_index("game")["n"].to_dict()
+            assert got == {**counts.to_dict(), "boom": 1}
+        finally:
+            again.stop()

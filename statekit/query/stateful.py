@@ -338,13 +338,16 @@ class StatefulQuery:
         return self.last_batch
 
     def _poll_caught_up(self, timeout: float) -> None:
-        """Wait for a batch that read nothing new after its sources caught up."""
+        """Wait for a batch that read nothing new after its sources caught up; a batch
+        triggered before this call does not count (it may predate input written since)."""
         deadline = time.monotonic() + timeout
+        called = pd.Timestamp.now(tz="UTC")
         seen = -1
         while time.monotonic() < deadline:
             self._raise_if_failed()
             progress = self.query.lastProgress
-            if progress and progress["batchId"] > seen:
+            if progress and progress["batchId"] > seen and \
+                    pd.Timestamp(progress["timestamp"]) >= called:
                 seen = progress["batchId"]
                 sources = progress.get("sources") or []
                 caught_up = all(src.get("latestOffset") is not None and
