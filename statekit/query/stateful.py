@@ -123,11 +123,6 @@ def kafka_stream(
     return reader.load()
 
 
-def _json_path(name: str) -> str:
-    """A JSONPath to a top-level field, whatever its name holds."""
-    return "$['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
-
-
 def parse_events(raw: DataFrame, schema: str | StructType, required: Sequence[str] = (), *,
                  event_time: str | None = None, max_event_time_ahead: str | None = None,
                  ) -> tuple[DataFrame, DataFrame]:
