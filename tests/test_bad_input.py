@@ -357,3 +357,19 @@ def test_without_the_bound_every_reader_keeps_the_far_times_spark_accepted(spark
         pd.testing.assert_frame_equal(restored[snapshot.columns], snapshot, check_dtype=False)
     finally:
         query.stop()
+
+
+def test_the_pandas_reference_applies_the_same_bound():
+    from statekit.query.reference import too_far_ahead
+
+    record = pd.Series([pd.Timestamp(RECORD_MS, unit="ms")] * 4)
+    day = pd.Timedelta(days=1)
+    times = pd.Series([record[0] + day, record[0] + day + pd.Timedelta(milliseconds=1),
+                       pd.Timestamp(0), None]).astype("datetime64[ns]")
+    spec = QuerySpec(keys=["player"], window=tumbling("10 minutes"))
+    assert too_far_ahead(times, record, spec).tolist() == [False, True, False, False]
+    far = pd.Series(np.array(["57983-03-30T16:00:00"], dtype="datetime64[us]"))
+    assert too_far_ahead(far, record[:1], spec).tolist() == [True]
+    unbounded = QuerySpec(keys=["player"], window=tumbling("10 minutes"),
+                          max_event_time_ahead=None)
+    assert not too_far_ahead(far, record[:1], unbounded).any()

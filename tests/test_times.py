@@ -104,3 +104,20 @@ def test_changelog_keys_and_store_rows_with_far_windows():
     assert decoded["window_start"].tolist() == [pd.Timestamp("2026-01-05 10:00"), FAR[1]]
     near = parse_times(pd.DataFrame({"window_start": ["2026-01-05T10:00:00.000Z"]}))
     assert near["window_start"].dtype == "datetime64[ns]"
+
+
+def test_the_pandas_reference_windows_far_times_in_their_own_unit():
+    from statekit.query.reference import windowed_reference
+    from statekit.query.spec import QuerySpec, hopping
+
+    times = pd.Series(np.array(["2026-01-05T10:03:00", "57983-03-30T16:04:00"],
+                               dtype="datetime64[us]"))
+    events = pd.DataFrame({"player": ["a", "b"], "ts": times})
+    spec = QuerySpec(keys=["player"], window=hopping("10 minutes", "5 minutes"))
+    got = windowed_reference(events, spec)
+    five = pd.Timedelta(minutes=5).as_unit("us")
+    starts = [pd.Timestamp("2026-01-05 09:55"), pd.Timestamp("2026-01-05 10:00"),
+              FAR[1] - five, FAR[1]]
+    assert got["window_start"].tolist() == starts
+    assert (got["window_end"] - got["window_start"] == 2 * five).all()
+    assert got["count"].tolist() == [1, 1, 1, 1]
