@@ -199,15 +199,15 @@ def _too_far_ahead(event: Column, as_text: Column, event_time: str | None,
     timestamp (null within it, or with no bound); the millisecond trap named."""
     if event_time is None or max_ahead is None:
         return F.lit(None).cast("string")
-    when, record = event[event_time], F.col("timestamp")
+    event_at, record = event[event_time], F.col("timestamp")
     # in double microseconds: no overflow, whatever the two times (exact up to year 2255)
-    gap = F.unix_micros(when).cast("double") - F.unix_micros(record).cast("double")
+    gap = F.unix_micros(event_at).cast("double") - F.unix_micros(record).cast("double")
     number = as_text[event_time].rlike(r"^-?[0-9]+$")
     hint = F.when(number, F.lit(" (a JSON number is read as seconds since the epoch: "
                                 "milliseconds?)")).otherwise(F.lit(""))
     text = F.concat(F.lit(f"{event_time} is more than {max_ahead} after its Kafka record's "
                           "timestamp "), record.cast("string"), F.lit(": "),
-                    when.cast("string"), hint)
+                    event_at.cast("string"), hint)
     return F.when(gap > F.lit(to_millis(max_ahead) * 1000.0), text)
 
 
