@@ -34,6 +34,7 @@ from statekit.kafka.connection import Kafka, connect
 from statekit.processor.errors import ProcessorError
 from statekit.processor.layout import StoreLayout
 from statekit.processor.processor import Plan, Processor, ProcessorRunner, plan_of
+from statekit.query.spec import DEFAULT_MAX_EVENT_TIME_AHEAD
 from statekit.query.stateful import (
     SINKS,
     StatefulQuery,
@@ -170,6 +171,7 @@ def start_processor(
     required_fields: Sequence[str] = (),
     event_time: str | None = None,
     watermark: str | None = None,
+    max_event_time_ahead: str | None = DEFAULT_MAX_EVENT_TIME_AHEAD,
     checkpoint: str | None = None,
     name: str = "processor",
     output_mode: str = "append",
@@ -232,7 +234,8 @@ def start_processor(
     events, malformed = source_events(
         source, spark, conn, event_schema, required, starting_offsets=starting_offsets,
         max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss,
-        ending_offsets=ending_offsets)
+        ending_offsets=ending_offsets, event_time=event_time,
+        max_event_time_ahead=max_event_time_ahead if event_time else None)
     for column in required:
         if column not in events.columns:
             raise BadArgument("column", column, events.columns)
