@@ -102,9 +102,7 @@ class Field:
         if kind == "boolean":
             return bool(value)
         if kind == "timestamp":
-            stamp = pd.Timestamp(value)
-            stamp = stamp.tz_localize(UTC) if stamp.tzinfo is None else stamp.tz_convert(UTC)
-            return stamp.to_pydatetime()
+            return aware_utc(value)
         if kind == "binary":
             return bytes(value)
         return value
@@ -170,25 +168,42 @@ def is_null(value: object) -> bool:
     return value is None or value is pd.NA or value is pd.NaT
 
 
-def naive_utc(value: object) -> pd.Timestamp:
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def aware_utc(value: object) -> dt.datetime:
+    """A timestamp as an aware UTC ``datetime`` (naive values are UTC): what Spark's state
+    API takes. Python's datetime reaches year 9999, pandas' nanoseconds only 2262."""
+    if not isinstance(value, dt.datetime):
+        value = pd.Timestamp(value).to_pydatetime()
+    elif isinstance(value, pd.Timestamp):
+        value = value.to_pydatetime()
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def naive_utc(value: object) -> pd.Timestamp | dt.datetime:
     """A datetime from Spark's Python state API (naive in the worker's local time zone, or
-    aware) as a naive UTC ``pandas.Timestamp``."""
-    stamp = value.astimezone(UTC) if isinstance(value, dt.datetime) else pd.Timestamp(value)
-    return pd.Timestamp(stamp).tz_convert(None) if pd.Timestamp(stamp).tzinfo else \
-        pd.Timestamp(stamp)
+    aware) as a naive UTC ``pandas.Timestamp`` (a naive ``datetime`` past pandas' range)."""
+    naive = value.astimezone(UTC).replace(tzinfo=None)
+    try:
+        return pd.Timestamp(naive)
+    except (OverflowError, pd.errors.OutOfBoundsDatetime):
+        return naive
 
 
 def millis(value: object) -> int:
     """Epoch milliseconds of a timestamp (naive values are UTC)."""
-    stamp = pd.Timestamp(value)
-    if stamp.tzinfo is None:
-        stamp = stamp.tz_localize(UTC)
-    return stamp.value // 1_000_000
+    return (aware_utc(value) - EPOCH) // dt.timedelta(milliseconds=1)
 
 
-def from_millis(ms: int) -> pd.Timestamp:
-    """A naive UTC ``pandas.Timestamp`` from epoch milliseconds."""
-    return pd.Timestamp(int(ms), unit="ms")
+def from_millis(ms: int) -> pd.Timestamp | dt.datetime:
+    """A naive UTC ``pandas.Timestamp`` from epoch milliseconds (a naive ``datetime`` past
+    pandas' range)."""
+    naive = (EPOCH + dt.timedelta(milliseconds=int(ms))).replace(tzinfo=None)
+    try:
+        return pd.Timestamp(naive)
+    except (OverflowError, pd.errors.OutOfBoundsDatetime):
+        return naive
 
 
 def fields(ddl: str | None, what: str) -> tuple[Field, ...]:
