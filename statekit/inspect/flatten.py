@@ -207,6 +207,7 @@ def to_pandas(frame: DataFrame, nullable_ints: bool = False) -> pd.DataFrame:
     dicts; ``nullable_ints`` maps integer columns to ``Int64`` (a change feed's deletes
     have no value)."""
     table = frame.toArrow()
+    names = table.schema.names  # arrow_to_pandas may free ``table`` (self_destruct)
     nested = [f.name for f in table.schema
               if pa.types.is_map(f.type) or pa.types.is_list(f.type)
               or pa.types.is_large_list(f.type) or pa.types.is_struct(f.type)]
@@ -216,4 +217,4 @@ def to_pandas(frame: DataFrame, nullable_ints: bool = False) -> pd.DataFrame:
     out = arrow_to_pandas(flat, nullable_ints)
     for name in nested:
         out[name] = pd.Series(plain[name], index=out.index, dtype=object)
-    return out[[f.name for f in table.schema]]
+    return out[names]
