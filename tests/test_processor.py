@@ -192,6 +192,7 @@ def test_window_store_fetches_by_time_and_refuses_a_window_behind_its_retention(
     assert store.fetch(None, w[1], w[2]) == [(w[1], 2), (w[2], 3)]
     assert [s for _, s, _ in store.all()] == w
     assert clock.timers == {(s + pd.Timedelta("30min")).value // 10**6 for s in w}
+    assert store.retained_from == pd.Timestamp("2026-01-05 10:30")
     with pytest.raises(ProcessorError, match=r"window_start .*10:29.* outside the store's "
                                              r"retention .* at or after 2026-01-05 10:30:00"):
         store.put(None, 9, pd.Timestamp("2026-01-05 10:29"))
@@ -423,7 +424,8 @@ def windowed_counts(size: str = "10 minutes", retention: str = "30 minutes"):
             for start, group in rows.groupby(starts):
                 old = self.windows.fetch(None, start) or {"events": 0, "score": 0}
                 new = (old["events"] + len(group), old["score"] + int(group["score"].sum()))
-                self.windows.put(None, new, start)
+                if start >= self.windows.retained_from:  # else: past retention already
+                    self.windows.put(None, new, start)
                 out.append((player, start, *new))
             return pd.DataFrame(out, columns=["player", "window_start", "events", "score"])
 

@@ -43,7 +43,9 @@ class SessionTracker(Processor):
     run is merged with the stored sessions it touches (``find_sessions(None, start - gap,
     end + gap)``), which are removed, and the merged session is put. Output: the sessions
     a batch changed. On event time: the store drops a session once the watermark is more
-    than ``retention`` (default: the gap) past its end.
+    than ``retention`` (default: the gap) past its end, and does not keep one that ends
+    before ``retained_from`` (possible when the watermark moved more than the retention in
+    one batch: Spark still hands the batch rows down to the previous watermark).
     """
 
     time = "event"
@@ -73,7 +75,8 @@ class SessionTracker(Processor):
                 self.sessions.remove(session)
                 start, end = min(start, session.start), max(end, session.end)
                 count, total = count + value["events"], total + value["total_score"]
-            self.sessions.put(Session(None, start, end), (count, total))
+            if end >= self.sessions.retained_from:  # else: already past retention, not kept
+                self.sessions.put(Session(None, start, end), (count, total))
             changed.append((player, start, end, count, total))
         return pd.DataFrame(changed, columns=["player", "session_start", "session_end",
                                               "events", "total_score"])

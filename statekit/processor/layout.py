@@ -190,8 +190,10 @@ def window_store(name: str, *, value: str, retention: str, key: str | None = Non
 
     A window is kept while ``window_start + retention`` is not behind the processor's
     clock (the watermark, on event time), removed by a timer once it is, and a ``put``
-    of a window already behind is refused. ``key`` adds key fields under the grouping
-    key (None: windows of the grouping key alone).
+    of a window already behind is refused (``WindowStore.retained_from`` says from when
+    puts are accepted). ``key`` adds key fields under the grouping key (None: windows of
+    the grouping key alone). Kafka Streams measures retention back from stream time (the
+    largest timestamp its task has seen) and skips a late put with a log line.
     """
     return _store(name, "window", key, value, ttl, retention)
 

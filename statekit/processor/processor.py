@@ -16,7 +16,9 @@ How it maps onto Spark, and where Kafka Streams differs:
   operator one time mode: ``"event"`` (EventTime: the clock is the watermark, so the
   input needs one), ``"processing"`` (ProcessingTime: the batch's processing time) or
   None (no timers: no punctuation, no retention). ``self.now`` holds the clock's value
-  (a naive UTC ``pandas.Timestamp``) in every call.
+  (a naive UTC ``pandas.Timestamp``) in every call. On event time Spark drops the rows
+  older than the *previous* batch's watermark before ``process`` sees them, while
+  ``self.now`` is this batch's watermark: a row may be older than ``self.now``.
 - A punctuation (``@schedule("10 minutes")``) runs as a Spark **timer per grouping key**:
   ``method(key, timestamp)`` is called for each key that holds state in some store, once
   its clock passes the next multiple of the interval (once, however many intervals passed).

@@ -186,6 +186,36 @@ class _MapStore:
             return parts[0].from_spark(value[0])
         return {f.name: f.from_spark(v) for f, v in zip(parts, value, strict=True)}
 
+
+def _as_tuple(value: object, parts: tuple[Field, ...]) -> tuple | None:
+    """``value`` as one entry per field: a scalar for one field, a tuple/list, or a dict with
+    exactly the field names; None when it has another shape."""
+    names = [f.name for f in parts]
+    if isinstance(value, Mapping):
+        return tuple(value[n] for n in names) if set(value) == set(names) else None
+    if isinstance(value, (tuple, list)):
+        return tuple(value) if len(value) == len(parts) else None
+    return (value,) if len(parts) == 1 else None
+
+
+class _RetentionStore(_MapStore):
+    """A store whose entries expire by time (window and session stores)."""
+
+    @property
+    def retained_from(self) -> Any:
+        """The earliest window start (a session store: session end) the store keeps now, at
+        the processor's clock minus the retention; a ``put`` before it is refused. None
+        before the clock has a value.
+
+        Spark hands a batch the rows at or after the *previous* batch's watermark, while the
+        clock is this batch's: a row Spark accepted may still belong to a window the
+        retention has passed, when the watermark moved more than the retention allows in one
+        batch. Check ``start >= store.retained_from`` before a ``put``, or give a retention
+        of at least the window size plus the watermark delay plus a batch's advance.
+        """
+        clock = self._context.clock_ms()
+        return None if clock is None else from_millis(clock - self.spec.retention_ms)
+
     def _retained(self, time_value: Any, what: str, given: object) -> None:
         """Refuse a write whose time is already behind the retention; ask for its timer."""
         retention = self.spec.retention_ms
@@ -206,17 +236,6 @@ class _MapStore:
         for key in gone:
             self._write(key, None)
         return len(gone)
-
-
-def _as_tuple(value: object, parts: tuple[Field, ...]) -> tuple | None:
-    """``value`` as one entry per field: a scalar for one field, a tuple/list, or a dict with
-    exactly the field names; None when it has another shape."""
-    names = [f.name for f in parts]
-    if isinstance(value, Mapping):
-        return tuple(value[n] for n in names) if set(value) == set(names) else None
-    if isinstance(value, (tuple, list)):
-        return tuple(value) if len(value) == len(parts) else None
-    return (value,) if len(parts) == 1 else None
 
 
 class KeyValueStore(_MapStore):
@@ -302,7 +321,7 @@ class KeyValueStore(_MapStore):
         return self._convert(values, parts[:len(values)], what, bound, nullable=False)
 
 
-class WindowStore(_MapStore):
+class WindowStore(_RetentionStore):
     """Windows of the current grouping key (and of the store's key fields, if any).
 
     Example (inside ``process``):
@@ -357,7 +376,7 @@ class WindowStore(_MapStore):
         return self._expired(clock, lambda k: k[n])
 
 
-class SessionStore(_MapStore):
+class SessionStore(_RetentionStore):
     """Sessions of the current grouping key (and of the store's key fields, if any).
 
     Example (inside ``process``):
