@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from bench import changelog, curves, inspect, peer, restore, serving, snapshot, throughput, tuning
+from bench import (
+    changelog,
+    curves,
+    inspect,
+    peer,
+    processor,
+    restore,
+    serving,
+    snapshot,
+    throughput,
+    tuning,
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -19,7 +30,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=50_000, help="throughput: batch size")
     parser.add_argument("--repeats", type=int, help="timed repetitions (each's own default)")
     parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore",
-                                           "serving", "tuning", "inspect", "curves", "peer"],
+                                           "serving", "tuning", "inspect", "processor", "curves",
+                                           "peer"],
                         help="run just one (curves, peer: only when asked for)")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
@@ -37,6 +49,8 @@ def main(argv: list[str] | None = None) -> None:
         tuning.main(repeats)   # its own sizes: see bench/tuning.py
     if args.only in (None, "inspect"):
         inspect.main(["--rows", str(args.inspect_rows), *repeats])
+    if args.only in (None, "processor"):
+        processor.main(repeats)  # its own sizes: see bench/processor.py
     if args.only == "curves":  # long (10k, 100k, 1M keys): only when asked for
         curves.main([])        # `python -m bench.curves --ten-million` adds 10M
     if args.only == "peer":    # opt-in: needs the optional 'bench' extra (quixstreams)

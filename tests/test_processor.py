@@ -227,6 +227,34 @@ def test_session_store_finds_the_sessions_an_event_touches():
         store.put(Session(None, t[1], t[0]), 1)
 
 
+def test_output_rows_are_checked_column_by_column():
+    from statekit.processor.processor import conform
+
+    class Out(Minimal):
+        output = "player string, n bigint, at timestamp, score double"
+
+    plan = plan_of(Out(), ["player"])
+    good = pd.DataFrame({"score": [1.5, None], "player": ["a", "b"],
+                         "n": pd.array([1, None], dtype="Int64"),
+                         "at": pd.to_datetime(["2026-01-05", None])})
+    assert list(conform(good, plan, "P.process()").columns) == ["player", "n", "at", "score"]
+    assert len(conform(good.iloc[:0], plan, "P.process()")) == 0
+    bad = {"n": ([1.0, 2.5], r"column 'n' = '2.5' at row 1: 2.5 has a fraction: not a bigint"),
+           "at": (["2026-01-05", "x"], r"column 'at' = '2026-01-05' at row 0: '2026-01-05' is "
+                                       r"not a timestamp"),
+           "player": ([1, 2], r"column 'player' = '1' at row 0: 1 is not a string"),
+           "score": ([True, False], r"column 'score' = 'True' at row 0: True is not a double")}
+    for column, (values, message) in bad.items():
+        frame = good.assign(**{column: values})
+        with pytest.raises(ProcessorError, match=r"P.process\(\) returned rows that do not fit "
+                                                 r"the declared output: " + message):
+            conform(frame, plan, "P.process()")
+    with pytest.raises(ProcessorError, match="it lacks column 'score'; declared: player string"):
+        conform(good.drop(columns="score"), plan, "P.process()")
+    with pytest.raises(ProcessorError, match="it has column 'extra', which is not declared"):
+        conform(good.assign(extra=1), plan, "P.process()")
+
+
 # --- declarations: refused before anything starts ------------------------------------------------
 class Minimal(Processor):
     output = "player string"

@@ -70,13 +70,13 @@ class Field:
         """Why ``value`` cannot be this field's (None when it can; None is null, allowed)."""
         if is_null(value):
             return None
-        kind = self.type
+        kind, shown = self.type, _plain(value)
         if kind == "string":
             ok = isinstance(value, str)
         elif kind in _BITS:
             ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
             if ok and not -(2 ** (_BITS[kind] - 1)) <= int(value) < 2 ** (_BITS[kind] - 1):
-                return f"{value!r} is out of the range of a {kind}"
+                return f"{shown!r} is out of the range of a {kind}"
         elif kind in ("double", "float"):
             ok = isinstance(value, (int, float, np.integer, np.floating)) and \
                 not isinstance(value, (bool, np.bool_))
@@ -88,7 +88,7 @@ class Field:
             ok = isinstance(value, dt.date) and not isinstance(value, dt.datetime)
         else:  # binary
             ok = isinstance(value, (bytes, bytearray))
-        return None if ok else f"{value!r} is not a {kind}"
+        return None if ok else f"{shown!r} is not a {kind}"
 
     def to_spark(self, value: object) -> object:
         """``value`` as Spark's state API takes it (check with ``problem`` first)."""
@@ -159,8 +159,14 @@ def _first(column: pd.Series, bad: pd.Series, why: str) -> tuple[int, object, st
     if not bad.any():
         return None
     row = int(np.flatnonzero(bad.to_numpy())[0])
-    value = column.iloc[row]
+    value = _plain(column.iloc[row])
     return row, value, f"{value!r} {why}"
+
+
+def _plain(value: object) -> object:
+    """A NumPy scalar as the Python value it holds (so messages show ``2.5``, not
+    ``np.float64(2.5)``)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def is_null(value: object) -> bool:

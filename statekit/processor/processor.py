@@ -57,6 +57,7 @@ from statekit.durations import to_millis
 from statekit.errors import BadArgument
 from statekit.processor.errors import ProcessorError
 from statekit.processor.fields import (
+    TYPES,
     Field,
     check_ddl_column,
     fields,
@@ -172,13 +173,9 @@ def _output_columns(ddl: object) -> tuple[OutputColumn, ...]:
         out = []
         for f in parsed.fields:
             checked = fields(f"{f.name} {f.dataType.simpleString()}", "output") \
-                if f.dataType.simpleString() in _SIMPLE else (None,)
+                if f.dataType.simpleString() in TYPES else (None,)
             out.append(OutputColumn(f.name, checked[0]))
         return tuple(out)
-
-
-_SIMPLE = ("string", "bigint", "int", "smallint", "tinyint", "double", "float", "boolean",
-           "timestamp", "date", "binary")
 
 
 def plan_of(processor: object, grouping_keys: Sequence[str]) -> Plan:
@@ -345,6 +342,8 @@ class ProcessorRunner(StatefulProcessor, StoreContext):
                                      f"{type(frame).__name__} {_short(frame)}; accepted: "
                                      "pandas DataFrames with the declared output columns "
                                      f"({self.plan.output_ddl})")
+            if frame.empty and len(frame.columns) == 0:  # pd.DataFrame(): nothing to emit
+                continue
             yield conform(frame, self.plan, f"{type(self.processor).__name__}.{what}")
 
 
