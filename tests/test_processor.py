@@ -603,3 +603,56 @@ def test_a_bad_value_fails_the_batch_by_name_and_leaves_the_state_as_committed(
             assert got == {**counts.to_dict(), "boom": 1}
         finally:
             again.stop()
+
+
+# --- punctuation on processing time ------------------------------------------------------------
+def forgetful():
+    """Counts events per game; every second of processing time, per player holding state, a
+    punctuation reports how many games it held and forgets them all."""
+
+    class Forgetful(Processor):
+        time = "processing"
+        output = "player string, game string, n bigint"
+
+        def stores(self):
+            return [key_value_store("counts", key="game string", value="n bigint")]
+
+        def init(self, stores):
+            self.counts = stores["counts"]
+
+        def process(self, player, rows):
+            for game, n in rows.groupby("game").size().items():
+                self.counts.put(game, (self.counts.get(game) or 0) + int(n))
+
+        @schedule("1 second")
+        def report_and_forget(self, player, now):
+            games = self.counts.all()
+            for game, _ in games:
+                self.counts.delete(game)
+            return pd.DataFrame({"player": [player], "game": ["(forgotten)"],
+                                 "n": [sum(n for _, n in games)]})
+
+    return Forgetful()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_punctuation_on_processing_time_runs_per_player_holding_state(spark, broker, tmp_path):
+    events = plays(9, player="p1") + plays(6, player="p2")
+    topic = small_topic(broker, "processor-tick", events)
+    query = run(topic, forgetful(), broker, spark, tmp_path, "tick", sink="memory",
+                max_offsets_per_trigger=5)
+    try:
+        query.wait_until_drained()
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            reports = query.output()
+            if reports.groupby("player")["n"].sum().to_dict() == {"p1": 9, "p2": 6}:
+                break
+            time.sleep(1)
+        assert reports.groupby("player")["n"].sum().to_dict() == {"p1": 9, "p2": 6}
+        assert query.snapshot("counts").empty  # every game forgotten
+        time.sleep(3)  # a player with no state left gets no timer, so no more reports
+        assert query.output()["n"].sum() == 15 and query.timers().empty
+    finally:
+        query.stop()
