@@ -14,9 +14,11 @@ other (alternating, after a warm-up round):
 Input: R game events (``player``, ``game``, ``score``, ``ts``) for P players in parquet
 files read as a file stream, one file a micro-batch; event time 1 s apart (each player's
 events P s apart), with a one-hour pause every 20 events per player, so sessions close.
-Each path is timed from start to the end of an ``availableNow`` run; records per second =
-R / seconds. Ratio = processor / baseline (**target >= 1.0**). Both paths' output row
-counts are reported and must agree (the same sessions).
+Each path is timed from start to the end of an ``availableNow`` run (wall), and by its
+batches' own time (Spark's ``triggerExecution`` summed: the work, without the query's start,
+which is less noisy on a shared machine); records per second = R / seconds, medians of the
+repeats. Ratio = processor / baseline (**target >= 1.0**). Both paths' output row counts are
+reported and must agree (the same sessions).
 
     python -m bench.processor --records 100000 --players 1000 --files 5 --repeats 3
 """
@@ -96,6 +98,15 @@ def _output_rows(query) -> int:
     return sum(p["sink"].get("numOutputRows", 0) for p in query.recentProgress)
 
 
+def _figures(query, seconds: float) -> dict:
+    """Wall seconds (start to end) and the batches' own seconds (Spark's ``triggerExecution``
+    summed over every batch: the work, without the query's start and its idle waits)."""
+    reports = query.recentProgress
+    return {"seconds": seconds, "output_rows": _output_rows(query), "batches": len(reports),
+            "batch_seconds": sum(p["durationMs"].get("triggerExecution", 0)
+                                 for p in reports) / 1000}
+
+
 def run_processor(spark, folder: Path, work: Path) -> dict:
     from statekit.processor import start_processor
     from statekit.processor.examples import SessionTracker
@@ -109,8 +120,7 @@ def run_processor(spark, folder: Path, work: Path) -> dict:
     seconds = time.perf_counter() - start
     if query.query.exception() is not None:
         raise RuntimeError(str(query.query.exception())[:2000])
-    return {"seconds": seconds, "output_rows": _output_rows(query.query),
-            "batches": len(query.query.recentProgress)}
+    return _figures(query.query, seconds)
 
 
 def run_baseline(spark, folder: Path, work: Path) -> dict:
@@ -128,8 +138,7 @@ def run_baseline(spark, folder: Path, work: Path) -> dict:
     seconds = time.perf_counter() - start
     if query.exception() is not None:
         raise RuntimeError(str(query.exception())[:2000])
-    return {"seconds": seconds, "output_rows": _output_rows(query),
-            "batches": len(query.recentProgress)}
+    return _figures(query, seconds)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -152,21 +161,28 @@ def main(argv: list[str] | None = None) -> dict:
                 result = fn(spark, folder, work)
                 if round_:
                     runs[path].append(result)
-        seconds = {p: median([r["seconds"] for r in rs]) for p, rs in runs.items()}
-        rate = {p: args.records / s for p, s in seconds.items()}
+        rate = {p: args.records / median([r["seconds"] for r in rs]) for p, rs in runs.items()}
+        batch_rate = {p: args.records / median([r["batch_seconds"] for r in rs])
+                      for p, rs in runs.items()}
         ratio = rate["processor"] / rate["baseline"]
+        batch_ratio = batch_rate["processor"] / batch_rate["baseline"]
         outputs = {p: sorted({r["output_rows"] for r in rs}) for p, rs in runs.items()}
         figures = {"records": args.records, "players": args.players, "files": args.files,
                    "repeats": args.repeats, "runs": runs, "records_per_s": rate,
-                   "ratio": ratio, "output_rows": outputs}
+                   "batch_records_per_s": batch_rate, "ratio": ratio,
+                   "batch_ratio": batch_ratio, "output_rows": outputs}
         write_result("processor", figures)
         print_table(f"processor vs applyInPandasWithState: {args.records:,} events, "
-                    f"{args.players:,} players, {args.files} batches", [
-                        ("processor records/s", f"{rate['processor']:,.0f}"),
-                        ("applyInPandasWithState records/s", f"{rate['baseline']:,.0f}"),
+                    f"{args.players:,} players, {args.files} batches (medians)", [
+                        ("processor records/s (wall; in batches)",
+                         f"{rate['processor']:,.0f}; {batch_rate['processor']:,.0f}"),
+                        ("applyInPandasWithState records/s (wall; in batches)",
+                         f"{rate['baseline']:,.0f}; {batch_rate['baseline']:,.0f}"),
                         ("output rows (processor, baseline)",
                          f"{outputs['processor']}, {outputs['baseline']}"),
-                        ("ratio", verdict(ratio, ">= 1.0", ratio >= 1.0))])
+                        ("ratio, wall", verdict(ratio, ">= 1.0", ratio >= 1.0)),
+                        ("ratio, in batches", verdict(batch_ratio, ">= 1.0",
+                                                      batch_ratio >= 1.0))])
         return figures
     finally:
         if args.workdir is None:

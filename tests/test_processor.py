@@ -107,13 +107,16 @@ class FakeMapState:
 
 class Clock(StoreContext):
     def __init__(self, ms=None):
-        self.ms, self.timers = ms, set()
+        self.ms, self.timers, self.obsolete = ms, set(), set()
 
     def clock_ms(self):
         return self.ms
 
     def want_timer(self, ms):
         self.timers.add(ms)
+
+    def obsolete_timer(self, ms):
+        self.obsolete.add(ms)
 
 
 def store_of(cls, spec, clock=None):
@@ -191,7 +194,6 @@ def test_window_store_fetches_by_time_and_refuses_a_window_behind_its_retention(
     assert store.fetch(None, w[1]) == 2
     assert store.fetch(None, w[1], w[2]) == [(w[1], 2), (w[2], 3)]
     assert [s for _, s, _ in store.all()] == w
-    assert clock.timers == {(s + pd.Timedelta("30min")).value // 10**6 for s in w}
     assert store.retained_from == pd.Timestamp("2026-01-05 10:30")
     with pytest.raises(ProcessorError, match=r"window_start .*10:29.* outside the store's "
                                              r"retention .* at or after 2026-01-05 10:30:00"):
@@ -202,11 +204,19 @@ def test_window_store_fetches_by_time_and_refuses_a_window_behind_its_retention(
                                              "a timestamp"):
         store.put(None, 1, 1767607200000)
     store._flush()
+    expiry = {s: (s + pd.Timedelta("30min")).value // 10**6 for s in w}
+    assert clock.timers == set(expiry.values())  # a timer per new window, at start + retention
+    clock.timers.clear()
+    store._begin()
+    store.put(None, store.fetch(None, w[2]) + 1, w[2])  # an update: its timer is set already
+    store._flush()
+    assert clock.timers == set()
     clock.ms += 15 * 60_000  # 11:15: the 10:30 and 10:40 windows are past 30 minutes
     store._begin()
     assert store._expire(clock.ms) == 2
     store._flush()
     assert [s for _, s, _ in store.all()] == [w[2]]
+    assert clock.obsolete == {expiry[w[0]], expiry[w[1]]} and store._expiries() == {expiry[w[2]]}
 
 
 def test_session_store_finds_the_sessions_an_event_touches():

@@ -253,6 +253,7 @@ class ProcessorRunner(StatefulProcessor, StoreContext):
         self._stores: dict = {}
         self._clock: int | None = None
         self._timers: set[int] = set()
+        self._obsolete: set[int] = set()
         self._cleaned: dict[tuple, int] = {}
 
     # --- StoreContext ---------------------------------------------------------------------
@@ -261,6 +262,9 @@ class ProcessorRunner(StatefulProcessor, StoreContext):
 
     def want_timer(self, ms: int) -> None:
         self._timers.add(int(ms))
+
+    def obsolete_timer(self, ms: int) -> None:
+        self._obsolete.add(int(ms))
 
     # --- Spark's calls -------------------------------------------------------------------
     def init(self, handle) -> None:
@@ -312,21 +316,43 @@ class ProcessorRunner(StatefulProcessor, StoreContext):
         else:
             self._clock = None
         self.processor.now = None if self._clock is None else from_millis(self._clock)
-        self._timers = set()
+        self._timers, self._obsolete = set(), set()
         for store in self._stores.values():
             store._begin()
 
     def _finish(self) -> None:
+        """Send the stores' writes, then set the timers they need and drop those no entry
+        needs any more. A retention timer is set once, when its entry is new; punctuation
+        ticks are looked up first (``listTimers``), as Spark logs a warning for a timer set
+        twice."""
         for store in self._stores.values():
             store._flush()
         wanted = set(self._timers)
+        ticks = set()
         if self.plan.punctuations and self._clock is not None and \
                 any(store._has_entries() for store in self._stores.values()):
-            wanted |= {(self._clock // every + 1) * every for _, every in self.plan.punctuations}
-        if wanted:
-            existing = set(self._handle.listTimers())
-            for ms in sorted(wanted - existing):
-                self._handle.registerTimer(ms)
+            ticks = {(self._clock // every + 1) * every for _, every in self.plan.punctuations}
+        if ticks:
+            wanted |= ticks - set(self._handle.listTimers())
+        for ms in sorted(wanted):
+            self._handle.registerTimer(ms)
+        for ms in sorted(self._droppable()):
+            self._handle.deleteTimer(ms)
+
+    def _droppable(self) -> set[int]:
+        """Timers of removed entries that no entry, tick or new entry needs, still ahead of
+        the clock (an expired one fires in this batch and Spark deletes it then)."""
+        drop = self._obsolete - self._timers
+        if not drop or self._clock is None:
+            return set()
+        for store in self._stores.values():
+            if store.spec.retention_ms is not None:
+                kept = store._expiries()
+                if kept is None:
+                    return set()
+                drop -= kept
+        return {ms for ms in drop if ms >= self._clock
+                and not any(ms % every == 0 for _, every in self.plan.punctuations)}
 
     def _emit(self, result: object, what: str) -> Iterator[pd.DataFrame]:
         if result is None:

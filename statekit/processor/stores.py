@@ -25,7 +25,7 @@ the value and what it takes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from statekit.processor.errors import ProcessorError
@@ -54,6 +54,9 @@ class StoreContext:
         raise NotImplementedError
 
     def want_timer(self, ms: int) -> None:  # pragma: no cover - the runner's
+        raise NotImplementedError
+
+    def obsolete_timer(self, ms: int) -> None:  # pragma: no cover - the runner's
         raise NotImplementedError
 
 
@@ -217,22 +220,43 @@ class _RetentionStore(_MapStore):
         return None if clock is None else from_millis(clock - self.spec.retention_ms)
 
     def _retained(self, time_value: Any, what: str, given: object) -> None:
-        """Refuse a write whose time is already behind the retention; ask for its timer."""
+        """Refuse a write whose time is already behind the retention."""
         retention = self.spec.retention_ms
         clock = self._context.clock_ms()
-        expires = millis(time_value) + retention
-        if clock is not None and expires < clock:
+        if clock is not None and millis(time_value) + retention < clock:
             earliest = from_millis(clock - retention)
             raise self._fail(what, given,
                              f"it is outside the store's retention ({retention} ms): the clock "
                              f"is at {from_millis(clock)}, so a {what} must be at or after "
                              f"{earliest}")
-        self._context.want_timer(expires)
 
-    def _expired(self, clock: int, time_of: Callable[[tuple], Any]) -> int:
+    def _time_of(self, key: tuple) -> Any:  # pragma: no cover - each store's
+        raise NotImplementedError
+
+    def _expiry(self, key: tuple) -> int:
+        return millis(self._time_of(key)) + self.spec.retention_ms
+
+    def _flush(self) -> None:
+        """Send the writes; ask for the timer of each new entry (at its time + retention)
+        and report the timers of removed entries, which the runner may drop."""
+        for key, value in self._pending.items():
+            existed = self._known.get(key) is not None
+            if value is not None and not existed:
+                self._context.want_timer(self._expiry(key))
+            elif value is None and existed:
+                self._context.obsolete_timer(self._expiry(key))
+        super()._flush()
+
+    def _expiries(self) -> set[int] | None:
+        """The expiries of every entry of the current grouping key (None when this call has
+        not read them all, so the runner keeps every timer)."""
+        if not self._complete:
+            return None
+        return {self._expiry(k) for k, v in self._known.items() if v is not None}
+
+    def _expire(self, clock: int) -> int:
         """Delete every entry whose time + retention is behind ``clock``; how many."""
-        gone = [k for k, _ in self._entries()
-                if millis(time_of(k)) + self.spec.retention_ms < clock]
+        gone = [k for k, _ in self._entries() if self._expiry(k) < clock]
         for key in gone:
             self._write(key, None)
         return len(gone)
@@ -371,9 +395,8 @@ class WindowStore(_RetentionStore):
         return [(self._show_key(e), from_millis(millis(e[n])), self._show_value(v))
                 for e, v in self._entries()]
 
-    def _expire(self, clock: int) -> int:
-        n = len(self._key_fields)
-        return self._expired(clock, lambda k: k[n])
+    def _time_of(self, key: tuple) -> Any:
+        return key[len(self._key_fields)]
 
 
 class SessionStore(_RetentionStore):
@@ -435,9 +458,8 @@ class SessionStore(_RetentionStore):
         return Session(self._show_key(entry), from_millis(millis(entry[n])),
                        from_millis(millis(entry[n + 1])))
 
-    def _expire(self, clock: int) -> int:
-        n = len(self._key_fields)
-        return self._expired(clock, lambda k: k[n + 1])
+    def _time_of(self, key: tuple) -> Any:
+        return key[len(self._key_fields) + 1]  # the session's end
 
 
 STORE_CLASSES = {"key_value": KeyValueStore, "window": WindowStore, "session": SessionStore}
