@@ -26,6 +26,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -63,6 +65,73 @@ def changelog_retention_ms(state: StateReader) -> int:
     return spec.window.size_ms + to_millis(spec.watermark) + fmt.ADDITIONAL_RETENTION_MS
 
 
+def changelog_producer(kafka: Kafka, topic: str) -> Producer:
+    """The producer a writer ships ``topic`` with: idempotent, acks=all."""
+    conn = connect(kafka)
+    return Producer(conn.client_config(**{
+        "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+        "queue.buffering.max.messages": 1_000_000, **conn.config}))
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one shipping round did: each partition's last batch, records skipped as already
+    there, and each partition's offset after its last record delivered in the round."""
+
+    prev: dict[int, int]
+    skipped: int
+    ends: dict[int, int]
+
+
+def ship_round(producer: Producer, topic: str, table: pa.Table, stamps: Mapping[int, int],
+               prev: Mapping[int, int], done: set[tuple[int, int, int]], timeout: float
+               ) -> Round:
+    """Produce ``table``'s rows (batch, partition, key, value; grouped by batch, then
+    partition) to ``topic`` with statekit's headers, skipping the (partition, batch, seq)
+    in ``done``; ChangelogError when not all are delivered within ``timeout`` seconds.
+
+    ``stamps``: batch → its trigger time (ms); ``prev``: partition → the last batch that
+    wrote there before this round.
+    """
+    failures: list[KafkaError] = []
+    ends: dict[int, int] = {}
+
+    def delivered(err, msg):
+        if err is not None:
+            failures.append(err)
+        elif msg.offset() >= ends.get(msg.partition(), 0):
+            ends[msg.partition()] = msg.offset() + 1
+
+    cols = table.to_pydict()
+    batch_col, part_col, keys, values = (cols["batch"], cols["partition"], cols["key"],
+                                         cols["value"])
+    n, i, skipped = len(batch_col), 0, 0
+    prev = dict(prev)
+    while i < n:  # one run of rows per (batch, partition)
+        batch, part = batch_col[i], part_col[i]
+        j = i
+        while j < n and batch_col[j] == batch and part_col[j] == part:
+            j += 1
+        count, stamp = j - i, stamps[batch]
+        for seq in range(count):
+            if (part, batch, seq) in done:
+                skipped += 1
+                continue
+            producer.produce(topic, key=keys[i + seq], value=values[i + seq],
+                             partition=part, timestamp=stamp,
+                             headers=fmt.headers(batch, seq, count, prev[part]),
+                             on_delivery=delivered)
+            if seq % 10_000 == 9_999:
+                producer.poll(0)
+        prev[part] = batch
+        i = j
+    left = producer.flush(timeout)
+    if left or failures:
+        raise ChangelogError(str(failures[0]) if failures else
+                             f"{left} records still queued after {timeout:g} s")
+    return Round(prev, skipped, ends)
+
+
 class ChangelogWriter:
     """Ships a query's committed state changes to ``topic``; ``start()`` does it in the background.
 
@@ -72,13 +141,14 @@ class ChangelogWriter:
         topic: the changelog topic (``changelog_topic(app, store)``); created when
             missing with ``compact,delete`` and ``retention.ms`` (windowed state).
         poll_interval: seconds between looks at the commit log when idle.
+        flush_timeout: seconds a shipping round may take to deliver its records.
     """
 
     def __init__(self, state: StateReader, kafka: Kafka, topic: str, *,
-                 poll_interval: float = 0.2):
+                 poll_interval: float = 0.2, flush_timeout: float = 60.0):
         self.state, self.topic = state, topic
         self.kafka = connect(kafka)
-        self.poll_interval = poll_interval
+        self.poll_interval, self.flush_timeout = poll_interval, flush_timeout
         self.ledger = Ledger(state.checkpoint.ledger_path(topic), topic)
         #: where readers learn what the store holds and how far each partition is shipped
         self.meta_topic = meta.meta_topic(topic)
@@ -230,50 +300,24 @@ class ChangelogWriter:
 
     def _produce(self, table: pa.Table, first: int, last: int, ledger: LedgerState,
                  done: set[tuple[int, int, int]]) -> None:
-        producer = self._producer_once()
-        failures: list[KafkaError] = []
-
-        def delivered(err, msg):
-            if err is not None:
-                failures.append(err)
-
-        cols = table.to_pydict()
-        batch_col, part_col, keys, values = (cols["batch"], cols["partition"], cols["key"],
-                                             cols["value"])
-        n, i = len(batch_col), 0
-        stamps = {b: self.state.checkpoint.batch_timestamp_ms(b) for b in set(batch_col)}
-        prev = dict(ledger.prev)
-        while i < n:  # one run of rows per (batch, partition)
-            batch, part = batch_col[i], part_col[i]
-            j = i
-            while j < n and batch_col[j] == batch and part_col[j] == part:
-                j += 1
-            count, stamp = j - i, stamps[batch]
-            for seq in range(count):
-                if (part, batch, seq) in done:
-                    self.skipped += 1
-                    continue
-                producer.produce(self.topic, key=keys[i + seq], value=values[i + seq],
-                                 partition=part, timestamp=stamp,
-                                 headers=fmt.headers(batch, seq, count, prev[part]),
-                                 on_delivery=delivered)
-                if seq % 10_000 == 9_999:
-                    producer.poll(0)
-            prev[part] = batch
-            i = j
-        left = producer.flush(60)
-        if left or failures:
-            detail = failures[0] if failures else f"{left} records still queued after 60 s"
+        stamps = {b: self.state.checkpoint.batch_timestamp_ms(b)
+                  for b in set(table.column("batch").to_pylist())}
+        try:
+            shipped = ship_round(self._producer_once(), self.topic, table, stamps, ledger.prev,
+                                 done, self.flush_timeout)
+        except ChangelogError as exc:
             raise ChangelogError(f"shipping batches {first}..{last} to {self.topic!r} failed: "
-                                 f"{detail}; the next ship() resumes where this one stopped")
+                                 f"{exc}; the next ship() resumes where this one stopped"
+                                 ) from None
+        self.skipped += shipped.skipped
         consumer = plain_consumer(self.kafka)
         try:
             ends = end_offsets(consumer, self.topic, list(ledger.next_offset))
         finally:
             consumer.close()
-        shipped = ledger.after_round(last, prev, {p: hi for p, (_, hi) in ends.items()})
-        self.ledger.write(shipped)
-        self._publish_positions(shipped, last)
+        after = ledger.after_round(last, shipped.prev, {p: hi for p, (_, hi) in ends.items()})
+        self.ledger.write(after)
+        self._publish_positions(after, last)
 
     def store_schema(self, batch: int) -> meta.StoreSchema:
         """What the store holds: the spec, the key columns' Spark types, the partitions."""
@@ -302,9 +346,7 @@ class ChangelogWriter:
 
     def _producer_once(self) -> Producer:
         if self._producer is None:
-            self._producer = Producer(self.kafka.client_config(**{
-                "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-                "queue.buffering.max.messages": 1_000_000, **self.kafka.config}))
+            self._producer = changelog_producer(self.kafka, self.topic)
         return self._producer
 
     # --- background -----------------------------------------------------------------
