@@ -24,23 +24,38 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from statekit.errors import CheckpointError, StatekitError
+from statekit.errors import CheckpointError, DiskFull, StatekitError
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
     """Write ``data`` to ``path`` so that a crash leaves the old file or the new, whole.
 
-    The folder is created when missing.
+    The folder is created when missing. A full file system raises ``DiskFull`` naming the
+    file, the bytes it needs and the space left; the old file stays as it was.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _replace(target, payload)
+    except OSError as exc:
+        if exc.errno not in _FULL or isinstance(exc, DiskFull):
+            raise
+        raise DiskFull(str(target), len(payload), _free_bytes(target.parent)) from None
+    _fsync_folder(target.parent)
+
+
+def _replace(target: Path, payload: bytes) -> None:
     # a temporary name of its own for each writer: two threads writing the same file (a
     # listener and a reader catching up) each rename a whole file, the last one wins
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -55,7 +70,14 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_folder(target.parent)
+
+
+def _free_bytes(folder: Path) -> int | None:
+    """Bytes free for this user on ``folder``'s file system (None when it cannot be told)."""
+    for candidate in (folder, *folder.parents):
+        with contextlib.suppress(OSError):
+            return shutil.disk_usage(candidate).free
+    return None
 
 
 def _fsync_folder(folder: Path) -> None:
