@@ -103,16 +103,20 @@ class VersionedJsonFile:
         kind: what the file is (``"statekit.changelog.ledger"``).
         version: the format version written (and the newest one read).
         error: the exception class raised for a bad file (one message argument).
-        remedy: what a user can do about a bad file, appended to the message.
+        remedy: what a user can do about a bad file, appended to the message (or a
+            function that says it, asked when the file is found bad).
     """
 
     def __init__(self, path: str | os.PathLike, kind: str, version: int, *,
-                 error: Callable[[str], StatekitError] = CheckpointError, remedy: str = ""):
+                 error: Callable[[str], StatekitError] = CheckpointError,
+                 remedy: str | Callable[[], str] = ""):
         self.path, self.kind, self.version = Path(path), kind, version
         self._error, self._remedy = error, remedy
 
-    def _fail(self, detail: str) -> StatekitError:
-        remedy = f"; {self._remedy}" if self._remedy else ""
+    def bad(self, detail: str) -> StatekitError:
+        """The error for this file found bad: ``detail``, then the remedy."""
+        remedy = self._remedy() if callable(self._remedy) else self._remedy
+        remedy = f"; {remedy}" if remedy else ""
         return self._error(f"{self.kind} file {str(self.path)!r} {detail}{remedy}")
 
     def exists(self) -> bool:
@@ -127,16 +131,16 @@ class VersionedJsonFile:
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise self._fail(f"is not JSON ({exc})") from None
+            raise self.bad(f"is not JSON ({exc})") from None
         if not isinstance(data, dict):
-            raise self._fail(f"holds a JSON {type(data).__name__}, not an object")
+            raise self.bad(f"holds a JSON {type(data).__name__}, not an object")
         kind, version = data.pop("format", None), data.pop("version", None)
         if kind != self.kind:
-            raise self._fail(f"is not a {self.kind} file (its format is {kind!r})")
+            raise self.bad(f"is not a {self.kind} file (its format is {kind!r})")
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise self._fail(f"has no valid version ({version!r})")
+            raise self.bad(f"has no valid version ({version!r})")
         if version > self.version:
-            raise self._fail(f"was written in version {version}, newer than version "
+            raise self.bad(f"was written in version {version}, newer than version "
                              f"{self.version} that this statekit reads: upgrade statekit")
         return data
 

@@ -74,6 +74,15 @@ class ChangelogError(StatekitError):
     """A changelog topic that is not, or no longer, what statekit wrote: the topic is named."""
 
 
+class ChangelogFenced(ChangelogError):
+    """Another changelog writer took the topic over; ``other`` says who (a
+    ``statekit.changelog.meta.WriterInfo``), or is None when it did not say."""
+
+    def __init__(self, message: str, other: object = None):
+        super().__init__(message)
+        self.other = other
+
+
 class DiskFull(StatekitError, OSError):
     """A file could not be written because its file system is full; the old file is kept.
 
