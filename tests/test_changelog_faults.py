@@ -223,6 +223,22 @@ def test_after_a_broker_restart_nothing_comes_back_by_itself_and_the_remedy_work
     assert str(ledger_of(state)) in str(info.value)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_writer_alive_through_a_broker_restart_follows_the_remedy_in_one_step(state, kafka):
+    """Its producer's transaction state died with the broker: the remedy must not lead to a
+    second error."""
+    writer = ChangelogWriter(state, kafka, TOPIC)
+    assert writer.ship(through=2) == 2
+    kafka.stop()
+    kafka.start()  # empty, on the same port
+    with pytest.raises(ChangelogError, match="broker has no topic .* delete the ledger"):
+        writer.ship()
+    os.remove(ledger_of(state))
+    assert writer.ship() == state.batch_range()[1]
+    assert_each_batch_once(kafka, state)
+
+
 # --- two writers on one topic --------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.timeout(600)

@@ -257,6 +257,7 @@ class ChangelogWriter:
         if ledger is None:
             self._ensure_topic(existing, partitions)
         elif self.topic not in existing:
+            self._drop_producer()  # its transactions may have died with the broker's topics
             raise ChangelogError(
                 f"{self._shipped_to(ledger)}, but the broker has no topic {self.topic!r} "
                 f"(another broker, a broker restarted without its topics, or the topic was "
@@ -416,6 +417,7 @@ class ChangelogWriter:
             return ledger.last_batch
         if ledger is None:
             self._fresh_ledger(partitions)  # refused here, the writer shipping now is not fenced
+            self._drop_producer()  # a fresh start takes the topic over anew
         if self._producer is None:
             self._take_over()
         ledger = self.ledger.read()  # now final: no older writer of this checkpoint can ship
