@@ -484,9 +484,15 @@ class ChangelogWriter:
         ChangelogFenced, ChangelogError (Kafka failed), or ``exc`` itself (anything else)."""
         self._drop_producer()
         if is_fenced(exc):
-            return self._fenced()
+            return self._fenced(self._newer_writer())
         if not isinstance(exc, (KafkaException, ChangelogError)):
             return exc
+        if isinstance(exc, KafkaException) and exc.args[0].code() == KafkaError._FATAL:
+            # librdkafka makes fencing a fatal error, and may report only "fatal": fenced if
+            # a newer writer has said so in the metadata topic
+            other = self._newer_writer()
+            if other is not None:
+                return self._fenced(other)
         detail = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
         return ChangelogError(
             f"{what} failed: {detail}. The round's transaction is not committed and this "
@@ -494,8 +500,7 @@ class ChangelogWriter:
             f"ship() takes the topic over again and ships the round (records already in the "
             f"topic are not repeated)")
 
-    def _fenced(self) -> ChangelogFenced:
-        other = self._newer_writer()
+    def _fenced(self, other: meta.WriterInfo | None) -> ChangelogFenced:
         mine = f"the writer of checkpoint {self._checkpoint_path!r} (pid {os.getpid()})"
         if other is None:
             who = (f"another producer with transactional.id {self.transactional_id!r} (it has "
