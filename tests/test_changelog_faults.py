@@ -82,6 +82,12 @@ def assert_each_batch_once(kafka, state: StateReader, topic: str = TOPIC) -> Non
     assert list_topics(kafka)[topic] == state.checkpoint.shuffle_partitions()
 
 
+def ships_the_rest_once(writer: ChangelogWriter, kafka, state: StateReader) -> None:
+    """``writer`` ships every committed batch left, and the topic then holds each once."""
+    assert writer.ship() == state.batch_range()[1]
+    assert_each_batch_once(kafka, state)
+
+
 def committed_ends(kafka, topic: str = TOPIC) -> dict[int, int]:
     consumer = plain_consumer(kafka)
     try:
@@ -217,8 +223,7 @@ def test_after_a_broker_restart_nothing_comes_back_by_itself_and_the_remedy_work
                        ) as info:
         again.ship()
     os.remove(ledger_of(state))  # as the error says (the topic is not there)
-    assert again.ship() == state.batch_range()[1]
-    assert_each_batch_once(kafka, state)
+    ships_the_rest_once(again, kafka, state)
     assert list_topics(kafka)[f"{TOPIC}-meta"] == 1
     assert str(ledger_of(state)) in str(info.value)
 
@@ -235,8 +240,7 @@ def test_a_writer_alive_through_a_broker_restart_follows_the_remedy_in_one_step(
     with pytest.raises(ChangelogError, match="broker has no topic .* delete the ledger"):
         writer.ship()
     os.remove(ledger_of(state))
-    assert writer.ship() == state.batch_range()[1]
-    assert_each_batch_once(kafka, state)
+    ships_the_rest_once(writer, kafka, state)
 
 
 # --- two writers on one topic --------------------------------------------------------------
@@ -323,8 +327,7 @@ def test_a_second_checkpoint_is_refused_without_fencing_the_writer_of_the_first(
     with pytest.raises(ChangelogError, match="already holds records .* did not write: delete "
                                              "the topic"):
         b.ship()
-    assert a.ship() == state.batch_range()[1]  # not fenced
-    assert_each_batch_once(kafka, state)
+    ships_the_rest_once(a, kafka, state)  # not fenced
 
 
 # --- every remedy works when followed -------------------------------------------------------
@@ -357,8 +360,7 @@ def test_every_remedy_of_the_writer_works_when_followed(state, kafka):
         writer.ship()
     ledger.unlink()
     delete_topic(kafka, TOPIC)
-    assert writer.ship() == state.batch_range()[1]
-    assert_each_batch_once(kafka, state)
+    ships_the_rest_once(writer, kafka, state)
 
 
 @pytest.mark.slow
