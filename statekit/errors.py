@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable
 
 
@@ -71,3 +72,34 @@ class CheckpointNotShared(CheckpointError):
 
 class ChangelogError(StatekitError):
     """A changelog topic that is not, or no longer, what statekit wrote: the topic is named."""
+
+
+class ChangelogFenced(ChangelogError):
+    """Another changelog writer took the topic over; ``other`` says who (a
+    ``statekit.changelog.meta.WriterInfo``), or is None when it did not say."""
+
+    def __init__(self, message: str, other: object = None):
+        super().__init__(message)
+        self.other = other
+
+
+class DiskFull(StatekitError, OSError):
+    """A file could not be written because its file system is full; the old file is kept.
+
+    Example:
+        >>> str(DiskFull("/ck/_statekit/ledger.json", needed=310, free=0))
+        "no space left to write '/ck/_statekit/ledger.json': it needs 310 bytes and the \
+file system of '/ck/_statekit' has 0 bytes free; the file is unchanged: free space there \
+(or give the job a folder on a larger disk) and run it again"
+    """
+
+    def __init__(self, path: str, needed: int, free: int | None):
+        import os
+
+        self.path, self.folder, self.needed, self.free = path, os.path.dirname(path), needed, free
+        has = "an unknown number of" if free is None else f"{free:,}"
+        super().__init__(
+            f"no space left to write {path!r}: it needs {needed:,} bytes and the file system "
+            f"of {self.folder!r} has {has} bytes free; the file is unchanged: free space "
+            f"there (or give the job a folder on a larger disk) and run it again")
+        self.errno = errno.ENOSPC
