@@ -223,7 +223,8 @@ def arrow_to_pandas(table: pa.Table, nullable_ints: bool = False) -> pd.DataFram
     if nullable_ints:
         ints = {pa.int8(), pa.int16(), pa.int32(), pa.int64()}
         mapper = {t: pd.Int64Dtype() for t in ints}.get
-    return table.to_pandas(types_mapper=mapper, split_blocks=True, self_destruct=True)
+    # no self_destruct: a caller may still hold the table (the inspector reads its schema after)
+    return table.to_pandas(types_mapper=mapper, split_blocks=True)
 
 
 def _first_line(exc: BaseException) -> str:
