@@ -23,9 +23,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from statekit.errors import BatchNotRetained, CheckpointError, StatekitError
+from statekit.errors import BatchNotRetained, StatekitError
 from statekit.query.spec import BUFFER_WIDTH, QuerySpec
 from statekit.state.checkpoint import Checkpoint
+from statekit.state.integrity import reading, require_readable, restore_problems
 from statekit.state.spark_files import require_state_files_visible
 from statekit.validate import batch_id
 
@@ -62,12 +63,8 @@ class StateReader:
     def metadata(self) -> pd.DataFrame:
         """One row per stateful operator and store: partitions and the retained batch range."""
         self.checkpoint.require_state()
-        try:
+        with reading(f"the state metadata of checkpoint {self.path!r}"):
             meta = self.spark.read.format("state-metadata").load(self.path).toPandas()
-        except Exception as exc:  # Spark's AnalysisException and friends
-            raise CheckpointError(
-                f"cannot read state metadata of checkpoint {self.path!r}: "
-                f"{_first_line(exc)}") from None
         return meta.rename(columns={
             "operatorId": "operator_id", "operatorName": "operator", "stateStoreName": "store",
             "numPartitions": "partitions", "minBatchId": "min_batch", "maxBatchId": "max_batch",
@@ -84,6 +81,8 @@ class StateReader:
 
     # --- reading --------------------------------------------------------------------
     def _load(self, **options) -> DataFrame:
+        require_readable(self.checkpoint, self.operator_id,
+                         f"the state of operator {self.operator_id} in {self.path!r}")
         require_state_files_visible(self.checkpoint, self.operator_id)
         reader = self.spark.read.format("statestore").option("operatorId", self.operator_id)
         if self.spec.ttl is not None:  # transformWithState: the aggregate's value state
@@ -107,14 +106,11 @@ class StateReader:
         Rows come in the store's own order (partition by partition, RocksDB key
         order within each); ``sort=True`` sorts them by window and keys.
         """
-        try:
+        self.checkpoint.require_state()
+        batch = self.checkpoint.check_batch(batch)
+        with reading(f"the state of batch {batch} of checkpoint {self.path!r}",
+                     self._bad_files(batch + 1, batch + 1)):
             frame = to_pandas(self.snapshot_frame(batch))
-        except StatekitError:
-            raise
-        except Exception as exc:
-            raise CheckpointError(
-                f"reading state of batch {batch} from {self.path!r} failed: "
-                f"{_first_line(exc)}") from None
         if sort:
             frame = frame.sort_values(self.spec.key_columns, kind="stable", ignore_index=True)
         return frame
@@ -138,8 +134,18 @@ class StateReader:
     def changes(self, from_batch: int, to_batch: int | None = None) -> pd.DataFrame:
         """Every put and delete committed by batches ``from_batch..to_batch``, in order."""
         # deletes have no value: nullable integers keep integer columns integer
-        frame = to_pandas(self.changes_frame(from_batch, to_batch), nullable_ints=True)
+        self.checkpoint.require_state()
+        last = self.checkpoint.check_batch(to_batch, "to_batch")
+        first = batch_id(from_batch, "from_batch")
+        with reading(f"the change feed of batches {first}..{last} of checkpoint {self.path!r}",
+                     self._bad_files(first + 1, last + 1, deltas_only=True)):
+            frame = to_pandas(self.changes_frame(first, last), nullable_ints=True)
         return frame.sort_values(["batch", "partition"], kind="stable").reset_index(drop=True)
+
+    def _bad_files(self, first_version: int, last_version: int, deltas_only: bool = False):
+        store = "default"
+        return lambda: restore_problems(self.checkpoint, self.operator_id, store, first_version,
+                                        last_version, deltas_only)
 
     # --- flattening -----------------------------------------------------------------
     def _flat_columns(self, raw: DataFrame) -> list[Column]:
@@ -224,8 +230,3 @@ def arrow_to_pandas(table: pa.Table, nullable_ints: bool = False) -> pd.DataFram
         ints = {pa.int8(), pa.int16(), pa.int32(), pa.int64()}
         mapper = {t: pd.Int64Dtype() for t in ints}.get
     return table.to_pandas(types_mapper=mapper, split_blocks=True, self_destruct=True)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
