@@ -225,3 +225,25 @@ def test_spec_and_its_keyword_arguments_are_not_both_taken(spark, broker, games_
         sk.start_query(games_topic, window=sk.tumbling("1 hour"), spark=spark, kafka=broker)
     with pytest.raises(sk.BadArgument, match="kafka: None"):
         sk.start_query(games_topic, GAME_SPEC, spark=spark)
+
+
+# --- lifecycle --------------------------------------------------------------------------
+def test_a_query_stopped_by_a_second_run_on_its_checkpoint_says_why(spark, broker, games_topic,
+                                                                     tmp_path):
+    first = run(spark, broker, games_topic, tmp_path / "shared", sk.tumbling("10 minutes"),
+                "first-run", changelog=False)
+    second = None
+    try:
+        first.wait_for_batches(1)
+        second = run(spark, broker, games_topic, tmp_path / "shared", sk.tumbling("10 minutes"),
+                     "second-run", changelog=False)
+        for wait in (first.wait_until_drained, lambda: first.wait_for_batches(1000)):
+            with pytest.raises(sk.StatekitError, match=r"stopped without an error .*another run "
+                                                       r"of it \(query 'second-run'.*same "
+                                                       r"checkpoint"):
+                wait()
+        assert second.wait_until_drained() >= first.last_batch  # the new run goes on
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()

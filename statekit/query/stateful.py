@@ -246,7 +246,8 @@ class StatefulQuery:
 
     def __init__(self, spark: SparkSession, spec: QuerySpec, checkpoint: Checkpoint,
                  query: StreamingQuery, malformed_stream: DataFrame | None,
-                 reports_before: int = 0, changelog: ChangelogWriter | None = None):
+                 reports_before: int = 0, changelog: ChangelogWriter | None = None,
+                 available_now: bool = False):
         self.spark, self.spec = spark, spec
         #: the checkpoint folder (``Checkpoint``: Spark's logs and statekit's files beside them)
         self.checkpoint = Checkpoint(checkpoint)
@@ -255,6 +256,8 @@ class StatefulQuery:
         self._started_batches = reports_before
         #: ships each committed batch's state changes to the changelog topic (None: logging off)
         self.changelog = changelog
+        self._available_now = available_now  # such a query ends by itself once drained
+        self._stopped_here = False
 
     # --- lifecycle ------------------------------------------------------------------
     @property
@@ -267,6 +270,7 @@ class StatefulQuery:
 
     def stop(self) -> None:
         """Stop the query (and ship its last committed batches); the checkpoint stays."""
+        self._stopped_here = True
         if self.query.isActive:
             self.query.stop()
         if self.changelog is not None:
@@ -283,12 +287,35 @@ class StatefulQuery:
         if not q.isActive and q.exception() is not None:
             raise StatekitError(f"query {q.name!r} failed: {failure_text(q.exception())}")
 
+    def _raise_if_stopped(self, doing: str) -> None:
+        """Raise when the query is no longer running and nobody here asked it to stop: its
+        failure, or why Spark stopped it without one."""
+        self._raise_if_failed()
+        if self.query.isActive or self._stopped_here or self._available_now:
+            return
+        raise StatekitError(f"query {self.name!r} stopped without an error {doing}: "
+                            f"{self._stop_reason()}")
+
+    def _stop_reason(self) -> str:
+        q = self.query
+        for other in self.spark.streams.active:
+            if other.id == q.id and other.runId != q.runId:
+                return (f"another run of it (query {other.name!r}, run id {other.runId}) was "
+                        f"started on the same checkpoint {str(self.checkpoint)!r} in this Spark "
+                        f"session, and Spark stops the older run when a new one starts "
+                        f"(spark.sql.streaming.stopActiveRunOnRestart). Use the new run's "
+                        f"handle, or give each query a checkpoint of its own")
+        return (f"it was stopped outside this handle (StreamingQuery.stop(), "
+                f"spark.streams, another run on checkpoint {str(self.checkpoint)!r} that has "
+                f"ended since, or the Spark session stopping); start it again with the same "
+                f"checkpoint to resume")
+
     def wait_for_batches(self, n: int, timeout: float = 120.0) -> int:
         """Block until this run has completed ``n`` batches; returns the last batch id."""
         n = batch_id(n, "number of batches")
         deadline = time.monotonic() + timeout
         while len(self.checkpoint.progress_files()) - self._started_batches < n:
-            self._raise_if_failed()
+            self._raise_if_stopped(f"before {n} batches")
             if not self.query.isActive:
                 raise StatekitError(f"query {self.name!r} stopped before {n} batches")
             if time.monotonic() > deadline:
@@ -326,6 +353,7 @@ class StatefulQuery:
             if isinstance(errors[0], TimeoutError):
                 raise errors[0]
             raise StatekitError(f"query {q.name!r} failed: {errors[0]}") from errors[0]
+        self._raise_if_stopped("before it drained its input")
         self._await_report(self.last_batch)
         if self.changelog is not None:
             self.changelog.wait_shipped(self.last_batch, timeout)
@@ -601,7 +629,8 @@ def start_query(
               .trigger(**trigger_kwargs))
     query = writer.start()
     recorder.checkpoints[str(query.id)] = checkpoint
-    handle = StatefulQuery(spark, spec, checkpoint, query, malformed, reports_before)
+    handle = StatefulQuery(spark, spec, checkpoint, query, malformed, reports_before,
+                           available_now="availableNow" in trigger_kwargs)
     if topic:
         handle.changelog = ChangelogWriter(handle.state, conn, topic).start()
     return handle
