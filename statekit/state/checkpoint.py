@@ -22,6 +22,7 @@ statekit writes, all under ``<checkpoint>/_statekit/`` and never into Spark's ow
     malformed/data/*.parquet         malformed input rows kept aside (the side output)
     malformed/checkpoint/            that side output's own Spark checkpoint
     changelog/<topic>.json           the changelog writer's ledger (``statekit.changelog.ledger``)
+    late/<batch:010d>.json           late events counted in one batch (``late_events()``)
 
 Every module that needs one of these paths asks a ``Checkpoint``; files statekit
 writes go through ``statekit.atomic`` (temp file, fsync, rename).
@@ -348,6 +349,25 @@ class Checkpoint:
     @property
     def malformed_checkpoint_dir(self) -> Path:
         return self.statekit_dir / "malformed" / "checkpoint"
+
+    @property
+    def late_dir(self) -> Path:
+        return self.statekit_dir / "late"
+
+    def late_count(self, batch: int) -> int | None:
+        """The late events counted in ``batch`` and kept (None: not counted yet, or the file
+        cannot be read: it is counted again)."""
+        try:
+            data = json.loads((self.late_dir / f"{batch:010d}.json").read_text(encoding="utf-8"))
+            return int(data["late_events"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write_late_count(self, batch: int, late_events: int, late_watermark_ms: int) -> None:
+        """Keep the late events counted in ``batch`` (and the watermark they were judged by)."""
+        write_atomic(self.late_dir / f"{batch:010d}.json", json.dumps(
+            {"batch": batch, "late_events": late_events,
+             "late_watermark_ms": late_watermark_ms}))
 
     def ledger_path(self, topic: str) -> Path:
         """Where the changelog writer keeps its ledger for ``topic``."""

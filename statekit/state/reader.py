@@ -142,6 +142,41 @@ class StateReader:
             frame = to_pandas(self.changes_frame(first, last), nullable_ints=True)
         return frame.sort_values(["batch", "partition"], kind="stable").reset_index(drop=True)
 
+    def batch_counts(self, batches: list[int]) -> pd.DataFrame:
+        """What Spark's progress reports say of the state, read back from the state itself for
+        the retained ``batches`` (two Spark jobs): ``batch``, ``state_rows_total`` (rows after
+        the batch), ``state_rows_updated`` and ``state_rows_removed`` (its puts and deletes in
+        the change feed). Batches the checkpoint no longer holds are left out.
+
+        Example:
+            >>> reader.batch_counts([3, 4])                              # doctest: +SKIP
+               batch  state_rows_total  state_rows_updated  state_rows_removed
+            0      3               118                  79                  40
+        """
+        span = self.batch_range()
+        kept = set(self.checkpoint.committed_batches())
+        chosen = sorted(b for b in set(batches) if span and span[0] <= b <= span[1] and b in kept)
+        columns = ["batch", "state_rows_total", "state_rows_updated", "state_rows_removed"]
+        if not chosen:
+            return pd.DataFrame(columns=columns, dtype="int64")
+        what = f"the state of batches {chosen[0]}..{chosen[-1]} of checkpoint {self.path!r}"
+        with reading(what, self._bad_files(chosen[0] + 1, chosen[-1] + 1, deltas_only=True)):
+            frames = [self._load(batchId=b).select(F.lit(b).alias("batch")) for b in chosen]
+            union = frames[0]
+            for frame in frames[1:]:
+                union = union.unionByName(frame)
+            totals = union.groupBy("batch").count().toPandas()
+            feed = self._load(readChangeFeed=True, changeStartBatchId=chosen[0],
+                              changeEndBatchId=chosen[-1])
+            changes = feed.groupBy("batch_id", "change_type").count().toPandas()
+        out = pd.DataFrame({"batch": chosen})
+        out = out.merge(totals.rename(columns={"count": "state_rows_total"}), "left", "batch")
+        for kind, column in (("update", "state_rows_updated"), ("delete", "state_rows_removed")):
+            part = changes[changes["change_type"] == kind].rename(
+                columns={"batch_id": "batch", "count": column})[["batch", column]]
+            out = out.merge(part, "left", "batch")
+        return out.fillna(0).astype("int64")[columns]
+
     def _bad_files(self, first_version: int, last_version: int, deltas_only: bool = False):
         store = "default"
         return lambda: restore_problems(self.checkpoint, self.operator_id, store, first_version,
