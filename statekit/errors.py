@@ -71,3 +71,17 @@ class CheckpointNotShared(CheckpointError):
 
 class ChangelogError(StatekitError):
     """A changelog topic that is not, or no longer, what statekit wrote: the topic is named."""
+
+
+class DiskFull(StatekitError, OSError):
+    """No space left on the device of ``folder``: ``needed`` bytes (when known) could not be
+    written there; ``free`` is what the device had left when statekit looked."""
+
+    def __init__(self, folder: str, needed: int | None = None, detail: str = "",
+                 free: int | None = None):
+        self.folder, self.needed, self.free = folder, needed, free
+        need = f"; about {needed:,} bytes are needed" if needed else ""
+        left = f" ({free:,} bytes free)" if free is not None else ""
+        super().__init__(f"no space left on the device of {folder!r}{left}{need}"
+                         + (f": {detail}" if detail else ""))
+        self.errno = 28  # ENOSPC, as OSError handlers expect

@@ -19,7 +19,11 @@ from __future__ import annotations
 import atexit
 import bisect
 import contextlib
+import errno
 import json
+import os
+import re
+import shutil
 import tempfile
 import threading
 import time
@@ -37,7 +41,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from statekit.changelog.format import changelog_topic
 from statekit.changelog.writer import ChangelogWriter
 from statekit.durations import spark_interval
-from statekit.errors import BadArgument, StatekitError
+from statekit.errors import BadArgument, BrokerUnreachable, DiskFull, StatekitError
 from statekit.kafka.connection import Kafka, KafkaConnection, connect
 from statekit.query.progress import (
     input_ranges,
@@ -56,6 +60,8 @@ from statekit.validate import batch_id, optional_whole_number
 CORRUPT = "_corrupt_record"
 OBSERVED = "statekit_input"  # observed metrics of the main query: rows in, malformed rows
 SINKS = ("noop", "memory", "console")
+#: statekit's Kafka source's message when the broker stops answering mid-batch
+_BROKER_STALL = re.compile(r"timed out reading .* from '(?P<servers>[^']+)'")
 MALFORMED_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "reason"]
 
 
@@ -283,12 +289,28 @@ class StatefulQuery:
         return self.query.isActive
 
     def stop(self) -> None:
-        """Stop the query (and ship its last committed batches); the checkpoint stays."""
+        """Stop the query (and ship its last committed batches); the checkpoint stays.
+
+        Raises:
+            DiskFull: after stopping, when the changelog's ledger could not be written (the
+                folder is named; the query and its checkpoint are fine).
+        """
         self._stopped_here = True
         if self.query.isActive:
             self.query.stop()
+        with contextlib.suppress(OSError, StatekitError):  # kept only for Connect's late events
+            self.keep_reports()
         if self.changelog is not None:
-            self.changelog.stop()
+            try:
+                self.changelog.stop()
+            except DiskFull:
+                raise
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EROFS, errno.EDQUOT):
+                    raise
+                folder = str(self.checkpoint.ledger_path(self.changelog.topic).parent)
+                raise self._disk_full(f"the changelog's ledger could not be written ({exc})",
+                                      folder) from None
 
     def __enter__(self) -> StatefulQuery:
         return self
@@ -299,7 +321,43 @@ class StatefulQuery:
     def _raise_if_failed(self) -> None:
         q = self.query
         if not q.isActive and q.exception() is not None:
-            raise StatekitError(f"query {q.name!r} failed: {failure_text(q.exception())}")
+            raise self._failure(q.exception()) from None
+
+    def _failure(self, exc: BaseException) -> StatekitError:
+        """The error to raise for the query's failure ``exc``: what happened and what to do, in
+        a few lines; Spark's full text (plan, traces) goes to ``spark_log()`` and stays on the
+        error as ``spark_error``."""
+        from statekit.spark.session import log_failure, spark_log
+
+        log_failure(f"query {self.name!r} failed", exc)
+        text = failure_text(exc)
+        if "No space left on device" in text:
+            err: StatekitError = self._disk_full(text)
+        elif (stall := _BROKER_STALL.search(text)) is not None:
+            err = BrokerUnreachable(stall["servers"], f"query {self.name!r} stopped after batch "
+                                                      f"{self.last_batch}: {text}")
+        else:
+            err = StatekitError(f"query {self.name!r} failed: {text} (Spark's full error: "
+                                f"{str(spark_log())!r})")
+        err.spark_error = exc
+        return err
+
+    def _disk_full(self, detail: str, folder: str | None = None) -> DiskFull:
+        """DiskFull naming the fuller of the checkpoint's and Spark's local folder (or
+        ``folder``), with what the last batch wrote to the checkpoint as the space needed."""
+        if folder is None:
+            places = [str(self.checkpoint), tempfile.gettempdir()]
+            folder = min(places, key=_free_bytes)
+        ck, last = self.checkpoint, self.last_batch
+        paths = [ck.offsets_dir / str(last + 1), ck.commits_dir / str(last),
+                 ck.progress_path(last)]
+        for operator_id in ck.operator_ids():
+            paths += ck.operator_dir(operator_id).glob(f"*/{last + 1}[._]*")
+        needed = sum(p.stat().st_size for p in paths if p.is_file())
+        return DiskFull(folder, needed or None, f"query {self.name!r} stopped after batch "
+                        f"{last}: {detail}. Free some space there, then start the query again "
+                        f"with the same checkpoint: it resumes from its last commit",
+                        free=_free_bytes(folder))
 
     def _raise_if_stopped(self, doing: str) -> None:
         """Raise when the query is no longer running and nobody here asked it to stop: its
@@ -367,7 +425,7 @@ class StatefulQuery:
         if errors:
             if isinstance(errors[0], TimeoutError):
                 raise errors[0]
-            raise StatekitError(f"query {q.name!r} failed: {errors[0]}") from errors[0]
+            raise self._failure(errors[0]) from None
         self._raise_if_stopped("before it drained its input")
         self._await_report(self.last_batch)
         if self.changelog is not None:
@@ -795,17 +853,51 @@ def _trigger(trigger: str) -> dict:
     return {"processingTime": spark_interval(trigger, "trigger interval")}
 
 
+_PLAN_DUMP = re.compile(r"\n=== Streaming Query ===.*", re.DOTALL)
+_STREAM_FAILED = re.compile(r"^\[STREAM_FAILED\] Query \[id = [^\]]*\] terminated with "
+                            r"exception: ")
+_PYTHON_ERROR = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception|Loss|Unreachable|Found))"
+                           r": (.+)$", re.MULTILINE)
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+")
+
+
+def spark_message(text: str) -> str:
+    """One of Spark's failure messages without its wrapping: the plan and offsets Spark appends
+    to a failed streaming query's message, the ``[STREAM_FAILED]`` preamble, a Python worker's
+    traceback (its last error line is kept), ``SQLSTATE`` codes, Java stack traces.
+
+    Example:
+        >>> spark_message("[STREAM_FAILED] Query [id = 1, runId = 2] terminated with "
+        ...               "exception: [PYTHON_EXCEPTION] An exception was thrown from the Python "
+        ...               "worker: Traceback (most recent call last):\\n  File 'x.py', line 1"
+        ...               "\\nstatekit.errors.StatekitError: timed out SQLSTATE: 38000\\n"
+        ...               "=== Streaming Query ===\\nLogical Plan: ...")
+        'timed out'
+    """
+    text = _PLAN_DUMP.sub("", text)
+    text = text.split("\n\nJVM stacktrace:")[0]
+    text = _STREAM_FAILED.sub("", text.strip())
+    if "Traceback (most recent call last)" in text:
+        errors = _PYTHON_ERROR.findall(text.split("Traceback (most recent call last)", 1)[1])
+        if errors:
+            text = errors[-1][1]
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("at ")]
+    return _SQLSTATE.sub("", "\n".join(lines)).strip()
+
+
 def failure_text(exc: BaseException, depth: int = 6) -> str:
-    """A query's exception with the chain of causes Spark wrapped it in, innermost last.
+    """A query's exception with the chain of causes Spark wrapped it in, innermost last, each
+    without Spark's wrapping (``spark_message``: no plan dump, no traceback).
 
     Spark often wraps the real failure (a Python traceback, a refused connection) in a
     generic one ("driver worker exited unexpectedly"); the causes say what happened.
     """
-    text, seen = str(exc), {str(exc)}
+    text = spark_message(str(exc))
+    seen = {text}
     cause = getattr(exc, "_cause", None) or exc.__cause__
     while cause is not None and depth > 0:
-        message = str(cause).split("\n\nJVM stacktrace:")[0].strip()
-        if message and message not in seen:
+        message = spark_message(str(cause))
+        if message and not any(message in known or known in message for known in seen):
             text += f"\ncaused by: {message}"
             seen.add(message)
         cause, depth = getattr(cause, "_cause", None) or cause.__cause__, depth - 1
@@ -903,3 +995,14 @@ def count_late_events(spark: SparkSession, source: KafkaInput, spec: QuerySpec,
         if row["_sk_batch"] not in gone:
             counts[int(row["_sk_batch"])] = int(row["late"] or 0)
     return counts
+
+
+def _free_bytes(folder: str) -> int:
+    """Bytes free on the device of ``folder`` (its nearest existing parent)."""
+    path = os.path.abspath(folder)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return 0
