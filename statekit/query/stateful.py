@@ -230,7 +230,9 @@ class _ProgressRecorder(StreamingQueryListener):
     def onQueryProgress(self, event) -> None:
         checkpoint = self.checkpoints.get(str(event.progress.id))
         if checkpoint is not None:
-            checkpoint.write_progress(event.progress.batchId, event.progress.json)
+            # a full or read-only disk loses the report; progress() recovers the batch
+            with contextlib.suppress(OSError):
+                checkpoint.write_progress(event.progress.batchId, event.progress.json)
 
     def onQueryIdle(self, event) -> None:
         pass
