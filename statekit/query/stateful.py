@@ -497,7 +497,7 @@ class StatefulQuery:
 
     def _recent_reports(self) -> list[dict]:
         try:
-            return [report.jsonValue() for report in self.query.recentProgress]
+            return [json.loads(report.json) for report in self.query.recentProgress]
         except Exception:  # a stopped Connect query may no longer answer
             return []
 
