@@ -24,6 +24,7 @@ import pandas as pd
 
 from statekit.errors import CheckpointError
 from statekit.state.checkpoint import Checkpoint
+from statekit.state.times import epoch_ms_times, iso_times
 
 COLUMNS = [
     "batch", "timestamp", "input_rows", "input_rows_per_second", "processed_rows_per_second",
@@ -69,8 +70,8 @@ def progress_frame(progresses: Iterable[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=COLUMNS)
     if rows:
         frame = frame.drop_duplicates("batch", keep="last").sort_values("batch")
-        frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True).dt.tz_localize(None)
-        frame["watermark"] = pd.to_datetime(frame["watermark"], utc=True).dt.tz_localize(None)
+        frame["timestamp"] = iso_times(frame["timestamp"])
+        frame["watermark"] = iso_times(frame["watermark"])  # far beyond 2262: datetime64[us]
     return frame.reset_index(drop=True)
 
 
@@ -151,5 +152,10 @@ def recovered_progress(checkpoint: str | Checkpoint, batches: Iterable[int]) -> 
         rows.append(row)
     frame = pd.DataFrame(rows, columns=COLUMNS)
     for column in ("timestamp", "watermark"):
-        frame[column] = pd.to_datetime(frame[column], unit="ms").astype("datetime64[ns]")
+        known = frame[column].notna()
+        times = pd.Series(pd.NaT, index=frame.index, dtype="datetime64[ns]")
+        if known.any():
+            times = times.astype(epoch_ms_times([0]).dtype)
+            times[known] = epoch_ms_times(frame.loc[known, column].astype("int64")).to_numpy()
+        frame[column] = times
     return frame.astype({"batch": "int64", "input_rows": "Int64", "recovered": bool})

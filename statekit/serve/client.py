@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import ssl
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -93,13 +95,18 @@ class ServingClient:
         timeout: seconds for each HTTP call.
         partial: default for scatter-gathers: return what answered (``missing`` listed)
             instead of raising when a partition has no live holder.
+        token: the instances' token (``statekit.serve.auth``), sent with every call; an
+            instance that refuses it raises ``TokenRefused``.
+        verify: for https:// URLs, the CA file (PEM) or ``ssl.SSLContext`` to check the
+            instances' certificates with; None: the system's trust store.
     """
 
     def __init__(self, urls: Mapping[str, str], *, local: ServingInstance | None = None,
-                 timeout: float = 5.0, partial: bool = False):
+                 timeout: float = 5.0, partial: bool = False, token: str | None = None,
+                 verify: str | os.PathLike | ssl.SSLContext | None = None):
         self.urls = dict(urls)
         self.local, self.timeout, self.partial = local, timeout, partial
-        self._http = HttpPool(timeout=timeout)
+        self._http = HttpPool(timeout=timeout, token=token, verify=verify)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self.assignment: Assignment | None = None
