@@ -51,7 +51,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
     except OSError as exc:
         if exc.errno not in _FULL or isinstance(exc, DiskFull):
             raise
-        raise DiskFull(str(target), len(payload), _free_bytes(target.parent)) from None
+        raise DiskFull.for_file(str(target), len(payload), _free_bytes(target.parent)) from None
     _fsync_folder(target.parent)
 
 

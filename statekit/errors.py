@@ -84,22 +84,40 @@ class ChangelogFenced(ChangelogError):
 
 
 class DiskFull(StatekitError, OSError):
-    """A file could not be written because its file system is full; the old file is kept.
+    """No space left on the device of ``folder``: ``needed`` bytes (when known) could not be
+    written there; ``free`` is what the device had left when statekit looked. An ``OSError``
+    with ``errno`` ENOSPC, so handlers of the raw error still catch it.
+
+    ``DiskFull.for_file`` is the error of one file that could not be written (the old file
+    is kept): ``statekit.atomic.write_atomic`` raises it for every file statekit writes.
 
     Example:
-        >>> str(DiskFull("/ck/_statekit/ledger.json", needed=310, free=0))
+        >>> str(DiskFull.for_file("/ck/_statekit/ledger.json", needed=310, free=0))
         "no space left to write '/ck/_statekit/ledger.json': it needs 310 bytes and the \
 file system of '/ck/_statekit' has 0 bytes free; the file is unchanged: free space there \
 (or give the job a folder on a larger disk) and run it again"
     """
 
-    def __init__(self, path: str, needed: int, free: int | None):
+    def __init__(self, folder: str, needed: int | None = None, detail: str = "",
+                 free: int | None = None, *, message: str | None = None):
+        self.folder, self.needed, self.free = folder, needed, free
+        self.path: str | None = None
+        need = f"; about {needed:,} bytes are needed" if needed else ""
+        left = f" ({free:,} bytes free)" if free is not None else ""
+        super().__init__(message or f"no space left on the device of {folder!r}{left}{need}"
+                         + (f": {detail}" if detail else ""))
+        self.errno = errno.ENOSPC  # as OSError handlers expect
+
+    @classmethod
+    def for_file(cls, path: str, needed: int, free: int | None) -> DiskFull:
+        """The error of file ``path`` that could not be written (``needed`` bytes)."""
         import os
 
-        self.path, self.folder, self.needed, self.free = path, os.path.dirname(path), needed, free
+        folder = os.path.dirname(path)
         has = "an unknown number of" if free is None else f"{free:,}"
-        super().__init__(
+        error = cls(folder, needed, free=free, message=(
             f"no space left to write {path!r}: it needs {needed:,} bytes and the file system "
-            f"of {self.folder!r} has {has} bytes free; the file is unchanged: free space "
-            f"there (or give the job a folder on a larger disk) and run it again")
-        self.errno = errno.ENOSPC
+            f"of {folder!r} has {has} bytes free; the file is unchanged: free space there "
+            f"(or give the job a folder on a larger disk) and run it again"))
+        error.path = path
+        return error
