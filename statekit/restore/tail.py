@@ -12,7 +12,10 @@ each store every ``checkpoint_every`` seconds, so a restart replays only the tai
 It also follows the changelog's metadata topic (``statekit.changelog.meta``)
 and so knows, per partition, the **batch its store reflects**: the highest
 batch ``B`` whose records all lie below the offset it has read. That is what a
-serving instance reports with every answer.
+serving instance reports with every answer. A query that needs a later batch
+waits for it without polling: ``wait_for_batch`` (a thread) and
+``wait_for_batch_async`` (a coroutine: no thread held while it waits) are woken
+by every change to the partition.
 
 Example:
     >>> tail = ChangelogTail(broker, "board-counts-changelog", spec,   # doctest: +SKIP
@@ -23,11 +26,13 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -121,6 +126,9 @@ class ChangelogTail:
         self._views: dict[int, PartitionStatus] = {}  # status() answers, until either changes
         self._checkpointed: dict[int, int] = {}  # partition → offset its last checkpoint has
         self._changed = threading.Event()  # the set of partitions changed: reassign
+        #: partition → what wakes each wait on it (called by the loop when it changes)
+        self._waiters: dict[int, set[Callable[[], None]]] = {}
+        self._waiters_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -162,6 +170,7 @@ class ChangelogTail:
                                                   start, start, end)
                 self._views.pop(p, None)
             self._changed.set()
+        self._wake(new)
         return new
 
     def remove(self, partitions: Iterable[int]) -> list[int]:
@@ -179,6 +188,7 @@ class ChangelogTail:
                 store.close()
                 gone.append(p)
             self._changed.set()
+        self._wake(gone)  # a wait on a partition no longer held ends (its status: None)
         return gone
 
     # --- reading the state ----------------------------------------------------------------
@@ -242,15 +252,72 @@ class ChangelogTail:
                                        f"{s.partition}: {s.describe()}" for s in waiting))
             time.sleep(0.02)
 
-    def wait_for_batch(self, partition: int, batch: int, timeout: float) -> PartitionStatus:
-        """Wait up to ``timeout`` seconds until ``partition`` reflects ``batch``; the status."""
+    def wait_for_batch(self, partition: int, batch: int, timeout: float
+                       ) -> PartitionStatus | None:
+        """Wait up to ``timeout`` seconds until ``partition`` reflects ``batch`` (woken by each
+        change to it, no polling); its status then (None once it is no longer held here)."""
         deadline = time.monotonic() + timeout
         while True:
-            status = self.status(partition)
-            if (status.batch >= batch and status.state == RUNNING) or \
-                    time.monotonic() >= deadline:
-                return status
-            time.sleep(0.005)
+            woken = threading.Event()
+            self._listen(partition, woken.set)
+            try:
+                status = self._held(partition)
+                remaining = deadline - time.monotonic()
+                if status is None or _reached(status, batch) or remaining <= 0:
+                    return status
+                woken.wait(remaining)
+            finally:
+                self._unlisten(partition, woken.set)
+
+    async def wait_for_batch_async(self, partition: int, batch: int, timeout: float
+                                   ) -> PartitionStatus | None:
+        """``wait_for_batch`` for a coroutine: it awaits the partition's next change, holding
+        no thread, so any number of waits cost a service nothing while they wait.
+
+        Example:
+            >>> status = await tail.wait_for_batch_async(0, 12, timeout=10)   # doctest: +SKIP
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            woken = loop.create_future()
+
+            def wake(woken=woken) -> None:  # called by the loop's thread
+                with contextlib.suppress(RuntimeError):  # the event loop has closed
+                    loop.call_soon_threadsafe(_settle, woken)
+
+            self._listen(partition, wake)
+            try:
+                status = self._held(partition)
+                remaining = deadline - loop.time()
+                if status is None or _reached(status, batch) or remaining <= 0:
+                    return status
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken, remaining)
+            finally:
+                self._unlisten(partition, wake)
+
+    def _held(self, partition: int) -> PartitionStatus | None:
+        """``status(partition)``, None when it is not held (any more)."""
+        try:
+            return self.status(partition)
+        except KeyError:
+            return None
+
+    def _listen(self, partition: int, wake: Callable[[], None]) -> None:
+        with self._waiters_lock:
+            self._waiters.setdefault(partition, set()).add(wake)
+
+    def _unlisten(self, partition: int, wake: Callable[[], None]) -> None:
+        with self._waiters_lock:
+            self._waiters.get(partition, set()).discard(wake)
+
+    def _wake(self, partitions: Iterable[int]) -> None:
+        """Wake every wait on ``partitions`` (each looks at the status again)."""
+        with self._waiters_lock:
+            woken = [wake for p in partitions for wake in self._waiters.pop(p, ())]
+        for wake in woken:
+            wake()
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self) -> ChangelogTail:
@@ -319,11 +386,13 @@ class ChangelogTail:
             self._checkpoint()
         except BaseException as exc:  # surfaced by status() / stop()
             self._error = exc
+            self._wake(list(self._waiters))  # every wait sees it now
         finally:
             consumer.close()
 
     def _apply(self, messages: list) -> None:
         by_partition: dict[int, list] = {}
+        moved: set[int] = set()  # partitions whose position moved: their waits look again
         for msg in messages:
             err = msg.error()
             if err is not None:
@@ -334,6 +403,7 @@ class ChangelogTail:
                 record = decode_meta(msg.key(), msg.value(), self.meta_topic)
                 if isinstance(record, Position):
                     self._remember(record)
+                    moved.add(record.partition)
                 else:
                     self.schema = record
             else:
@@ -364,6 +434,9 @@ class ChangelogTail:
                 self._status[p] = replace(status, next_offset=next_offset, batch=complete,
                                           state=state)
                 self._views.pop(p, None)
+                moved.add(p)
+        if moved:
+            self._wake(moved)
 
     def _remember(self, position: Position) -> None:
         with self._lock:
@@ -388,3 +461,12 @@ class ChangelogTail:
 
     def __repr__(self) -> str:
         return f"ChangelogTail({self.topic!r}, partitions={self.partitions})"
+
+
+def _reached(status: PartitionStatus, batch: int) -> bool:
+    return status.state == RUNNING and status.batch >= batch
+
+
+def _settle(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)

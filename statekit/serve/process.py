@@ -57,7 +57,7 @@ def run_instance(config: Mapping) -> None:
 
     from statekit.serve.client import ServingClient
     from statekit.serve.instance import ServingInstance
-    from statekit.serve.rest import MAX_REQUEST_LINE, check_host, create_app
+    from statekit.serve.rest import SERVER_OPTIONS, check_host, create_app
 
     kafka = KafkaConnection(config["kafka"]["bootstrap_servers"], config["kafka"]["config"])
     host = check_host(config["host"], config.get("allow_remote", False))
@@ -69,8 +69,6 @@ def run_instance(config: Mapping) -> None:
     app = create_app(instance, client)
     print(f"serving on http://{host}:{config['port']}", flush=True)
     try:
-        uvicorn.run(app, host=host, port=config["port"], log_level="warning",
-                    access_log=False, lifespan="off",
-                    h11_max_incomplete_event_size=MAX_REQUEST_LINE)
+        uvicorn.run(app, host=host, port=config["port"], **SERVER_OPTIONS)
     finally:
         instance.close()
