@@ -29,6 +29,7 @@ import functools
 import json
 import numbers
 import re
+import sys
 from collections.abc import Mapping
 from json.encoder import encode_basestring  # the str encoder of json.dumps(ensure_ascii=False)
 
@@ -68,8 +69,88 @@ _FITS = {  # Spark type of a group key -> the Python values it takes
 
 _MICROS = {"s": 1_000_000, "ms": 1000, "us": 1}
 _CACHED_WINDOWS = 4096  # window starts whose hash seed and ISO text a codec remembers
-TIME_ACCEPTED = ("milliseconds since the epoch, ISO-8601 text (2026-01-05T10:00:00Z) "
-                 "or a datetime: Python's, pandas' or NumPy's datetime64")
+TIME_ACCEPTED = ("milliseconds since the epoch, ISO-8601 text in UTC (2026-01-05, "
+                 "2026-01-05T10:00:00Z, 2026-01-05 10:00:00.5) or a datetime: Python's, "
+                 "pandas' or NumPy's datetime64")
+# ISO-8601 text statekit reads as a time: a calendar date of 1970..9999, optionally a time of
+# day (seconds and up to 9 fraction digits optional) in UTC (Z, +00:00 or no zone). The one
+# grammar the service checks and its OpenAPI schema states (a regex without look-arounds, as
+# JSON Schema's and Hypothesis' both read it).
+_YEAR = r"(?:19[7-9][0-9]|[2-9][0-9]{3})"
+_LEAP_YEAR = (r"(?:19(?:7[26]|8[048]|9[26])|[2-9][0-9](?:0[48]|[2468][048]|[13579][26])"
+              r"|(?:[2468][048]|[3579][26])00)")
+_MONTH_DAY = (r"(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+              r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))")
+_TIME_OF_DAY = r"(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,9})?)?"
+_UTC = r"(?:Z|[+-]00:00)?"
+
+
+def iso_pattern(time_of_day: str = _TIME_OF_DAY, year: str = _YEAR,
+                leap_year: str = _LEAP_YEAR) -> str:
+    """The regex of ISO-8601 UTC text: a date of ``year``, optionally ``time_of_day``."""
+    date = f"(?:{year}-{_MONTH_DAY}|{leap_year}-02-29)"
+    return f"^{date}(?:[T ]{time_of_day}{_UTC})?$"
+
+
+ISO_TIME = re.compile(iso_pattern())
+_BEYOND_MS = re.compile(r"(\.[0-9]{3})[0-9]+")  # fraction digits beyond milliseconds
+#: A window start's ISO text in a key's schema: years to 9998 (a window must end by 9999; the
+#: starts of 9999 are taken as text too, and stated in milliseconds only)
+_YEAR_TO_9998 = r"(?:19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
+_DAY_MS = 86_400_000
+#: A group key's text in a key sent as JSON text (over REST): at most this many characters
+MAX_KEY_VALUE_CHARS = 256
+_FLOAT_MAX = 3.4028234663852886e38  # Spark's float (32 bits)
+
+
+def _whole_schema(bits: int) -> dict:
+    return {"type": "integer", "minimum": -2**bits, "maximum": 2**bits - 1}
+
+
+#: Spark type of a group key -> the JSON Schema of its values (what ``_FITS`` takes)
+VALUE_SCHEMAS = {
+    "string": {"type": "string", "maxLength": MAX_KEY_VALUE_CHARS},
+    "boolean": {"type": "boolean"},
+    "double": {"type": "number", "minimum": -sys.float_info.max,
+               "maximum": sys.float_info.max},
+    "float": {"type": "number", "minimum": -_FLOAT_MAX, "maximum": _FLOAT_MAX},
+    "tinyint": _whole_schema(7), "smallint": _whole_schema(15), "int": _whole_schema(31),
+    "bigint": _whole_schema(63),
+}
+_ANY_VALUE_SCHEMA = {"type": ["string", "number", "boolean"], "maxLength": MAX_KEY_VALUE_CHARS}
+
+
+def time_schema() -> dict:
+    """The JSON Schema of a time statekit takes: milliseconds since the epoch to the end of
+    9999, or ISO-8601 text in UTC (``ISO_TIME``)."""
+    return {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TIME_MS},
+                      {"type": "string", "pattern": ISO_TIME.pattern}]}
+
+
+def _grid_times_of_day(slide_ms: int) -> str | None:
+    """The regex of the times of day on a grid of ``slide_ms`` from midnight UTC (windows
+    start there: the epoch is a midnight); None when the grid does not repeat each day in
+    whole seconds (those starts are stated in milliseconds only).
+
+    Example:
+        >>> print(_grid_times_of_day(600_000))
+        (?:[01][0-9]|2[0-3]):(?:00|10|20|30|40|50)(?::00(?:\\.0{1,9})?)?
+    """
+    if _DAY_MS % slide_ms or slide_ms % 1000:
+        return None
+    zero = r"(?:\.0{1,9})?"
+    if slide_ms % 60_000 == 0:
+        minutes = slide_ms // 60_000
+        if 60 % minutes == 0:
+            every = "|".join(f"{m:02d}" for m in range(0, 60, minutes))
+            return rf"(?:[01][0-9]|2[0-3]):(?:{every})(?::00{zero})?"
+        every = "|".join(f"{t // 60:02d}:{t % 60:02d}" for t in range(0, 1440, minutes))
+        return rf"(?:{every})(?::00{zero})?"
+    seconds = slide_ms // 1000
+    if 60 % seconds:
+        return None
+    every = "|".join(f"{x:02d}" for x in range(0, 60, seconds))
+    return rf"(?:[01][0-9]|2[0-3]):[0-5][0-9](?::(?:{every}){zero})?"
 #: A key given as JSON text (over REST, or a str in Python): at most this many characters...
 MAX_KEY_CHARS = 4096
 #: ...and arrays / objects nested at most this deep (a key is one object of plain values:
@@ -154,8 +235,14 @@ def time_ms(value: object, what: str) -> int:
     elif is_whole_number(value):
         ms = int(value)
     elif isinstance(value, str | dt.datetime | pd.Timestamp | np.datetime64):
+        if isinstance(value, str):
+            if not ISO_TIME.fullmatch(value):
+                raise BadArgument(what, value, TIME_ACCEPTED)
+            # cut to milliseconds (they floor: the same instant statekit keeps), so a year
+            # past 2262 parses too (pandas holds nanoseconds only to 2262)
+            text = _BEYOND_MS.sub(r"\1", value)
         try:
-            stamp = pd.Timestamp(value)
+            stamp = pd.Timestamp(text if isinstance(value, str) else value)
             if stamp is pd.NaT:
                 raise BadArgument(what, value, TIME_ACCEPTED)
             if stamp.tzinfo is not None:
@@ -235,7 +322,44 @@ a JSON object of the key columns ['player'] (not ['count'])
         unknown = [name for name in value if name not in columns]
         if unknown:
             raise BadArgument(what, sent, f"{accepted} (not {unknown})")
+        for name in self.spec.keys:
+            if isinstance(value.get(name), str) and len(value[name]) > MAX_KEY_VALUE_CHARS:
+                raise BadArgument(f"{what} {name}", shown(value[name]),
+                                  f"text of at most {MAX_KEY_VALUE_CHARS} characters")
         return value
+
+    def json_schema(self, window: bool = False) -> dict:
+        """The JSON Schema of a key ``parse`` takes (what the REST service's OpenAPI schema
+        states): the group keys by their Spark types, and with ``window`` its start.
+
+        Example:
+            >>> from statekit.query.spec import QuerySpec, tumbling
+            >>> codec = KeyCodec(QuerySpec(keys=["player"], window=tumbling("10 minutes")),
+            ...                  {"player": "string"}, partitions=3)
+            >>> schema = codec.json_schema(window=True)
+            >>> schema["required"], schema["properties"]["window_start"]["anyOf"][0]
+            (['player', 'window_start'], {'type': 'integer', 'minimum': 0, \
+'maximum': 253402299600000, 'multipleOf': 600000})
+        """
+        properties = {name: dict(VALUE_SCHEMAS.get(self.key_types.get(name), _ANY_VALUE_SCHEMA))
+                      for name in self.spec.keys}
+        if window:
+            properties["window_start"] = self.window_start_schema()
+        return {"type": "object", "properties": properties, "required": list(properties),
+                "additionalProperties": False}
+
+    def window_start_schema(self) -> dict:
+        """The JSON Schema of one of this store's window starts (``window_start``); a session
+        store's: any time."""
+        if not self.windowed:
+            return time_schema()
+        last = (MAX_TIME_MS - self.size_ms) // self.slide_ms * self.slide_ms
+        forms = [{"type": "integer", "minimum": 0, "maximum": last,
+                  "multipleOf": self.slide_ms}]
+        grid = _grid_times_of_day(self.slide_ms)
+        if grid is not None:
+            forms.append({"type": "string", "pattern": iso_pattern(grid, _YEAR_TO_9998)})
+        return {"anyOf": forms}
 
     def group(self, key: object) -> dict:
         """The group keys of ``key`` (a dict holding at least them)."""

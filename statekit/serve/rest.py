@@ -56,7 +56,7 @@ from statekit.errors import BadArgument
 from statekit.serve.assignment import Assignment
 from statekit.serve.client import ARROW_STREAM, ServingClient, call_local
 from statekit.serve.instance import QUERIES, PartitionNotHeld, ServingInstance
-from statekit.serve.keys import MAX_KEY_CHARS, check_key_text
+from statekit.serve.keys import MAX_KEY_CHARS, check_key_text, time_schema
 from statekit.serve.results import (
     MAX_LIMIT,
     PartitionUnavailable,
@@ -76,7 +76,8 @@ MAX_REQUEST_LINE = 262_144   # bytes of a request's target (and h11's head) the 
 MAX_ID = 2**53 - 1           # batch ids and versions: whole numbers JSON (a double) holds exactly
 QUERY_THREADS = 32           # queries reading a store or asking other instances, at once
 CONTROL_THREADS = 4          # /metadata and POST /assignment: threads of their own
-PARTITIONS = r"^[0-9]{1,6}(,[0-9]{1,6})*$"  # ASCII digits: the same in Python, Rust and ECMA
+# partitions as ASCII digits without leading zeros (the same in Python, Rust and ECMA regexes)
+PARTITIONS = r"^(0|[1-9][0-9]{0,5})(,(0|[1-9][0-9]{0,5}))*$"
 _MILLIS = re.compile(r"-?[0-9]{1,19}")
 _SHOWN = 300                 # characters of a bad value an error message shows
 
@@ -225,15 +226,75 @@ class _RemoteWaits:
 
 
 def _partitions(value: str | None, instance: ServingInstance) -> list[int] | None:
-    """The partitions asked (each once, in the order given), each one of the store's."""
+    """The partitions asked (in the order given), each one of the store's, each once."""
     if value is None:
         return None
-    parts = list(dict.fromkeys(int(p) for p in value.split(",")))
+    parts = [int(p) for p in value.split(",")]
     bad = [p for p in parts if not 0 <= p < instance.schema.partitions]
     if bad:
         raise _fail(400, "BadArgument", f"bad partition: {bad[0]}; accepted: 0.."
                                         f"{instance.schema.partitions - 1}")
+    if len(set(parts)) < len(parts):
+        raise _fail(400, "BadArgument", f"bad partitions: {value!r}; accepted: each partition "
+                                        f"at most once")
     return parts
+
+
+def _partitions_schema(count: int) -> dict:
+    """The OpenAPI parameter of ``_partitions``: a comma-separated list of distinct partitions
+    (OpenAPI's form style, not exploded)."""
+    return {"style": "form", "explode": False, "schema": {
+        "type": "array", "items": {"type": "integer", "minimum": 0, "maximum": count - 1},
+        "minItems": 1, "maxItems": count, "uniqueItems": True}}
+
+
+#: Query parameters that are times (``time_schema``), and the ranges a query takes (the one
+#: rule an OpenAPI schema cannot state: each range's first end may not come after its last)
+TIMES = ("time_from", "time_to", "earliest_end", "latest_start")
+_TIME_RANGE = ("time_from", "time_to", "")
+RANGES = {"window": {"fetch": _TIME_RANGE, "fetch_all": _TIME_RANGE, "fetch_range": _TIME_RANGE},
+          "key-value": {"range": ("key_from", "key_to", " in the store's key byte order")}}
+
+
+def _tighten(schema: dict, instance: ServingInstance) -> dict:
+    """``schema`` (FastAPI's OpenAPI) made as strict as the service: keys as JSON objects of
+    the store's key columns and types, times and window starts as the grammar and grid the
+    service checks, partitions within the store's range, and only the parameters and paths
+    this store's kind takes. What no schema can say — a range's ends in order (``RANGES``) —
+    each operation's description states, and the service answers 400 naming both ends."""
+    codec, store = instance.codec, instance.tail.store_name
+    for path, operations in schema["paths"].items():
+        kind = path.rsplit("/", 1)[-1]
+        for operation in operations.values():
+            kept = []
+            for param in operation.get("parameters", []):
+                name = param["name"]
+                if name == "enrich" and not instance.globals:
+                    continue  # no global store to enrich with: the parameter is refused
+                if name == "window_start" and kind == "top_k":
+                    if instance.kind == "key-value":
+                        continue  # a running aggregate has no windows
+                    param.update(required=True, schema=codec.window_start_schema())
+                elif name in ("key", "key_from", "key_to") and path.startswith("/stores/"):
+                    param.pop("schema", None)
+                    window = kind == "get" and instance.kind != "key-value"
+                    param["content"] = {"application/json": {
+                        "schema": codec.json_schema(window=window)}}
+                elif name in TIMES:
+                    param["schema"] = time_schema()
+                elif name == "partitions":
+                    param.update(_partitions_schema(instance.schema.partitions))
+                kept.append(param)
+            if "parameters" in operation:
+                operation["parameters"] = kept
+            ends = RANGES.get(instance.kind, {}).get(kind)
+            if ends is not None and path.startswith("/stores/"):
+                first, last, order = ends
+                operation["description"] = (f"{operation.get('description', '')}\n\n{first} "
+                                            f"no later than {last}{order}, else 400 naming "
+                                            f"both.")
+    schema["info"]["description"] += f" This instance serves {store!r}, a {instance.kind} store."
+    return schema
 
 
 def _check_assignment(assignment: Assignment, urls: dict[str, str],
@@ -446,6 +507,14 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _server_error)
+
+    def openapi() -> dict:
+        """The schema FastAPI makes from the routes, made as strict as the service."""
+        if app.openapi_schema is None:
+            app.openapi_schema = _tighten(FastAPI.openapi(app), instance)
+        return app.openapi_schema
+
+    app.openapi = openapi
     store = instance.tail.store_name
     codec = instance.codec
     values = list(instance.schema.spec.value_columns)
