@@ -168,13 +168,15 @@ class ChangelogTail:
                 self._checkpointed.pop(p, None)  # its first checkpoint here is written
                 self._status[p] = PartitionStatus(p, RUNNING if start >= end else RESTORING,
                                                   start, start, end)
-                self._views.pop(p, None)
+                self._views[p] = self._with_batch(self._status[p])
             self._changed.set()
         self._wake(new)
         return new
 
     def remove(self, partitions: Iterable[int]) -> list[int]:
         """Stop holding ``partitions`` (their stores are checkpointed and closed, files kept)."""
+        if not any(p in self._stores for p in partitions):
+            return []  # nothing held: no need to wait for the loop's lock
         gone = []
         with self._lock:
             for p in partitions:
@@ -197,18 +199,20 @@ class ChangelogTail:
         return self._stores[partition]  # one dict read: atomic, no lock (queries call it)
 
     def status(self, partition: int | None = None) -> PartitionStatus | dict[int, PartitionStatus]:
-        """One partition's status, or all of them."""
+        """One partition's status, or all of them.
+
+        Read without the loop's lock: the loop keeps each partition's view current as it
+        changes, so a query (which asks on every lookup) and ``/metadata`` never wait while
+        the loop checkpoints (flush and fsync)."""
         self.raise_if_failed()
         if partition is not None:
-            # the view computed since the last change, read without the lock: a query asks
-            # on every lookup, and must not wait while the loop checkpoints (fsync)
             view = self._views.get(partition)
             if view is not None:
                 return view
-        with self._lock:
-            if partition is not None:
+            with self._lock:
                 return self._view(partition)
-            return {p: self._view(p) for p in sorted(self._status)}
+        views = {p: self._held(p) for p in sorted(list(self._status))}  # list(): one step
+        return {p: view for p, view in views.items() if view is not None}
 
     def _view(self, partition: int) -> PartitionStatus:
         """``partition``'s status with its batch, computed once per change (queries ask
@@ -433,7 +437,7 @@ class ChangelogTail:
                     self._stores[p].compact()
                 self._status[p] = replace(status, next_offset=next_offset, batch=complete,
                                           state=state)
-                self._views.pop(p, None)
+                self._views[p] = self._with_batch(self._status[p])
                 moved.add(p)
         if moved:
             self._wake(moved)
@@ -448,7 +452,9 @@ class ChangelogTail:
             else:
                 history.append(position)
             del history[:-_HISTORY]
-            self._views.pop(position.partition, None)
+            if position.partition in self._status:
+                self._views[position.partition] = self._with_batch(
+                    self._status[position.partition])
 
     def _checkpoint(self) -> None:
         """Checkpoint each store that has read records since its last checkpoint."""

@@ -151,8 +151,9 @@ def _grid_times_of_day(slide_ms: int) -> str | None:
         return None
     every = "|".join(f"{x:02d}" for x in range(0, 60, seconds))
     return rf"(?:[01][0-9]|2[0-3]):[0-5][0-9](?::(?:{every}){zero})?"
-#: A key given as JSON text (over REST, or a str in Python): at most this many characters...
-MAX_KEY_CHARS = 4096
+#: A key given as JSON text (over REST, or a str in Python): at most this many characters
+#: (5 key columns of MAX_KEY_VALUE_CHARS characters, each written as JSON escapes, fit)...
+MAX_KEY_CHARS = 16_384
 #: ...and arrays / objects nested at most this deep (a key is one object of plain values:
 #: 2 levels; the bound keeps a hostile key from reaching Python's recursion limit).
 MAX_KEY_DEPTH = 16

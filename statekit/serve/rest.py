@@ -34,7 +34,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import functools
 import ipaddress
 import json
 import re
@@ -67,8 +66,9 @@ from statekit.serve.results import (
 )
 
 DEFAULT_LIMIT = 10_000
-MAX_URL = 32_768             # bytes of a request's target (path and query): two keys of
-                             # MAX_KEY_CHARS ASCII characters fit, each character %-escaped
+MAX_URL = 60_000             # bytes of a request's target (path and query; httptools parses
+                             # up to 64 KiB): two keys of 5 columns of MAX_KEY_VALUE_CHARS
+                             # characters fit, however escaped
 MAX_BODY = 65_536            # bytes of a request's body
 MAX_WAIT = 30.0              # seconds a query may wait for min_batch
 MAX_REQUEST_LINE = 262_144   # bytes of a request's target (and h11's head) the server itself
@@ -183,6 +183,14 @@ def _error(exc: Exception) -> HTTPException:
     if isinstance(exc, BadArgument):
         return _fail(400, "BadArgument", str(exc))
     raise exc
+
+
+def _json_response(result: QueryResult) -> JSONResponse:
+    return JSONResponse(result.to_dict())
+
+
+def _arrow_response(result: TableResult) -> Response:
+    return Response(result.to_ipc(), media_type=ARROW_STREAM)
 
 
 def _bad_argument(call: Callable, *args, **kwargs):
@@ -543,14 +551,18 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
 
     async def answer(kind: str, params: dict, partitions: list[int] | None = None,
                      local: bool = False, partial: bool = False, limit: int | None = None,
-                     *, inline: bool = False) -> QueryResult | TableResult:
-        """``run`` asked without waiting, again each time a partition it needs moves on,
-        until ``params["timeout"]``: a wait for ``min_batch`` is a coroutine awaiting that
-        partition's progress (here, or ``position`` on the instance that answered), holding
-        no thread. ``inline``: on the event loop (a lookup here: microseconds), else in one
-        of the query threads."""
-        ask = functools.partial(run, kind, {**params, "timeout": 0.0}, partitions, local,
-                                partial, limit)
+                     *, inline: bool = False, respond: Callable = _json_response
+                     ) -> Response:
+        """``respond(run(...))`` asked without waiting, again each time a partition it needs
+        moves on, until ``params["timeout"]``: a wait for ``min_batch`` is a coroutine
+        awaiting that partition's progress (here, or ``position`` on the instance that
+        answered), holding no thread. ``inline``: on the event loop (a lookup here:
+        microseconds), else in one of the query threads, the answer's body written there
+        too (a large one would hold the event loop for milliseconds)."""
+        def ask() -> Response:
+            return respond(run(kind, {**params, "timeout": 0.0}, partitions, local, partial,
+                               limit))
+
         deadline = time.monotonic() + (params.get("timeout") or 0.0)
         while True:
             try:
@@ -657,11 +669,10 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         return HealthModel(status="ok", instance=instance.name)
 
     @app.get("/metadata", responses=_responses(414))
-    async def metadata() -> dict[str, Any]:
+    async def metadata() -> dict[str, Any]:  # on the event loop: statuses are read lock-free
         """This instance (its process id and start time), the assignment, and every held
         partition's state and batch."""
-        return await to_thread.run_sync(lambda: {**instance.metadata(), "urls": client.urls},
-                                        limiter=control)
+        return {**instance.metadata(), "urls": client.urls}
 
     @app.post("/assignment", responses=_responses(400, 413, 414, 422))
     async def set_assignment(body: AssignmentModel) -> AssignmentAnswer:
@@ -680,6 +691,9 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
             return AssignmentAnswer(instance=instance.name, version=assignment.version,
                                     held={str(p): r for p, r in instance.roles.items()})
 
+        if set(assignment.held_by(instance.name)) == set(instance.roles) and \
+                on_assignment is None:
+            return take()  # no partition comes or goes: nothing to restore or close
         return await to_thread.run_sync(take, limiter=control)
 
     @app.get("/stores/{name}/get", **listed("get"))
@@ -690,8 +704,7 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         found = key_of(key, "key", instance.kind != "key-value")
         params = {"key": found, "min_batch": min_batch, "timeout": timeout}
         # a lookup here takes microseconds: answered on the event loop
-        result = await answer("get", params, None, local, inline=local or owns(found))
-        return JSONResponse(result.to_dict())
+        return await answer("get", params, None, local, inline=local or owns(found))
 
     @app.get("/stores/{name}/fetch", **listed("fetch"))
     async def fetch(name: str = Store(), key: str = Key(), time_from: str = Time(),
@@ -702,8 +715,7 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         check_store(name)
         params = {"key": key_of(key, "key", False), "time_from": _time(time_from),
                   "time_to": _time(time_to), "min_batch": min_batch, "timeout": timeout}
-        result = await answer("fetch", params, _partitions(partitions, instance), local)
-        return JSONResponse(result.to_dict())
+        return await answer("fetch", params, _partitions(partitions, instance), local)
 
     @app.get("/stores/{name}/find_sessions", **listed("find_sessions"))
     async def find_sessions(name: str = Store(), key: str = Key(),
@@ -719,9 +731,8 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         params = {"key": key_of(key, "key", False), "earliest_end": _time(earliest_end),
                   "latest_start": _time(latest_start), "min_batch": min_batch,
                   "timeout": timeout}
-        result = await answer("find_sessions", params, _partitions(partitions, instance),
-                              local)
-        return JSONResponse(result.to_dict())
+        return await answer("find_sessions", params, _partitions(partitions, instance),
+                            local)
 
     @app.get("/stores/{name}/all", **listed("all"))
     async def all_rows(name: str = Store(), limit: int = Limit(),
@@ -731,9 +742,8 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         """Every state row, gathered from every partition."""
         check_store(name)
         params = {"limit": limit, "min_batch": min_batch, "timeout": timeout}
-        result = await answer("all", params, _partitions(partitions, instance), local,
-                              partial, limit)
-        return JSONResponse(result.to_dict())
+        return await answer("all", params, _partitions(partitions, instance), local,
+                            partial, limit)
 
     @app.get("/stores/{name}/fetch_all", **listed("fetch_all"))
     async def fetch_all(name: str = Store(), time_from: str = Time(),
@@ -745,9 +755,8 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         check_store(name)
         params = {"time_from": _time(time_from), "time_to": _time(time_to), "limit": limit,
                   "min_batch": min_batch, "timeout": timeout}
-        result = await answer("fetch_all", params, _partitions(partitions, instance), local,
-                              partial, limit)
-        return JSONResponse(result.to_dict())
+        return await answer("fetch_all", params, _partitions(partitions, instance), local,
+                            partial, limit)
 
     @app.get("/stores/{name}/fetch_range", **listed("fetch_range"))
     async def fetch_range(name: str = Store(), time_from: str = Time(),
@@ -762,9 +771,8 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
                   "key_to": key_of(key_to, "key_to", False), "time_from": _time(time_from),
                   "time_to": _time(time_to), "limit": limit, "min_batch": min_batch,
                   "timeout": timeout}
-        result = await answer("fetch_range", params, _partitions(partitions, instance),
-                              local, partial, limit)
-        return JSONResponse(result.to_dict())
+        return await answer("fetch_range", params, _partitions(partitions, instance),
+                            local, partial, limit)
 
     @app.get("/stores/{name}/range", **listed("range"))
     async def key_range(name: str = Store(), key_from: str | None = Key(required=False),
@@ -778,9 +786,8 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         params = {"key_from": key_of(key_from, "key_from", False),
                   "key_to": key_of(key_to, "key_to", False), "limit": limit,
                   "min_batch": min_batch, "timeout": timeout}
-        result = await answer("range", params, _partitions(partitions, instance), local,
-                              partial, limit)
-        return JSONResponse(result.to_dict())
+        return await answer("range", params, _partitions(partitions, instance), local,
+                            partial, limit)
 
     @app.get("/stores/{name}/top_k", **listed("top_k"))
     async def top_k(name: str = Store(),
@@ -806,9 +813,8 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         params = {"window_start": None if window_start is None else _time(window_start),
                   "k": k, "by": by, "min_batch": min_batch, "timeout": timeout,
                   "enrich": enrich}
-        result = await answer("top_k", params, _partitions(partitions, instance), local,
-                              partial)
-        return JSONResponse(result.to_dict())
+        return await answer("top_k", params, _partitions(partitions, instance), local,
+                            partial)
 
     @app.get("/stores/{name}/table", response_class=Response, responses={
         200: {"content": {ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}}},
@@ -821,9 +827,9 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
                     local: bool = Local(), partial: bool = Partial()):
         """The whole state, columnar (Arrow IPC), with no row limit: the bulk read."""
         check_store(name)
-        result = await answer("table", {"min_batch": min_batch, "timeout": timeout},
-                              _partitions(partitions, instance), local, partial)
-        return Response(result.to_ipc(), media_type=ARROW_STREAM)
+        return await answer("table", {"min_batch": min_batch, "timeout": timeout},
+                            _partitions(partitions, instance), local, partial,
+                            respond=_arrow_response)
 
     @app.get("/stores/{name}/approximate_num_entries", **listed("approximate_num_entries"))
     async def approximate_num_entries(name: str = Store(), partitions: str | None = Parts(),
@@ -831,9 +837,8 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         """About how many state rows each partition holds (RocksDB's estimate; a small
         store, or one whose estimate is below what it surely holds, is counted)."""
         check_store(name)
-        result = await answer("approximate_num_entries", {},
-                              _partitions(partitions, instance), local, partial)
-        return JSONResponse(result.to_dict())
+        return await answer("approximate_num_entries", {},
+                            _partitions(partitions, instance), local, partial)
 
     @app.get("/stores/{name}/position", **listed("position"))
     async def position(name: str = Store(), min_batch: int | None = MinBatch(),
@@ -842,10 +847,9 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         """The batch each partition reflects, once it reaches min_batch: a wait for the
         store to catch up (rows: partition, batch), without reading it."""
         check_store(name)
-        result = await answer("position", {"min_batch": min_batch, "timeout": timeout},
-                              _partitions(partitions, instance), local, partial,
-                              inline=local)
-        return JSONResponse(result.to_dict())
+        return await answer("position", {"min_batch": min_batch, "timeout": timeout},
+                            _partitions(partitions, instance), local, partial,
+                            inline=local)
 
     @app.get("/global/{name}/get", response_model=ResultModel, responses=QUERY_ERRORS,
              include_in_schema=bool(globals_held))
