@@ -117,12 +117,18 @@ def test_a_deeply_nested_or_overlong_key_is_a_400_naming_it_on_every_query(log, 
             instance.get("[" * 2000)
         with pytest.raises(sk.BadArgument, match=f"at most {MAX_KEY_CHARS:,} characters"):
             instance.get('{"player": "' + "x" * MAX_KEY_CHARS + '"}')
-        # and the keys that are right, written differently, still find their row
+        # and the keys that are right, written differently, still find their row (a row's
+        # key columns too: its window_end is a time, unused)
         row = log.key(0)
         for key in (json.dumps(row), json.dumps({**row, "window_start": "2026-01-05T10:00Z"}),
-                    json.dumps(row, indent=2)):
+                    json.dumps(row, indent=2),
+                    json.dumps({**row, "window_end": "2026-01-05T10:10:00.000Z"})):
             answer = httpx.get(f"{store}/get", params={"key": key}).json()
             assert answer["rows"][0]["count"] == 1, answer
+        said = detail(httpx.get(f"{store}/get", params={"key": json.dumps({**row, "count": 1})}),
+                      400)
+        assert said["message"].endswith("accepted: a JSON object of the key columns ['player', "
+                                        "'window_start', 'window_end'] (not ['count'])"), said
 
 
 # --- 2. a forwarded wait: its deadline covers the wait ------------------------------------------

@@ -298,9 +298,10 @@ class KeyCodec:
     # --- keys -------------------------------------------------------------------------
     def parse(self, text: str | bytes, what: str = "key", *, window: bool = False) -> dict:
         """A key sent as JSON text (over REST): one object naming only key columns — the
-        group keys, and with ``window`` the ``window_start`` (a point query's key). Its
-        values are checked by ``group`` / ``key``; a Python dict may carry other columns (a
-        row), JSON text may not.
+        group keys, and with ``window`` the ``window_start`` (a point query's key; a time
+        window's ``window_end`` may come too, a time, unused: the start names the window).
+        Its values are checked by ``group`` / ``key``; a Python dict may carry other columns
+        (a row), JSON text may not.
 
         Example:
             >>> from statekit.query.spec import QuerySpec, tumbling
@@ -314,7 +315,8 @@ class KeyCodec:
             statekit.errors.BadArgument: bad key: '{"player": "p07", "count": 3}'; accepted: \
 a JSON object of the key columns ['player'] (not ['count'])
         """
-        columns = [*self.spec.keys, *(("window_start",) if window else ())]
+        columns = [*self.spec.keys, *(("window_start",) if window else ()),
+                   *(("window_end",) if window and self.windowed else ())]
         accepted = f"a JSON object of the key columns {columns}"
         value = parse_key_json(text, what, accepted)
         sent = shown(text if isinstance(text, str) else text.decode())
@@ -327,6 +329,8 @@ a JSON object of the key columns ['player'] (not ['count'])
             if isinstance(value.get(name), str) and len(value[name]) > MAX_KEY_VALUE_CHARS:
                 raise BadArgument(f"{what} {name}", shown(value[name]),
                                   f"text of at most {MAX_KEY_VALUE_CHARS} characters")
+        if "window_end" in value:
+            time_ms(value["window_end"], "window_end")
         return value
 
     def json_schema(self, window: bool = False) -> dict:
@@ -344,9 +348,13 @@ a JSON object of the key columns ['player'] (not ['count'])
         """
         properties = {name: dict(VALUE_SCHEMAS.get(self.key_types.get(name), _ANY_VALUE_SCHEMA))
                       for name in self.spec.keys}
+        required = list(properties)
         if window:
             properties["window_start"] = self.window_start_schema()
-        return {"type": "object", "properties": properties, "required": list(properties),
+            required.append("window_start")
+            if self.windowed:
+                properties["window_end"] = time_schema()  # may come (a row's); unused
+        return {"type": "object", "properties": properties, "required": required,
                 "additionalProperties": False}
 
     def window_start_schema(self) -> dict:
