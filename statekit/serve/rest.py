@@ -539,9 +539,9 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
 
     def run(kind: str, params: dict, partitions: list[int] | None, local: bool,
             partial: bool = False, limit: int | None = None) -> QueryResult | TableResult:
-        """The query's answer, here (``local``) or routed; statekit's errors raised as they
-        are."""
-        if not local:
+        """The query's answer, here (``local``, or a key this instance owns) or routed;
+        statekit's errors raised as they are."""
+        if not local and not (kind == "get" and owns(params["key"])):
             return route(kind, params, partial)
         # scans read limit + 1 rows a partition: a longer answer is refused
         result = call_local(instance, kind, params, partitions)
