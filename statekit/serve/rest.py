@@ -14,15 +14,27 @@ are answered from this instance's own partitions only (``partitions`` narrows
 them; a routed query reads every partition it needs).
 
 Every error is JSON ``{"detail": {"error": ..., "message": ...}}`` naming the bad
-value and what would be accepted: 400 for a bad key, time or parameter, 404 for
-an unknown store or path, 405 for a method a path does not take, 409 when the
-store has not reached the batch asked for (``min_batch``; the batch it has is
-given), 413 for a result larger than ``limit`` rows or a body larger than
-``MAX_BODY``, 414 for a URL longer than ``MAX_URL``, 422 for a parameter or body
-of the wrong shape (each problem listed in ``errors``), 503 with ``Retry-After``
-when no live instance holds a partition (named, with its state). Served on
+value and what would be accepted: 400 for a bad key, time or parameter (a key is
+parsed within bounds: ``keys.MAX_KEY_CHARS``, ``keys.MAX_KEY_DEPTH``), 404 for an
+unknown store or path, 405 for a method a path does not take, 409 when the store
+has not reached the batch asked for within ``timeout`` (``min_batch``; the batch it
+has is given), 413 for a result larger than ``limit`` rows or a body larger than
+``MAX_BODY``, 414 for a URL longer than ``MAX_URL`` (the server's own refusals are
+JSON too: ``StatekitHttpProtocol``), 421 for a key asked with ``local=true`` of a
+partition this instance does not hold (its owners named), 422 for a parameter or
+body of the wrong shape (each problem listed in ``errors``), 503 with
+``Retry-After`` when no live instance holds a partition (named, with its state).
+The OpenAPI schema states what the service takes (``_tighten``). Served on
 127.0.0.1 unless a non-loopback address is asked for explicitly
 (``allow_remote=True``).
+
+A wait for ``min_batch`` holds no thread: the query is asked without waiting, and
+when a partition it needs is behind, the request awaits that partition's next
+change (``ChangelogTail.wait_for_batch_async``; on another instance, its
+``/position``) and asks again. Queries that read a store run on ``QUERY_THREADS``
+threads of their own and an assignment that moves partitions on
+``CONTROL_THREADS`` others; lookups of keys held here, ``/health``, ``/metadata``
+and an assignment that moves nothing answer on the event loop.
 
 Example:
     >>> app = create_app(instance, client)                               # doctest: +SKIP
