@@ -24,14 +24,10 @@ import argparse
 import json
 import multiprocessing
 import re
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
-from bench.common import print_table, session, timed, write_result
-from bench.serving import load, percentiles, sample_keys
-from bench.snapshot import build_checkpoint
+from bench.common import print_table, write_result
+from bench.serving import load, percentiles, sample_keys, shipped_store
 
 TOPIC = "bench-serving-load-counts-changelog"
 TARGET_P99_MS = 100.0
@@ -161,44 +157,34 @@ def under_load(pool, url: str, store: str, assignment: dict, urls: dict, rows: i
 # --- the run -----------------------------------------------------------------------------------
 def run(keys: int = 2000, lookups: int = 200, waits: int = 50, wait: float = 10.0,
         seconds: float = 30.0, idle_seconds: float = 10.0, workdir: str | None = None) -> dict:
-    from statekit.changelog.writer import ChangelogWriter
-    from statekit.kafka import EmbeddedBroker
     from statekit.serve import serve
     from statekit.serve.transport import HttpPool
 
     started = time.perf_counter()
     loads = {"start": load()}
-    spark = session()
-    work = Path(workdir or tempfile.mkdtemp(prefix="statekit-bench-serving-load-"))
     result: dict = {"keys": keys, "lookups_in_flight": lookups, "waits_in_flight": waits,
                     "wait_s": wait, "load_s": seconds}
-    try:
-        result["build_checkpoint_s"], query = timed(lambda: build_checkpoint(spark, work, keys))
-        with EmbeddedBroker() as broker:
-            writer = ChangelogWriter(query.state, broker, TOPIC)
-            _, last = timed(writer.ship)
-            writer.stop()
-            with serve(broker, TOPIC, instances=1, standbys=0, workdir=work / "serving",
-                       timeout=600) as cluster:
-                cluster.wait_ready(timeout=600)
-                name = cluster.names[0]
-                url, store = cluster.urls[name], cluster.client().store
-                assignment = cluster.assignment.to_dict()
-                pool = HttpPool(timeout=120.0)
-                probe(pool, url, store, assignment, cluster.urls, 2.0, keys)  # warm-up
-                loads["idle"] = load()
-                result["idle"] = probe(pool, url, store, assignment, cluster.urls,
-                                       idle_seconds, keys)
-                sample = sample_keys(keys, 5000, seed=11)
-                for phase, parked in (("lookups", 0), ("loaded", waits)):
-                    loads[phase] = load()
-                    result[phase], result[f"{phase}_load"] = under_load(
-                        pool, url, store, assignment, cluster.urls, keys, sample, last + 1,
-                        lookups, parked, wait, seconds)
-                pool.close()
-    finally:
-        if workdir is None:
-            shutil.rmtree(work, ignore_errors=True)
+    with shipped_store(keys, TOPIC, workdir, result, "statekit-bench-serving-load-") as (
+            _, work, _, broker):
+        last = result["shipped_batch"]
+        with serve(broker, TOPIC, instances=1, standbys=0, workdir=work / "serving",
+                   timeout=600) as cluster:
+            cluster.wait_ready(timeout=600)
+            name = cluster.names[0]
+            url, store = cluster.urls[name], cluster.client().store
+            assignment = cluster.assignment.to_dict()
+            pool = HttpPool(timeout=120.0)
+            probe(pool, url, store, assignment, cluster.urls, 2.0, keys)  # warm-up
+            loads["idle"] = load()
+            result["idle"] = probe(pool, url, store, assignment, cluster.urls,
+                                   idle_seconds, keys)
+            sample = sample_keys(keys, 5000, seed=11)
+            for phase, parked in (("lookups", 0), ("loaded", waits)):
+                loads[phase] = load()
+                result[phase], result[f"{phase}_load"] = under_load(
+                    pool, url, store, assignment, cluster.urls, keys, sample, last + 1,
+                    lookups, parked, wait, seconds)
+            pool.close()
     loads["end"] = load()
     result["load_average"] = loads
     result["met"] = all(result["loaded"][name]["p99_ms"] < TARGET_P99_MS for name in PROBES)
