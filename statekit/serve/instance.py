@@ -192,11 +192,13 @@ class ServingInstance:
                 raise PositionNotReached(partition, min_batch, status.batch, self.name)
         return self.tail.store(partition), status
 
-    async def wait_for_batch_async(self, partition: int, batch: int, timeout: float) -> None:
+    async def wait_for_batch_async(self, partition: int, batch: int, timeout: float) -> bool:
         """Wait (a coroutine, holding no thread) up to ``timeout`` seconds until the store of
-        ``partition`` reflects ``batch``; then ask the query again (it says what it found)."""
-        if self._roles.get(partition) is not None:
-            await self.tail.wait_for_batch_async(partition, batch, timeout)
+        ``partition`` reflects ``batch``; then ask the query again (it says what it found).
+        False when it could not wait: the partition is not held here."""
+        if self._roles.get(partition) is None:
+            return False
+        return await self.tail.wait_for_batch_async(partition, batch, timeout) is not None
 
     def _answer(self, partition: int, status: PartitionStatus, started: float
                 ) -> PartitionAnswer:

@@ -227,12 +227,13 @@ class _RemoteWaits:
         self._http: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def wait(self, name: str, partition: int, batch: int, timeout: float) -> None:
+    async def wait(self, name: str, partition: int, batch: int, timeout: float) -> bool:
         """Until instance ``name``'s store of ``partition`` reflects ``batch``, it no longer
-        holds it, or ``timeout`` seconds (whatever it answers, the query is asked again)."""
+        holds it, or ``timeout`` seconds (whatever it answers, the query is asked again);
+        False when it could not ask (no address, no answer)."""
         url = self.client.urls.get(name)
         if not url:
-            return
+            return False
         loop = asyncio.get_running_loop()
         if self._http is None or self._loop is not loop:  # bound to the loop that made it
             self._http, self._loop = httpx.AsyncClient(), loop
@@ -242,7 +243,8 @@ class _RemoteWaits:
             await self._http.get(f"{url}/stores/{self.client.store}/position", params=params,
                                  timeout=self.client.timeout + timeout)
         except httpx.HTTPError:  # gone: asked again, the query goes to a standby
-            await asyncio.sleep(min(timeout, 0.05))
+            return False
+        return True
 
 
 def _partitions(value: str | None, instance: ServingInstance) -> list[int] | None:
@@ -584,9 +586,13 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
                 if remaining <= 0:
                     raise _error(exc) from None
                 if exc.instance in ("", instance.name):
-                    await instance.wait_for_batch_async(exc.partition, exc.wanted, remaining)
+                    waited = await instance.wait_for_batch_async(exc.partition, exc.wanted,
+                                                                 remaining)
                 else:
-                    await remote.wait(exc.instance, exc.partition, exc.wanted, remaining)
+                    waited = await remote.wait(exc.instance, exc.partition, exc.wanted,
+                                               remaining)
+                if not waited:  # (not held there, or no answer): asked again, not at once
+                    await asyncio.sleep(min(remaining, 0.05))
             except ANSWERED as exc:
                 raise _error(exc) from None
 
