@@ -30,6 +30,7 @@ from statekit.changelog.meta import Position, StoreSchema, decode_meta, meta_top
 from statekit.errors import ChangelogError
 from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import consume_ranges, end_offsets, partition_count, plain_consumer
+from statekit.state.times import epoch_ms_times, pandas_times
 from statekit.validate import optional_batch_id, whole_number
 
 _PROGRESS_FROM = 100_000  # records: show a progress bar for reads this large
@@ -140,7 +141,7 @@ def _decode(cols: dict[str, list], topic: str) -> tuple[pd.DataFrame, list[str],
     frame = pd.DataFrame({
         "partition": np.array(cols["partition"], dtype=np.int32),
         "offset": ints["offset"],
-        "timestamp": pd.to_datetime(np.array(cols["timestamp"], dtype=np.int64), unit="ms"),
+        "timestamp": epoch_ms_times(cols["timestamp"]),
         "batch": ints["batch"], "seq": ints["seq"], "_count": ints["count"],
         "_prev": ints["prev"],
     })
@@ -184,7 +185,7 @@ def _decode(cols: dict[str, list], topic: str) -> tuple[pd.DataFrame, list[str],
 
 def _pandas_column(column: pa.ChunkedArray) -> pd.Series:
     if pa.types.is_timestamp(column.type):
-        column = column.cast(pa.timestamp("ns"))
+        return pandas_times(column)
     if pa.types.is_integer(column.type):
         return pd.Series(column.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get))
     return pd.Series(column.to_pandas())

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from statekit.state.times import iso_times
+
 COLUMNS = [
     "batch", "timestamp", "input_rows", "input_rows_per_second", "processed_rows_per_second",
     "duration_ms", "state_rows_total", "state_rows_updated", "state_rows_removed",
@@ -57,6 +59,6 @@ def progress_frame(progresses: Iterable[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=COLUMNS)
     if rows:
         frame = frame.drop_duplicates("batch", keep="last").sort_values("batch")
-        frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True).dt.tz_localize(None)
-        frame["watermark"] = pd.to_datetime(frame["watermark"], utc=True).dt.tz_localize(None)
+        frame["timestamp"] = iso_times(frame["timestamp"])
+        frame["watermark"] = iso_times(frame["watermark"])  # far beyond 2262: datetime64[us]
     return frame.reset_index(drop=True)

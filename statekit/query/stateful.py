@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -31,20 +32,30 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from statekit.changelog.format import changelog_topic
 from statekit.changelog.writer import ChangelogWriter
-from statekit.durations import spark_interval
+from statekit.durations import spark_interval, to_millis
 from statekit.errors import BadArgument, StatekitError
 from statekit.kafka.connection import Kafka, KafkaConnection, connect
 from statekit.query.progress import progress_frame
 from statekit.query.spec import Aggregate, QuerySpec, WindowSpec
 from statekit.spark.connect import default_parallelism
 from statekit.state.checkpoint import Checkpoint
-from statekit.state.reader import StateReader
+from statekit.state.reader import StateReader, to_pandas
 from statekit.validate import batch_id, optional_whole_number
 
 CORRUPT = "_corrupt_record"
+#: ``from_json``'s options for event values: Spark's defaults otherwise (``timestampFormat``
+#: included: ISO 8601, with Spark's lenient fallback; a JSON number is seconds since the epoch)
+JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
 OBSERVED = "statekit_input"  # observed metrics of the main query: rows in, malformed rows
 SINKS = ("noop", "memory", "console")
-MALFORMED_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "reason"]
+NOT_UTF8, NOT_JSON = "not UTF-8", "not a JSON object"
+#: ``malformed()``: key and value as text (bytes that are not UTF-8 escaped, ``\\xff``), the
+#: value's exact bytes last
+MALFORMED_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "reason",
+                     "value_bytes"]
+#: the side output's parquet columns (raw key and value bytes: any bytes are kept)
+_MALFORMED_SCHEMA = ("key binary, value binary, topic string, partition int, offset bigint, "
+                     "timestamp timestamp, reason string")
 
 
 def kafka_format(spark: SparkSession) -> str:
@@ -112,57 +123,64 @@ def kafka_stream(
     return reader.load()
 
 
-def _json_path(name: str) -> str:
-    """A JSONPath to a top-level field, whatever its name holds."""
-    return "$['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
-
-
-def parse_events(raw: DataFrame, schema: str | StructType,
-                 required: Sequence[str] = ()) -> tuple[DataFrame, DataFrame]:
+def parse_events(raw: DataFrame, schema: str | StructType, required: Sequence[str] = (), *,
+                 event_time: str | None = None, max_event_time_ahead: str | None = None,
+                 ) -> tuple[DataFrame, DataFrame]:
     """Split raw Kafka rows into (events, malformed), by the null rule below.
 
-    An event is **malformed** when its value is not a JSON object, when a field
-    holds a value that cannot be read as its declared type (``"abc"`` for a
-    number), or when a ``required`` field is missing or null. Every other
-    declared field may be null, and a field absent from the JSON object is
-    read as null: a cancelled flight's ``"dep_delay": null`` is an event, which
-    ``count`` counts and ``avg(dep_delay)`` skips, as SQL and pandas do.
+    An event is **malformed** when its value is not UTF-8, when it is not a JSON
+    object, when a field holds a value that cannot be read as its declared type
+    (``"abc"`` for a number), when a ``required`` field is missing or null, or when
+    ``event_time`` lies more than ``max_event_time_ahead`` after the record's Kafka
+    ``timestamp``. Every other declared field may be null, and a field absent from the
+    JSON object is read as null: a cancelled flight's ``"dep_delay": null`` is an event,
+    which ``count`` counts and ``avg(dep_delay)`` skips, as SQL and pandas do. A JSON
+    object followed by other text is that object, as ``from_json`` reads it.
 
-    ``malformed`` keeps the raw record (value as text, topic, partition,
+    ``malformed`` keeps the raw record (key and value bytes, topic, partition,
     offset, timestamp) and a ``reason`` that names the field. ``events`` also
     counts rows in and malformed rows per batch as observed metrics
     (``observedMetrics`` in progress).
+
+    Example:
+        >>> events, malformed = parse_events(raw, "player string, ts timestamp",  # doctest: +SKIP
+        ...                                  ["player", "ts"], event_time="ts",
+        ...                                  max_event_time_ahead="1 day")
     """
     struct = StructType.fromDDL(schema) if isinstance(schema, str) else schema
     fields = struct.fieldNames()
-    unknown = [name for name in required if name not in fields]
+    unknown = [name for name in [*required, *([event_time] if event_time else [])]
+               if name not in fields]
     if unknown:
         raise BadArgument("required field", unknown[0], f"a field of the event schema: {fields}")
     with_corrupt = StructType([*struct.fields, StructField(CORRUPT, StringType(), True)])
     text = F.col("value").cast("string")
-    event_expr = F.from_json(text, with_corrupt,
-                             {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    event_expr = F.from_json(text, with_corrupt, JSON_OPTIONS)
+    not_utf8 = ~F.is_valid_utf8(text)
     if "parsed" in raw.columns:  # statekit's source parsed the values from_json would agree on
         fast = F.struct(*[F.col("parsed")[n].alias(n) for n in fields],
                         F.lit(None).cast("string").alias(CORRUPT))
         event_expr = F.when(F.col("parsed").isNotNull(), fast).otherwise(event_expr)
+        not_utf8 = F.col("parsed").isNull() & not_utf8  # it parses UTF-8 values only
     parsed = raw.withColumn("event", event_expr)
     event = F.col("event")
-    missing: Column = F.lit(None).cast("string")
+    # every field as its JSON text (any JSON value reads into a string): names wrong values
+    as_text = F.from_json(text, StructType([StructField(n, StringType()) for n in fields]))
+    missing: Column = _too_far_ahead(event, as_text, event_time, max_event_time_ahead)
     for name in reversed(list(required)):
         missing = F.when(event[name].isNull(), F.lit(f"{name} is missing or null")
                          ).otherwise(missing)
     wrong_type: Column = F.lit("a field has the wrong type")
     for field in reversed(struct.fields):  # evaluated only for corrupt records
-        found = F.get_json_object(text, _json_path(field.name))
+        found = as_text[field.name]
         wrong_type = F.when(event[field.name].isNull() & found.isNotNull(), F.concat(
             F.lit(f"{field.name} is not a {field.dataType.simpleString()}: "), found)
         ).otherwise(wrong_type)
     all_null = F.lit(True)
     for name in fields:
         all_null = all_null & event[name].isNull()
-    reason = (F.when(event.isNull() | (event[CORRUPT].isNotNull() & all_null),
-                     F.lit("not a JSON object"))
+    reason = (F.when(not_utf8, F.lit(NOT_UTF8))
+              .when(event.isNull() | (event[CORRUPT].isNotNull() & all_null), F.lit(NOT_JSON))
               .when(event[CORRUPT].isNotNull(), wrong_type)
               .otherwise(missing))
     parsed = parsed.withColumn("reason", reason)
@@ -170,9 +188,27 @@ def parse_events(raw: DataFrame, schema: str | StructType,
                              F.sum(F.col("reason").isNotNull().cast("long")).alias("malformed"))
     events = counted.where(F.col("reason").isNull()).select(*[event[n].alias(n) for n in fields])
     malformed = parsed.where(F.col("reason").isNotNull()).select(
-        F.col("key").cast("string").alias("key"), text.alias("value"), "topic", "partition",
-        "offset", "timestamp", "reason")
+        F.col("key").cast("binary").alias("key"), F.col("value").cast("binary").alias("value"),
+        "topic", "partition", "offset", "timestamp", "reason")
     return events, malformed
+
+
+def _too_far_ahead(event: Column, as_text: Column, event_time: str | None,
+                   max_ahead: str | None) -> Column:
+    """The reason for an event time more than ``max_ahead`` after the record's Kafka
+    timestamp (null within it, or with no bound); the millisecond trap named."""
+    if event_time is None or max_ahead is None:
+        return F.lit(None).cast("string")
+    event_at, record = event[event_time], F.col("timestamp")
+    # in double microseconds: no overflow, whatever the two times (exact up to year 2255)
+    gap = F.unix_micros(event_at).cast("double") - F.unix_micros(record).cast("double")
+    number = as_text[event_time].rlike(r"^-?[0-9]+$")
+    hint = F.when(number, F.lit(" (a JSON number is read as seconds since the epoch: "
+                                "milliseconds?)")).otherwise(F.lit(""))
+    text = F.concat(F.lit(f"{event_time} is more than {max_ahead} after its Kafka record's "
+                          "timestamp "), record.cast("string"), F.lit(": "),
+                    event_at.cast("string"), hint)
+    return F.when(gap > F.lit(to_millis(max_ahead) * 1000.0), text)
 
 
 def aggregate(events: DataFrame, spec: QuerySpec) -> DataFrame:
@@ -396,7 +432,10 @@ class StatefulQuery:
         The main query only counts them (so the input is read once); this call
         brings the parquet side table under the checkpoint up to date with an
         incremental, exactly-once ``availableNow`` run over the same input, then
-        reads it. ``reason`` says what is wrong (see ``parse_events``).
+        reads it. ``reason`` says what is wrong (see ``parse_events``). The side table
+        keeps the raw bytes, so any value survives: ``key`` and ``value`` are text with
+        bytes that are not UTF-8 escaped (``b"\\xff"`` → ``"\\xff"``), ``value_bytes`` the
+        value exactly as it was in Kafka.
         """
         if self._malformed_stream is None:
             return pd.DataFrame(columns=MALFORMED_COLUMNS)
@@ -413,7 +452,11 @@ class StatefulQuery:
                                   f"{failure_text(run.exception())}")
         if not any(self.checkpoint.malformed_data_dir.glob("*.parquet")):
             return pd.DataFrame(columns=MALFORMED_COLUMNS)
-        frame = self.spark.read.parquet(data).toPandas()
+        frame = to_pandas(self.spark.read.schema(_MALFORMED_SCHEMA).parquet(data))
+        frame["value_bytes"] = frame["value"]
+        for column in ("key", "value"):
+            frame[column] = [None if raw is None else raw.decode("utf-8", "backslashreplace")
+                             for raw in frame[column]]
         return frame[MALFORMED_COLUMNS].sort_values(["partition", "offset"]).reset_index(
             drop=True)
 
@@ -458,12 +501,16 @@ class StatefulQuery:
         return f"StatefulQuery({self.name!r}, {state}, last_batch={self.last_batch})"
 
 
-_SPEC_ARGUMENTS = ("keys", "window", "aggregates", "event_time", "watermark", "ttl")
+_SPEC_ARGUMENTS = ("keys", "window", "aggregates", "event_time", "watermark", "ttl",
+                   "max_event_time_ahead")
+#: a keyword argument left out (for ``max_event_time_ahead``, None is a value: no bound)
+_UNSET: Any = object()
 
 
 def _spec_of(spec: QuerySpec | None, given: dict) -> QuerySpec:
     """``spec``, or one built from the keyword arguments given (not both)."""
-    named = {k: v for k, v in given.items() if v is not None}
+    named = {k: v for k, v in given.items()
+             if v is not _UNSET and (v is not None or k == "max_event_time_ahead")}
     if spec is not None:
         if not isinstance(spec, QuerySpec):
             raise BadArgument("spec", spec, "a QuerySpec (or leave it out and pass keys=, "
@@ -487,6 +534,7 @@ def start_query(
     event_time: str | None = None,
     watermark: str | None = None,
     ttl: str | None = None,
+    max_event_time_ahead: str | None = _UNSET,
     kafka: Kafka | None = None,
     spark: SparkSession | None = None,
     event_schema: str | StructType | None = None,
@@ -510,9 +558,12 @@ def start_query(
             streaming DataFrame: with a ``value`` column it is parsed the same way,
             otherwise its columns are used as they are.
         spec: what to compute (a ``QuerySpec``); or leave it out and give ``keys``,
-            ``window``, ``aggregates``, ``event_time``, ``watermark``, ``ttl`` (QuerySpec's
-            defaults for those left out), not both. ``window=None`` is a running aggregate per
-            key: its state grows with every key unless a ``ttl`` forgets idle keys.
+            ``window``, ``aggregates``, ``event_time``, ``watermark``, ``ttl``,
+            ``max_event_time_ahead`` (QuerySpec's defaults for those left out), not both.
+            ``window=None`` is a running aggregate per key: its state grows with every key
+            unless a ``ttl`` forgets idle keys. ``max_event_time_ahead`` (default "1 day",
+            None for no bound): an event time more than that after its Kafka record's
+            timestamp is malformed (see ``QuerySpec``).
         kafka: the Kafka cluster (a ``KafkaConnection``, ``"host:port"`` or an
             ``EmbeddedBroker``); required when ``source`` is a topic or a changelog is kept.
         spark: the session (``statekit.spark_session()`` when None).
@@ -521,10 +572,11 @@ def start_query(
             aggregated columns doubles).
         required_fields: fields besides the group keys and the event time that an event
             cannot do without. The null rule: an event is malformed (counted, kept aside
-            in ``malformed()``) when it is not a JSON object, when a field holds a value of
-            the wrong type, or when a group key, the event time or a required field is
-            missing or null; any other field may be null or absent (read as null), and
-            ``count`` counts the event while ``sum/min/max/avg(col)`` skip the null.
+            in ``malformed()``) when its value is not UTF-8 or not a JSON object, when a
+            field holds a value of the wrong type, when a group key, the event time or a
+            required field is missing or null, or when the event time is beyond
+            ``max_event_time_ahead``; any other field may be null or absent (read as null),
+            and ``count`` counts the event while ``sum/min/max/avg(col)`` skip the null.
         checkpoint: the query's checkpoint directory (a new temp dir when None). Starting
             again with the same checkpoint resumes exactly where the query stopped.
         output_mode: ``update`` (default) or ``append`` (sessions need append).
@@ -546,7 +598,8 @@ def start_query(
     from statekit.spark.session import spark_session
 
     spec = _spec_of(spec, {"keys": keys, "window": window, "aggregates": aggregates,
-                           "event_time": event_time, "watermark": watermark, "ttl": ttl})
+                           "event_time": event_time, "watermark": watermark, "ttl": ttl,
+                           "max_event_time_ahead": max_event_time_ahead})
     if sink not in SINKS:
         raise BadArgument("sink", sink, SINKS)
     if output_mode is None:
@@ -590,7 +643,8 @@ def start_query(
     if "value" in raw.columns:
         required = list(dict.fromkeys([*spec.required_columns, *required_fields]))
         events, malformed = parse_events(raw, event_schema or spec.default_event_schema(),
-                                         required)
+                                         required, event_time=spec.event_time,
+                                         max_event_time_ahead=spec.max_event_time_ahead)
     else:
         events, malformed = raw, None
 

@@ -38,12 +38,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import ssl
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import httpx
 import numpy as np
 import pandas as pd
 
@@ -52,6 +55,7 @@ from statekit.changelog.meta import StoreSchema
 from statekit.errors import BadArgument, StatekitError
 from statekit.query.spec import QuerySpec
 from statekit.serve.assignment import Assignment
+from statekit.serve.auth import bearer, client_context
 from statekit.serve.instance import PartitionNotHeld, ServingInstance, top
 from statekit.serve.keys import KeyCodec, parse_key_json, time_ms
 from statekit.serve.results import (
@@ -96,13 +100,19 @@ class ServingClient:
             query's ``timeout`` for ``min_batch``): a call waiting 20 s gets 20 s more.
         partial: default for scatter-gathers: return what answered (``missing`` listed)
             instead of raising when a partition has no live holder.
+        token: the instances' token (``statekit.serve.auth``), sent with every call; an
+            instance that refuses it raises ``TokenRefused``.
+        verify: for https:// URLs, the CA file (PEM) or ``ssl.SSLContext`` to check the
+            instances' certificates with; None: the system's trust store.
     """
 
     def __init__(self, urls: Mapping[str, str], *, local: ServingInstance | None = None,
-                 timeout: float = 5.0, partial: bool = False):
+                 timeout: float = 5.0, partial: bool = False, token: str | None = None,
+                 verify: str | os.PathLike | ssl.SSLContext | None = None):
         self.urls = dict(urls)
         self.local, self.timeout, self.partial = local, timeout, partial
-        self._http = HttpPool(timeout=timeout)
+        self._http = HttpPool(timeout=timeout, token=token, verify=verify)
+        self._token, self._verify = token, verify  # for async_http()
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self.assignment: Assignment | None = None
@@ -413,6 +423,13 @@ class ServingClient:
                 continue
             return decode_response(response)
         raise InstanceDown(f"no serving instance answered: {'; '.join(errors)}")
+
+    def async_http(self) -> httpx.AsyncClient:
+        """An asyncio HTTP client that calls the instances as this one does (its token, its
+        certificate checks): for a wait a service awaits on its event loop."""
+        context = client_context(self._verify)
+        return httpx.AsyncClient(headers=bearer(self._token),
+                                 verify=True if context is None else context)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -46,7 +46,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import re
 import threading
@@ -65,6 +64,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from statekit.errors import BadArgument
 from statekit.serve.assignment import Assignment
+from statekit.serve.auth import ServingSecurity, announce, arm, install, is_loopback, settle
 from statekit.serve.client import ARROW_STREAM, ServingClient, call_local
 from statekit.serve.instance import QUERIES, PartitionNotHeld, ServingInstance
 from statekit.serve.keys import MAX_KEY_CHARS, check_key_text, time_schema
@@ -236,7 +236,7 @@ class _RemoteWaits:
             return False
         loop = asyncio.get_running_loop()
         if self._http is None or self._loop is not loop:  # bound to the loop that made it
-            self._http, self._loop = httpx.AsyncClient(), loop
+            self._http, self._loop = self.client.async_http(), loop
         params = {"partitions": str(partition), "min_batch": batch, "local": "true",
                   "timeout": f"{min(timeout, MAX_WAIT):.3f}"}
         try:
@@ -537,6 +537,9 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         return app.openapi_schema
 
     app.openapi = openapi
+    # the token check (armed by the Server that binds the app): it documents the security
+    # schemes on top of the strict schema above
+    install(app, ErrorModel)
     store = instance.tail.store_name
     codec = instance.codec
     values = list(instance.schema.spec.value_columns)
@@ -895,45 +898,65 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
 
 def check_host(host: str, allow_remote: bool) -> str:
     """``host`` when it is a loopback address, or when remote serving is asked for."""
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback and not allow_remote:
+    if not is_loopback(host) and not allow_remote:
         raise BadArgument("host", host, "a loopback address such as 127.0.0.1 (pass "
                                         "allow_remote=True to listen on other interfaces)")
     return host
 
 
 class Server:
-    """A uvicorn server for ``app`` on a background thread (stop() ends it)."""
+    """A uvicorn server for ``app``: on a background thread (``start``, ``stop``) or in the
+    foreground (``run``).
+
+    Bound beyond loopback (``allow_remote=True``) it answers only calls with the token:
+    ``security.token``, or one generated and printed with the URL at ``start``. With
+    ``security.certfile`` / ``keyfile`` it serves HTTPS. ``url`` is the URL to use from
+    this machine; ``security`` what it checks.
+
+    Example:
+        >>> server = Server(app, "0.0.0.0", allow_remote=True).start()  # doctest: +SKIP
+        statekit serving on http://127.0.0.1:8123 needs its token (generated): ...
+    """
 
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, *,
-                 allow_remote: bool = False):
+                 allow_remote: bool = False, security: ServingSecurity | None = None):
         import uvicorn
 
         from statekit.kafka.broker import free_port
 
         self.host = check_host(host, allow_remote)
         self.port = port or free_port(self.host)
-        config = uvicorn.Config(app, host=self.host, port=self.port, **SERVER_OPTIONS)
+        self.security, self._generated = settle(self.host, security)
+        arm(app, self.security)
+        config = uvicorn.Config(app, host=self.host, port=self.port, **SERVER_OPTIONS,
+                                **self.security.uvicorn_options())
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name=f"rest-{self.port}",
-                                        daemon=True)
+        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return self.security.url(self.host, self.port)
 
     def start(self, timeout: float = 30.0) -> Server:
+        self._thread = threading.Thread(target=self._server.run, name=f"rest-{self.port}",
+                                        daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError(f"the REST server on {self.url} did not start")
             time.sleep(0.01)
+        if self._generated:
+            announce(self.url, self.security)
         return self
+
+    def run(self) -> None:
+        """Serve in this thread until the process is told to stop (SIGTERM, SIGINT)."""
+        if self._generated:
+            announce(self.url, self.security)
+        self._server.run()
 
     def stop(self) -> None:
         self._server.should_exit = True
-        self._thread.join(10)
+        if self._thread is not None:
+            self._thread.join(10)

@@ -27,6 +27,7 @@ from statekit.errors import BatchNotRetained, CheckpointError, StatekitError
 from statekit.query.spec import BUFFER_WIDTH, QuerySpec
 from statekit.state.checkpoint import Checkpoint
 from statekit.state.spark_files import require_state_files_visible
+from statekit.state.times import table_for_pandas
 from statekit.validate import batch_id
 
 CHANGE_NAMES = {"update": "put", "delete": "delete"}
@@ -214,11 +215,10 @@ def to_pandas(frame: DataFrame, nullable_ints: bool = False) -> pd.DataFrame:
 
 
 def arrow_to_pandas(table: pa.Table, nullable_ints: bool = False) -> pd.DataFrame:
-    """An Arrow table of Spark's as pandas: timestamps as naive UTC (nanoseconds), integer
+    """An Arrow table of Spark's as pandas: timestamps as naive UTC (``datetime64[ns]``, or
+    ``[us]`` for a column with a time beyond 2262: ``statekit.state.times``), integer
     columns as ``Int64`` when ``nullable_ints``."""
-    fields = [pa.field(f.name, pa.timestamp("ns")) if pa.types.is_timestamp(f.type) else f
-              for f in table.schema]
-    table = table.cast(pa.schema(fields))
+    table = table_for_pandas(table)
     mapper = None
     if nullable_ints:
         ints = {pa.int8(), pa.int16(), pa.int32(), pa.int64()}
