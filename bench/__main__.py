@@ -12,6 +12,7 @@ from bench import (
     processor,
     restore,
     serving,
+    serving_load,
     snapshot,
     throughput,
     tuning,
@@ -30,8 +31,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=50_000, help="throughput: batch size")
     parser.add_argument("--repeats", type=int, help="timed repetitions (each's own default)")
     parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore",
-                                           "serving", "tuning", "inspect", "processor", "curves",
-                                           "peer"],
+                                           "serving", "serving_load", "tuning", "inspect",
+                                           "processor", "curves", "peer"],
                         help="run just one (curves, peer: only when asked for)")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
@@ -45,6 +46,8 @@ def main(argv: list[str] | None = None) -> None:
         restore.main(["--records", str(args.changelog_records), *repeats])
     if args.only in (None, "serving"):
         serving.main(["--keys", str(args.keys), *repeats])
+    if args.only in (None, "serving_load"):
+        serving_load.main([])  # its own sizes: see bench/serving_load.py
     if args.only in (None, "tuning"):
         tuning.main(repeats)   # its own sizes: see bench/tuning.py
     if args.only in (None, "inspect"):

@@ -60,8 +60,9 @@ class ProcessorQuery(StatefulQuery):
 
     def __init__(self, spark: SparkSession, processor: Processor, plan: Plan,
                  checkpoint: Checkpoint, query, malformed_stream: DataFrame | None,
-                 reports_before: int = 0, sink: str = "noop"):
-        super().__init__(spark, None, checkpoint, query, malformed_stream, reports_before)
+                 first_batch: int = 0, sink: str = "noop", available_now: bool = False):
+        super().__init__(spark, None, checkpoint, query, malformed_stream, first_batch,
+                         available_now=available_now)
         self.processor, self.plan, self._sink = processor, plan, sink
         self._parts: dict[str, Part] | None = None
 
@@ -244,7 +245,7 @@ def start_processor(
     grouped = events.groupBy(*keys).transformWithStateInPandas(
         ProcessorRunner(processor, plan), plan.output_ddl, OUTPUT_MODES[output_mode],
         plan.time_mode)
-    reports_before = len(checkpoint.progress_files())
+    first_batch = checkpoint.last_batch + 1
     query = start_recorded(grouped, spark, checkpoint, name, output_mode, sink, trigger_kwargs)
-    return ProcessorQuery(spark, processor, plan, checkpoint, query, malformed, reports_before,
-                          sink)
+    return ProcessorQuery(spark, processor, plan, checkpoint, query, malformed, first_batch,
+                          sink, available_now="availableNow" in trigger_kwargs)

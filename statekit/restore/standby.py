@@ -136,10 +136,13 @@ class StandbyReplica:
 
     def _sample(self, consumer) -> None:
         now = pd.Timestamp.now("UTC").tz_localize(None)
+        # the consumer's position also steps over commit markers, which the watermark counts
+        fetched = {tp.partition: tp.offset for tp in consumer.position(
+            [TopicPartition(self.topic, p) for p in self.partitions])}
         for p in self.partitions:
             _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p),
                                                      timeout=5, cached=False)
-            position = self._positions[p]
+            position = max(self._positions[p], fetched[p])
             # some brokers report the high watermark a batch short: never a negative lag
             end = max(high, position)
             self._samples.append((now, p, end - position, position, end))

@@ -573,7 +573,10 @@ def _read_one(consumer, part: KafkaInputPartition, schema, parser) -> Iterator:
             if idle > 60:  # 30 s without a record for a range the broker said exists
                 raise StatekitError(
                     f"timed out reading {part.topic}-{part.partition} offsets "
-                    f"{position}..{part.end - 1} from {part.bootstrap_servers!r}")
+                    f"{position}..{part.end - 1} from {part.bootstrap_servers!r}: the Kafka "
+                    f"broker at that address is not answering (no record for 30 s where it "
+                    f"said records exist); check that it is up and reachable, then start the "
+                    f"query again with the same checkpoint: it resumes from its last commit")
             continue
         idle = 0
         for msg in messages:
