@@ -39,8 +39,8 @@ from statekit.query.stateful import (
     SINKS,
     StatefulQuery,
     _trigger,
-    failure_text,
     source_events,
+    spark_message,
     start_recorded,
 )
 from statekit.state.checkpoint import Checkpoint
@@ -73,11 +73,16 @@ class ProcessorQuery(StatefulQuery):
 
     # --- failures: the processor's own error, with its own message ---------------------------
     def _processor_error(self, error: BaseException) -> BaseException:
-        text = failure_text(self.query.exception()) if self.query.exception() else str(error)
-        found = _RAISED.findall(text)
-        if found:
-            return ProcessorError(f"query {self.name!r} failed: {found[-1].strip()}")
-        return error
+        """``error`` as the ``ProcessorError`` the processor raised in Spark's Python worker,
+        found in the raw text of the query's exception and its causes (``failure_text``
+        keeps the message but drops the Python error's type); else ``error`` itself."""
+        found = _RAISED.findall("\n".join(_raw_texts(self.query.exception() or error)))
+        if not found:
+            return error
+        raised = ProcessorError(f"query {self.name!r} failed: "
+                                f"{spark_message(found[-1])}")
+        raised.spark_error = getattr(error, "spark_error", None)
+        return raised
 
     def wait_for_batches(self, n: int, timeout: float = 120.0) -> int:
         try:
@@ -90,6 +95,17 @@ class ProcessorQuery(StatefulQuery):
             return super().wait_until_drained(timeout)
         except StatekitError as err:
             raise self._processor_error(err) from None
+
+    def late_events(self) -> int:
+        """Input rows dropped because they were behind the watermark, over the batches whose
+        progress reports are kept: Spark's ``numRowsDroppedByWatermark`` of the operator,
+        which for transformWithState counts rows (it filters each input row before grouping,
+        against the previous batch's watermark). A statekit aggregation counts its late
+        events by reading its input again (``StatefulQuery.late_events``); a processor has
+        no window to judge lateness by but the one Spark applies, so its count is Spark's.
+        """
+        frame = self.progress()
+        return int(frame["dropped_by_watermark"].fillna(0).sum()) if len(frame) else 0
 
     # --- the stores ----------------------------------------------------------------------------
     def layout(self) -> pd.DataFrame:
@@ -155,6 +171,15 @@ class ProcessorQuery(StatefulQuery):
         state = "active" if self.is_active else "stopped"
         return (f"ProcessorQuery({self.name!r}, {type(self.processor).__name__}, {state}, "
                 f"last_batch={self.last_batch})")
+
+
+def _raw_texts(exc: BaseException, depth: int = 6) -> list[str]:
+    """The messages of ``exc`` and of the causes Spark wrapped it in, as Spark wrote them."""
+    texts = []
+    while exc is not None and depth > 0:
+        texts.append(str(exc))
+        exc, depth = getattr(exc, "_cause", None) or exc.__cause__, depth - 1
+    return texts
 
 
 def _has_watermark(frame: DataFrame) -> bool:
