@@ -666,3 +666,34 @@ def test_a_punctuation_on_processing_time_runs_per_player_holding_state(spark, b
         assert query.output()["n"].sum() == 15 and query.timers().empty
     finally:
         query.stop()
+
+
+def echo() -> Processor:
+    """A processor returning every row it is handed (no stores): what Spark let through.
+    (Defined in a function so that Spark's workers get the class by value.)"""
+
+    class Echo(Processor):
+        time = "event"
+        output = "player string, game string, ts timestamp"
+
+        def process(self, player, rows):
+            return rows[["player", "game", "ts"]]
+
+    return Echo()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_late_events_counts_the_rows_spark_dropped_behind_the_watermark(spark, broker, tmp_path):
+    late = [{"player": "p1", "game": "late", "score": 0,
+             "ts": pd.Timestamp("2026-01-05 10:05")}] * 3  # one key: 3 rows, 1 group
+    topic = small_topic(broker, "processor-late", plays(40) + late)
+    query = run(topic, echo(), broker, spark, tmp_path, "late", sink="memory",
+                watermark="5 minutes", max_offsets_per_trigger=10)
+    try:
+        query.wait_until_drained()
+        out = query.output()
+        assert len(out) == 40 and "late" not in set(out["game"])
+        assert query.late_events() == 3
+    finally:
+        query.stop()
