@@ -24,6 +24,20 @@ def test_the_exercises_of_notebook_11_are_registered():
     assert ours.set_index("id").loc["11.2", "kind"] == "build"
 
 
+def test_the_map_of_the_series_lists_every_notebook_and_notebook_11s_exercises():
+    from pathlib import Path
+
+    from statekit.workshop.setup import series
+
+    table = series().set_index("notebook")
+    stems = {p.stem for p in (Path(__file__).resolve().parents[1] / "notebooks").glob(
+        "[0-9][0-9]_*.ipynb")}
+    assert set(table.index) == stems
+    assert "11.2 The session exercise as a processor (build)" in \
+        table.loc["11_write_a_stateful_processor", "exercises"]
+    assert "11_write_a_stateful_processor" in workshop.check("00.2", "11").points[0].text
+
+
 def test_review_answers_say_why_each_is_right_or_wrong():
     assert workshop.check("11.1", "b").right
     assert "Kafka Streams" in texts(workshop.check("11.1", "a"))

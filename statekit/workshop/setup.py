@@ -37,6 +37,8 @@ SERIES: dict[str, str] = {
     "08_monitoring_growth_and_ttl": "monitoring, state growth and TTL",
     "09_rocksdb_tuning": "RocksDB tuning and memory sizing",
     "10_debug_a_checkpoint": "debugging an existing job from its checkpoint",
+    "11_write_a_stateful_processor": "the Processor API: your own processor with key-value, "
+                                     "window and session stores, punctuation and TTL",
 }
 
 
