@@ -27,6 +27,7 @@ reported and must agree (the same sessions).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -163,6 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="statekit-bench-processor-"))
     spark = session()
+    load_at_start = os.getloadavg()[0]  # the machine may be shared: the figures say how loaded
     try:
         folder = work / "input"
         if not folder.exists():
@@ -186,7 +188,8 @@ def main(argv: list[str] | None = None) -> dict:
                    "repeats": args.repeats, "runs": runs, "records_per_s": rate,
                    "batch_records_per_s": batch_rate, "records_per_cpu_s": cpu_rate,
                    "ratio": ratio, "batch_ratio": batch_ratio, "cpu_ratio": cpu_ratio,
-                   "output_rows": outputs}
+                   "output_rows": outputs,
+                   "load_average_1min": {"start": load_at_start, "end": os.getloadavg()[0]}}
         write_result("processor", figures)
         print_table(f"processor vs applyInPandasWithState: {args.records:,} events, "
                     f"{args.players:,} players, {args.files} batches (medians)", [
@@ -201,7 +204,10 @@ def main(argv: list[str] | None = None) -> dict:
                                                       batch_ratio >= 1.0)),
                         ("records per CPU-second (processor, baseline)",
                          f"{cpu_rate['processor']:,.0f}, {cpu_rate['baseline']:,.0f}: "
-                         f"{cpu_ratio:.2f}")])
+                         f"{cpu_ratio:.2f}"),
+                        ("load average, 1 min (start, end)",
+                         f"{load_at_start:.1f}, {os.getloadavg()[0]:.1f} on "
+                         f"{os.cpu_count()} cores")])
         return figures
     finally:
         if args.workdir is None:
