@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from statekit.changelog.log import Changelog
 from statekit.errors import BadArgument
 from statekit.stores.migration import live_values
+from statekit.workshop.answers import count
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
-from statekit.workshop.windows import whole
 
 NOTEBOOK = "03_changelog_and_compaction"
 #: The new value format of the migration exercise: the old columns plus ``avg_score``.
@@ -23,7 +23,7 @@ NEW_COLUMNS = (*OLD_COLUMNS, "avg_score")
 @exercise("03.1", "What does compaction keep?", NOTEBOOK, "predict")
 def compacted_size(answer: object, *, compacted: int | None = None, raw: int | None = None,
                    store_rows: int | None = None, tombstones: int | None = None):
-    guess = whole(answer)
+    guess = count(answer)
     if guess is None:
         return [Point(False, f"{answer!r}: answer with a whole number of records")]
     if None in (compacted, raw, store_rows, tombstones):
@@ -124,9 +124,7 @@ NO_LOGGING = Choices(
               "statekit's Kafka topic"})
 
 
-@exercise("03.3", "What does changelog=False switch off?", NOTEBOOK, "review")
-def no_logging(answer: object):
-    return NO_LOGGING.judge(answer)
+review("03.3", "What does changelog=False switch off?", NOTEBOOK, NO_LOGGING)
 
 
 WHICH_COMPACTION = Choices(
@@ -142,9 +140,7 @@ WHICH_COMPACTION = Choices(
               "after it); they do not touch the Kafka topic"})
 
 
-@exercise("03.4", "A restore from the topic got faster: which compaction?", NOTEBOOK, "review")
-def which_compaction(answer: object):
-    return WHICH_COMPACTION.judge(answer)
+review("03.4", "A restore from the topic got faster: which compaction?", NOTEBOOK, WHICH_COMPACTION)
 
 
 EXPIRY = Choices(
@@ -160,10 +156,7 @@ EXPIRY = Choices(
          "c": "an evicted window is deleted, not zeroed"})
 
 
-@exercise("03.5", "The watermark evicts a window: what reaches the changelog?", NOTEBOOK,
-          "review")
-def expiry(answer: object):
-    return EXPIRY.judge(answer)
+review("03.5", "The watermark evicts a window: what reaches the changelog?", NOTEBOOK, EXPIRY)
 
 
 CONSUMING = Choices(
@@ -178,6 +171,4 @@ CONSUMING = Choices(
          "c": "statekit ships a batch's changes only after Spark commits it"})
 
 
-@exercise("03.6", "A dashboard that reads the changelog topic", NOTEBOOK, "review")
-def consuming(answer: object):
-    return CONSUMING.judge(answer)
+review("03.6", "A dashboard that reads the changelog topic", NOTEBOOK, CONSUMING)

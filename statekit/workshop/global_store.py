@@ -16,14 +16,14 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import pandas as pd
 
 from statekit.errors import BadArgument
+from statekit.workshop.answers import number
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
 
 NOTEBOOK = "07_global_store"
@@ -70,24 +70,14 @@ def held_per_instance(assignment: pd.DataFrame, entries: Mapping[int, int],
     return out[["instance", "role", "store", "rows"]]
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) and number > 0 else None
-
-
 @exercise("07.1", "Predict, then run: how many more rows does a global copy hold?", NOTEBOOK,
           "predict")
 def more_rows_held(answer: object, *, measured: float, instances: int, standbys: int
                    ) -> list[Point]:
     """``answer``: rows one instance holds as a global copy ÷ rows it holds of the
     partitioned store (active + standby), on average. ``measured``: that ratio as run."""
-    guess = _number(answer)
-    if guess is None:
+    guess = number(answer)
+    if guess is None or guess <= 0:
         return [Point(False, f"answer with one number > 0 (a ratio, e.g. 2.0); got {answer!r}")]
     theory = instances / (1 + standbys)
     close = abs(guess - measured) <= 0.15 * measured
@@ -169,6 +159,4 @@ RESTORES_FROM = Choices(
          "d": "instances never copy stores between them; each restores from Kafka"})
 
 
-@exercise("07.3", "Where does a global store restore from?", NOTEBOOK, "review")
-def restores_from(answer: object) -> list[Point]:
-    return RESTORES_FROM.judge(answer)
+review("07.3", "Where does a global store restore from?", NOTEBOOK, RESTORES_FROM)

@@ -23,7 +23,7 @@ import pandas as pd
 
 from statekit.serve.placement import state_partition
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
 
 NOTEBOOK = "06_interactive_queries"
@@ -198,6 +198,4 @@ WHY_SPREAD = Choices(
               "a row never changes for a given checkpoint"})
 
 
-@exercise("06.3", "Why are one player's windows on several partitions?", NOTEBOOK, "review")
-def why_spread(answer: object) -> list[Point]:
-    return WHY_SPREAD.judge(answer)
+review("06.3", "Why are one player's windows on several partitions?", NOTEBOOK, WHY_SPREAD)

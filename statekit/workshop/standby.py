@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 
+from statekit.workshop.answers import count
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
 
 NOTEBOOK = "05_standby_and_failover"
@@ -28,7 +28,8 @@ STANDBY_LAG = Choices(
               "consuming, so promoting it replays almost nothing"})
 
 
-@exercise("05.1", "Predict, then run: how far behind is a standby?", NOTEBOOK, "predict")
+@exercise("05.1", "Predict, then run: how far behind is a standby?", NOTEBOOK, "predict",
+          choices=STANDBY_LAG)
 def standby_lag(answer: object, *, peak_lag: int | None = None,
                 largest_batch: int | None = None):
     """``peak_lag``: the largest lag sampled; ``largest_batch``: the most changelog records
@@ -40,14 +41,6 @@ def standby_lag(answer: object, *, peak_lag: int | None = None,
                                   f"largest batch shipped {largest_batch:,} (a loaded "
                                   f"machine can leave the standby a batch or two behind)"))
     return points
-
-
-def _count(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return None
-    if float(value) != int(value) or value < 0:
-        return None
-    return int(value)
 
 
 @exercise("05.2", "Predict, then run: records replayed at failover", NOTEBOOK, "predict")
@@ -65,7 +58,7 @@ def failover_records(answer: object, *, changelog_records: int, lag_at_kill: int
     if missing or extra:
         return [Point(False, f"the dict needs exactly the keys {list(SCENARIOS)}; "
                              f"missing {missing}, unknown {extra}")]
-    values = {s: _count(answer[s]) for s in SCENARIOS}
+    values = {s: count(answer[s]) for s in SCENARIOS}
     bad = [s for s, v in values.items() if v is None]
     if bad:
         return [Point(False, f"{answer[bad[0]]!r} ({bad[0]!r}) is not a number of records")]
@@ -115,10 +108,8 @@ SPARK_HAS_NO_STANDBY = Choices(
               "changes, for the Kafka Streams ideas"})
 
 
-@exercise("05.3", "What does a statekit standby change for Spark's own recovery?", NOTEBOOK,
-          "review")
-def spark_has_no_standby(answer: object):
-    return SPARK_HAS_NO_STANDBY.judge(answer)
+review("05.3", "What does a statekit standby change for Spark's own recovery?", NOTEBOOK,
+       SPARK_HAS_NO_STANDBY)
 
 
 RETENTION = Choices(
@@ -137,6 +128,4 @@ RETENTION = Choices(
               "names the store directory, the offsets and the topic"})
 
 
-@exercise("05.4", "A standby that was stopped for a week", NOTEBOOK, "review")
-def retention_caveat(answer: object):
-    return RETENTION.judge(answer)
+review("05.4", "A standby that was stopped for a week", NOTEBOOK, RETENTION)

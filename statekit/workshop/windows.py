@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import numbers
-
 import pandas as pd
 
 from statekit.durations import to_millis
 from statekit.errors import BadArgument
 from statekit.query.session_reference import session_reference
 from statekit.workshop._frames import compare_rows
+from statekit.workshop.answers import count
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
 
 NOTEBOOK = "02_windows_sessions_and_watermarks"
@@ -19,23 +18,10 @@ GAP_MS = 30 * 60 * 1000
 SESSION_KEYS = ("carrier",)
 
 
-def whole(answer: object) -> int | None:
-    """``answer`` as a whole number, or None when it is not one."""
-    if isinstance(answer, bool):
-        return None
-    if isinstance(answer, numbers.Integral):
-        return int(answer)
-    if isinstance(answer, float) and answer.is_integer():
-        return int(answer)
-    if isinstance(answer, str) and answer.strip().isdigit():
-        return int(answer.strip())
-    return None
-
-
 @exercise("02.1", "How many windows survive the watermark?", NOTEBOOK, "predict")
 def windows_left(answer: object, *, rows: int | None = None, keys: int | None = None,
                  windows_made: int | None = None, watermark: object = None):
-    guess = whole(answer)
+    guess = count(answer)
     if guess is None:
         return [Point(False, f"{answer!r}: answer with a whole number of state rows")]
     if rows is None or keys is None or windows_made is None:
@@ -120,9 +106,7 @@ LATE = Choices(
               "is well-formed, and Spark drops it (counting it)"})
 
 
-@exercise("02.3", "An event behind the watermark", NOTEBOOK, "review")
-def late_event(answer: object):
-    return LATE.judge(answer)
+review("02.3", "An event behind the watermark", NOTEBOOK, LATE)
 
 
 PLACEMENT = Choices(
@@ -139,6 +123,4 @@ PLACEMENT = Choices(
               "time window is part of the grouping, so it changes the hash"})
 
 
-@exercise("02.4", "Where does JFK's 10:00 window live?", NOTEBOOK, "review")
-def placement(answer: object):
-    return PLACEMENT.judge(answer)
+review("02.4", "Where does JFK's 10:00 window live?", NOTEBOOK, PLACEMENT)
