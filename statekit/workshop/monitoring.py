@@ -157,10 +157,10 @@ review("08.4", "Review: a state store that grows without bound", NOTEBOOK, UNBOU
 
 
 TTL_CLOCK = Choices(
-    {"a": "10 minutes of event time without an event for the key (the watermark)",
-     "b": "10 minutes of processing time since the key's state was last written",
+    {"a": "10 minutes of event time pass without an event for the key (the watermark)",
+     "b": "10 minutes of processing time pass since the key's state was last written",
      "c": "10 minutes after the key first entered the store, updates or not",
-     "d": "when Kafka deletes the key's changelog records (retention.ms)"},
+     "d": "Kafka deletes the key's changelog records (retention.ms)"},
     right="b",
     why={"a": "that is how windows end (watermark); Spark's state TTL is not event time",
          "b": "right: transformWithState's TTL counts processing time (the batch's timestamp) "

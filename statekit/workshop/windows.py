@@ -93,10 +93,10 @@ def session_store(answer: object, *, events: pd.DataFrame | None = None):
 
 
 LATE = Choices(
-    {"a": "Spark reopens the evicted window and updates it, so the result is exact",
-     "b": "Spark drops the event before it reaches the state and counts it as dropped "
-          "by the watermark",
-     "c": "Spark keeps the event aside with the malformed ones, to be replayed later"},
+    {"a": "reopens the evicted window and updates it, so the result is exact",
+     "b": "drops the event before it reaches the state, and counts it as dropped by the "
+          "watermark",
+     "c": "keeps the event aside with the malformed ones, to be replayed later"},
     right="b",
     why={"a": "an evicted window is gone from the state (its final result may already be "
               "out); the watermark is the promise that it will not change again",
@@ -110,10 +110,10 @@ review("02.3", "An event behind the watermark", NOTEBOOK, LATE)
 
 
 PLACEMENT = Choices(
-    {"a": "on the partition of the input topic that carried JFK's flights",
-     "b": "on pmod(hash(window, origin), shuffle partitions): each of JFK's windows may "
-          "sit on a different partition",
-     "c": "on the same partition for every window of JFK, chosen by hashing 'JFK'"},
+    {"a": "the partition of the input topic that carried JFK's flights",
+     "b": "pmod(hash(window, origin), shuffle partitions): each of JFK's windows may sit on "
+          "a different partition",
+     "c": "the same partition for every window of JFK, chosen by hashing 'JFK'"},
     right="b",
     why={"a": "that is Kafka Streams (a task per input partition); Spark shuffles the input "
               "by the grouping expressions, so the state's partitions are not the topic's",
