@@ -37,6 +37,7 @@ from statekit.kafka.connection import Kafka, KafkaConnection, connect
 from statekit.query.progress import progress_frame
 from statekit.query.spec import Aggregate, QuerySpec, WindowSpec
 from statekit.spark.connect import default_parallelism
+from statekit.spark.stopping import stop_between_batches
 from statekit.state.checkpoint import Checkpoint
 from statekit.state.reader import StateReader
 from statekit.validate import batch_id, optional_whole_number
@@ -266,9 +267,9 @@ class StatefulQuery:
         return self.query.isActive
 
     def stop(self) -> None:
-        """Stop the query (and ship its last committed batches); the checkpoint stays."""
-        if self.query.isActive:
-            self.query.stop()
+        """Stop the query between two batches (and ship its last committed batches); the
+        checkpoint stays."""
+        stop_between_batches(self.query)
         if self.changelog is not None:
             self.changelog.stop()
 
