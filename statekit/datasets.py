@@ -324,6 +324,32 @@ class Dataset:
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, {len(self.records)} records)"
 
+    def events(self) -> pd.DataFrame:
+        """The values as a frame: one row per JSON object, the event time (``spec.event_time``)
+        as naive UTC timestamps; values that are not a JSON object (the malformed ones) are
+        left out. Plain pandas, to check a query's state against.
+
+        Example:
+            >>> flights(limit=2).events()[["ts", "carrier", "flight"]]
+                               ts carrier  flight
+            0 2013-01-01 05:15:00      UA    1545
+            1 2013-01-01 05:29:00      UA    1714
+        """
+        rows = []
+        for value in self.records["value"]:
+            try:
+                row = json.loads(value)
+            except (TypeError, ValueError):
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
+        frame = pd.DataFrame(rows)
+        column = self.spec.event_time if self.spec is not None else None
+        if column in frame.columns:
+            times = pd.to_datetime(frame[column], utc=True, errors="coerce")
+            frame[column] = times.dt.tz_convert(None)
+        return frame
+
 
 def _game_records(lines: list[str]) -> pd.DataFrame:
     frame = _inspect(lines)
