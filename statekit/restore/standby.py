@@ -172,6 +172,20 @@ class StandbyReplica:
         self._samples.extend(rows)
         return pd.DataFrame(rows, columns=LAG_COLUMNS).assign(replica=self.name)
 
+    def wait_caught_up(self, timeout: float = 30.0) -> pd.DataFrame:
+        """Wait until a sample (``sample()``) finds the replica at the end of every partition;
+        that sample. ``TimeoutError`` with the lag still left after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            now = self.sample()
+            if (now["lag"] == 0).all():
+                return now
+            if time.monotonic() > deadline:
+                behind = dict(zip(now["partition"], now["lag"], strict=True))
+                raise TimeoutError(f"standby of {self.topic!r} still behind after "
+                                   f"{timeout:.0f} s: records per partition {behind}")
+            time.sleep(0.1)
+
     def lag(self) -> pd.DataFrame:
         """Lag samples: time, partition, lag (records behind), position, end_offset, replica."""
         frame = pd.DataFrame(list(self._samples), columns=LAG_COLUMNS)  # a copy: the tail appends
