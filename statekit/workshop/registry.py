@@ -28,7 +28,8 @@ from statekit.workshop.choices import Choices
 from statekit.workshop.verdict import Point, Verdict
 
 #: Modules of this package that hold no exercises; every other module is a topic.
-MACHINERY = frozenset({"answers", "choices", "handouts", "magic", "registry", "verdict"})
+MACHINERY = frozenset({"answers", "choices", "handouts", "leaderboard", "magic", "measure",
+                       "registry", "verdict"})
 
 
 def topics() -> list[str]:

@@ -83,8 +83,8 @@ def memory_ceiling(answer: object):
                          f"each with a block cache and its write buffers")]
 
 
-#: Exercise 09.3's budget.
-BUDGET_MB = 128
+#: Exercise 09.3's budget, and the memtables' share of it.
+BUDGET_MB, HALF = 128, 0.5
 
 
 def _text(value: object) -> str:
@@ -124,16 +124,27 @@ def memory_constrained(answer: object):
                         if budget_ok else
                         f"maxMemoryUsageMB must be {BUDGET_MB} (it is {budget!r}; Spark's "
                         f"default is 500)"))
-    ratio = settings.get(f"{PREFIX}writeBufferCacheRatio".lower())
-    if ratio is not None:
-        try:
-            fine = 0 < float(str(ratio)) < 1
-        except ValueError:
-            fine = False
-        points.append(Point(fine, f"writeBufferCacheRatio={ratio}: the memtables' share of "
-                                  f"the budget" if fine else
-                            f"writeBufferCacheRatio={ratio!r} must be a fraction between 0 "
-                            f"and 1 (the memtables' share of the budget)"))
+    ratio_key = f"{PREFIX}writeBufferCacheRatio"
+    ratio = settings.get(ratio_key.lower())
+    default = number(SPARK_DEFAULTS[ratio_key])
+    if ratio is None:
+        points.append(Point(default == HALF, f"writeBufferCacheRatio left out: Spark's default "
+                                             f"is {default:g}, so memtables may take half of "
+                                             f"the budget, as asked (writing it out says so "
+                                             f"to the next reader)"))
+    else:
+        share = number(ratio)
+        if share == HALF:
+            points.append(Point(True, f"writeBufferCacheRatio={ratio}: half of the budget for "
+                                      f"the memtables (Spark's default is {default:g} too)"))
+        elif share is not None and 0 < share < 1:
+            points.append(Point(False, f"writeBufferCacheRatio={ratio}: {share:.0%} of the "
+                                       f"budget for the memtables; the exercise asks for half "
+                                       f"({HALF:g})"))
+        else:
+            points.append(Point(False, f"writeBufferCacheRatio={ratio!r} must be a fraction "
+                                       f"between 0 and 1 (the memtables' share of the budget); "
+                                       f"half is {HALF:g}"))
     return points
 
 
