@@ -193,3 +193,9 @@ def test_a_notebook_with_stray_stderr_fails_its_build_and_solutions_run_only_whe
     [page] = handouts.build([tmp_path / "02_quiz.ipynb"], tmp_path / "teacher", solutions=True,
                             log=said.append)
     assert "SOLVED b" in page.read_text()
+
+
+def test_a_widget_without_its_state_is_named_not_drawn():
+    nb = _widget_notebook()
+    nb.metadata.pop("widgets")   # a run that kept no widget state: nothing to draw
+    assert handouts.NOT_DRAWN in handouts.to_html(nb)

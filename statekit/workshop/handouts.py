@@ -86,6 +86,10 @@ _TRACEBACK = re.compile(r"^(Traceback \(most recent call last\):|\s+at [\w$.<>]+
                         re.MULTILINE)
 
 
+#: What a widget (a chart among them) whose state the run did not keep shows in a handout.
+NOT_DRAWN = "(widget: run the notebook to see it)"
+
+
 class HandoutFailed(StatekitError):
     """Some notebooks raised while running, or showed output they did not mean to (a
     traceback, stderr); the others' handouts were written."""
@@ -246,7 +250,7 @@ def widgets_to_html(nb) -> int:
             if view is None:
                 continue
             body = _widget_html(view.get("model_id", ""), state)
-            output["data"] = {"text/html": body or "<i>(widget: run the notebook to see it)</i>"}
+            output["data"] = {"text/html": body or f"<i>{NOT_DRAWN}</i>"}
             replaced += 1
     return replaced
 
@@ -303,10 +307,12 @@ def build(paths: Iterable[str | Path] | None = None, out_dir: str | Path = OUT_D
             log(f"FAILED {path}: {failed[path.name]}")
             continue
         problems = output_problems(nb)
+        page = to_html(nb, solutions=solutions)
+        if NOT_DRAWN in page:
+            problems.append(f"{page.count(NOT_DRAWN)} widget(s) or chart(s) not drawn inline")
         if problems:
             failed[path.name] = "shows what it did not mean to:\n    " + "\n    ".join(problems)
             log(f"FAILED {path}: {failed[path.name]}")
-        page = to_html(nb, solutions=solutions)
         loads = external_urls(page)
         if loads:
             raise BadArgument(f"handout of {path.name}", loads[0],

@@ -29,8 +29,9 @@ from statekit.workshop.verdict import Point
 SERIES: dict[str, str] = {
     "00_index": "setup check and the map of the workshop",
     "01_state_store_basics": "what a state store is: snapshots and the change feed",
-    "02_windows_sessions_and_watermarks": "window and session stores, watermark and eviction",
-    "03_changelog_and_compaction": "changelog topics and compaction",
+    "02_windows_sessions_and_watermarks": "window and session stores, watermark and eviction, "
+                                          "the session store API",
+    "03_changelog_and_compaction": "changelog topics and compaction; Spark's state files",
     "04_restore": "restore: rebuilding a store from its changelog or checkpoint",
     "05_standby_and_failover": "standby replicas and failover",
     "06_interactive_queries": "interactive queries and query routing",
