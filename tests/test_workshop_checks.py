@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import pytest
+from test_workshop_basics import EVENTS, FakeQuery
 
 from statekit.query.session_reference import session_reference
 from statekit.query.spec import QuerySpec, session, tumbling
@@ -239,26 +240,6 @@ def test_05_1_quotes_the_measurement_and_never_contradicts_it():
     assert not behind.right and "still 200 records behind" in said(behind)
     seen = check("05.1", "b", **CASES["05.1"].measured)
     assert "at most 340 records, 68% of the largest batch (500)" in said(seen)
-
-
-EVENTS = pd.DataFrame({
-    "carrier": ["UA", "UA", "UA", "AA", "AA"],
-    "ts": pd.to_datetime(["2013-01-01 06:00", "2013-01-01 06:20", "2013-01-01 08:00",
-                          "2013-01-01 06:05", "2013-01-01 09:00"])})
-
-
-class FakeQuery:
-    """What 02.2 reads of a StatefulQuery: its spec, snapshot and progress (pure data)."""
-
-    def __init__(self, spec: QuerySpec, store: pd.DataFrame, watermark: str):
-        self.spec, self._store = spec, store
-        self._progress = pd.DataFrame({"watermark": [pd.Timestamp(watermark)]})
-
-    def snapshot(self) -> pd.DataFrame:
-        return self._store
-
-    def progress(self) -> pd.DataFrame:
-        return self._progress
 
 
 def sessions_query(**changes) -> FakeQuery:
