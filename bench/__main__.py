@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from bench import changelog, curves, inspect, peer, restore, serving, snapshot, throughput, tuning
+from bench import (
+    changelog,
+    curves,
+    inspect,
+    peer,
+    restore,
+    serving,
+    serving_load,
+    snapshot,
+    throughput,
+    tuning,
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -19,7 +30,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=50_000, help="throughput: batch size")
     parser.add_argument("--repeats", type=int, help="timed repetitions (each's own default)")
     parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore",
-                                           "serving", "tuning", "inspect", "curves", "peer"],
+                                           "serving", "serving_load", "tuning", "inspect",
+                                           "curves", "peer"],
                         help="run just one (curves, peer: only when asked for)")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
@@ -33,6 +45,8 @@ def main(argv: list[str] | None = None) -> None:
         restore.main(["--records", str(args.changelog_records), *repeats])
     if args.only in (None, "serving"):
         serving.main(["--keys", str(args.keys), *repeats])
+    if args.only in (None, "serving_load"):
+        serving_load.main([])  # its own sizes: see bench/serving_load.py
     if args.only in (None, "tuning"):
         tuning.main(repeats)   # its own sizes: see bench/tuning.py
     if args.only in (None, "inspect"):

@@ -30,13 +30,14 @@ baseline taken in the same run:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from bench.common import median, print_table, session, timed, verdict, write_result
@@ -264,60 +265,72 @@ def gather_figures(spark, query, client, instance, repeats: int) -> dict:
 
 
 # --- the run -------------------------------------------------------------------------------
-def run(keys: int = 1_000_000, lookups: int = 5000, repeats: int = 3,
-        workdir: str | None = None) -> dict:
+@contextlib.contextmanager
+def shipped_store(keys: int, topic: str, workdir: str | None, result: dict, prefix: str
+                  ) -> Iterator[tuple]:
+    """``bench.snapshot``'s ``keys``-key checkpoint, built by Spark and shipped to ``topic``
+    on an embedded broker: yields (spark, work folder, query, broker); the build and ship
+    times and the last batch shipped go to ``result``. The work folder (a temp one unless
+    ``workdir`` is given) is removed after."""
     from statekit.changelog.writer import ChangelogWriter
     from statekit.kafka import EmbeddedBroker
+
+    spark = session()
+    work = Path(workdir or tempfile.mkdtemp(prefix=prefix))
+    try:
+        result["build_checkpoint_s"], query = timed(lambda: build_checkpoint(spark, work, keys))
+        with EmbeddedBroker() as broker:
+            writer = ChangelogWriter(query.state, broker, topic)
+            result["ship_s"], result["shipped_batch"] = timed(writer.ship)
+            writer.stop()
+            yield spark, work, query, broker
+    finally:
+        if workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run(keys: int = 1_000_000, lookups: int = 5000, repeats: int = 3,
+        workdir: str | None = None) -> dict:
     from statekit.serve import ServingInstance, serve
 
     started = time.perf_counter()
     loads = {"start": load()}
-    spark = session()
-    work = Path(workdir or tempfile.mkdtemp(prefix="statekit-bench-serving-"))
     sample = sample_keys(keys, lookups, seed=7)
     warmup = min(500, lookups)
     result: dict = {"keys": keys, "lookups": lookups, "repeats": repeats}
-    try:
-        result["build_checkpoint_s"], query = timed(lambda: build_checkpoint(spark, work, keys))
-        with EmbeddedBroker() as broker:
-            writer = ChangelogWriter(query.state, broker, TOPIC)
-            result["ship_s"], last = timed(writer.ship)
-            writer.stop()
-            result["shipped_batch"] = last
-            instance = ServingInstance("solo", broker, TOPIC, work / "solo")
-            try:
-                result["instance_restore_s"], _ = timed(
-                    lambda: instance.start().wait_ready(timeout=1800))
-                first = instance.all(limit=1).rows[0]["window_start"]
-                if not first.startswith(WINDOW_ISO[:-1]):
-                    raise RuntimeError(f"the store's window starts at {first}, not {WINDOW_ISO}")
-                loads["lookups"] = load()
-                gc.collect()
-                result["point"] = local_lookups(instance, sample, warmup)
-                t_cluster, cluster = timed(lambda: serve(
-                    broker, TOPIC, instances=3, standbys=1, workdir=work / "cluster",
-                    timeout=600).wait_ready(timeout=1800))
-                result["cluster_restore_s"] = t_cluster
-                with cluster:
-                    client = cluster.client(timeout=60.0)
-                    result["assignment"] = cluster.assignment.to_dict()
-                    loads["rest"] = load()
-                    rest_sample = sample[: max(1000, lookups // 2)]
-                    result["point"].update(rest_lookups(cluster, client, rest_sample,
-                                                        min(200, warmup)))
-                    fetch_sample = sample[: max(500, lookups // 5)]
-                    result["fetch"] = fetch_lookups(instance, client, fetch_sample,
-                                                    min(100, warmup))
-                    loads["top_k"] = load()
-                    result["top_k"] = leaderboard(query, instance, client, repeats)
-                    loads["gather"] = load()
-                    result["gather"] = gather_figures(spark, query, client, instance, repeats)
-                    client.close()
-            finally:
-                instance.close()
-    finally:
-        if workdir is None:
-            shutil.rmtree(work, ignore_errors=True)
+    with shipped_store(keys, TOPIC, workdir, result, "statekit-bench-serving-") as (
+            spark, work, query, broker):
+        instance = ServingInstance("solo", broker, TOPIC, work / "solo")
+        try:
+            result["instance_restore_s"], _ = timed(
+                lambda: instance.start().wait_ready(timeout=1800))
+            first = instance.all(limit=1).rows[0]["window_start"]
+            if not first.startswith(WINDOW_ISO[:-1]):
+                raise RuntimeError(f"the store's window starts at {first}, not {WINDOW_ISO}")
+            loads["lookups"] = load()
+            gc.collect()
+            result["point"] = local_lookups(instance, sample, warmup)
+            t_cluster, cluster = timed(lambda: serve(
+                broker, TOPIC, instances=3, standbys=1, workdir=work / "cluster",
+                timeout=600).wait_ready(timeout=1800))
+            result["cluster_restore_s"] = t_cluster
+            with cluster:
+                client = cluster.client(timeout=60.0)
+                result["assignment"] = cluster.assignment.to_dict()
+                loads["rest"] = load()
+                rest_sample = sample[: max(1000, lookups // 2)]
+                result["point"].update(rest_lookups(cluster, client, rest_sample,
+                                                    min(200, warmup)))
+                fetch_sample = sample[: max(500, lookups // 5)]
+                result["fetch"] = fetch_lookups(instance, client, fetch_sample,
+                                                min(100, warmup))
+                loads["top_k"] = load()
+                result["top_k"] = leaderboard(query, instance, client, repeats)
+                loads["gather"] = load()
+                result["gather"] = gather_figures(spark, query, client, instance, repeats)
+                client.close()
+        finally:
+            instance.close()
     loads["end"] = load()
     result["load_average"] = loads
     result["wall_s"] = time.perf_counter() - started

@@ -24,23 +24,38 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from statekit.errors import CheckpointError, StatekitError
+from statekit.errors import CheckpointError, DiskFull, StatekitError
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
     """Write ``data`` to ``path`` so that a crash leaves the old file or the new, whole.
 
-    The folder is created when missing.
+    The folder is created when missing. A full file system raises ``DiskFull`` naming the
+    file, the bytes it needs and the space left; the old file stays as it was.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _replace(target, payload)
+    except OSError as exc:
+        if exc.errno not in _FULL or isinstance(exc, DiskFull):
+            raise
+        raise DiskFull.for_file(str(target), len(payload), _free_bytes(target.parent)) from None
+    _fsync_folder(target.parent)
+
+
+def _replace(target: Path, payload: bytes) -> None:
     # a temporary name of its own for each writer: two threads writing the same file (a
     # listener and a reader catching up) each rename a whole file, the last one wins
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -55,7 +70,14 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_folder(target.parent)
+
+
+def _free_bytes(folder: Path) -> int | None:
+    """Bytes free for this user on ``folder``'s file system (None when it cannot be told)."""
+    for candidate in (folder, *folder.parents):
+        with contextlib.suppress(OSError):
+            return shutil.disk_usage(candidate).free
+    return None
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -81,16 +103,20 @@ class VersionedJsonFile:
         kind: what the file is (``"statekit.changelog.ledger"``).
         version: the format version written (and the newest one read).
         error: the exception class raised for a bad file (one message argument).
-        remedy: what a user can do about a bad file, appended to the message.
+        remedy: what a user can do about a bad file, appended to the message (or a
+            function that says it, asked when the file is found bad).
     """
 
     def __init__(self, path: str | os.PathLike, kind: str, version: int, *,
-                 error: Callable[[str], StatekitError] = CheckpointError, remedy: str = ""):
+                 error: Callable[[str], StatekitError] = CheckpointError,
+                 remedy: str | Callable[[], str] = ""):
         self.path, self.kind, self.version = Path(path), kind, version
         self._error, self._remedy = error, remedy
 
-    def _fail(self, detail: str) -> StatekitError:
-        remedy = f"; {self._remedy}" if self._remedy else ""
+    def bad(self, detail: str) -> StatekitError:
+        """The error for this file found bad: ``detail``, then the remedy."""
+        remedy = self._remedy() if callable(self._remedy) else self._remedy
+        remedy = f"; {remedy}" if remedy else ""
         return self._error(f"{self.kind} file {str(self.path)!r} {detail}{remedy}")
 
     def exists(self) -> bool:
@@ -105,16 +131,16 @@ class VersionedJsonFile:
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise self._fail(f"is not JSON ({exc})") from None
+            raise self.bad(f"is not JSON ({exc})") from None
         if not isinstance(data, dict):
-            raise self._fail(f"holds a JSON {type(data).__name__}, not an object")
+            raise self.bad(f"holds a JSON {type(data).__name__}, not an object")
         kind, version = data.pop("format", None), data.pop("version", None)
         if kind != self.kind:
-            raise self._fail(f"is not a {self.kind} file (its format is {kind!r})")
+            raise self.bad(f"is not a {self.kind} file (its format is {kind!r})")
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise self._fail(f"has no valid version ({version!r})")
+            raise self.bad(f"has no valid version ({version!r})")
         if version > self.version:
-            raise self._fail(f"was written in version {version}, newer than version "
+            raise self.bad(f"was written in version {version}, newer than version "
                              f"{self.version} that this statekit reads: upgrade statekit")
         return data
 

@@ -201,13 +201,29 @@ def _as_text(value: object) -> str | None:
     return json.dumps(value)
 
 
+_DECODER = json.JSONDecoder()
+
+
+def first_json_value(text: str | bytes) -> object:
+    """The first JSON value in ``text``, as Spark's ``from_json`` reads a value: blanks
+    before it skipped, anything after it ignored (Jackson stops there); ValueError if none.
+
+    Example:
+        >>> first_json_value('{"player": "p1"} trailing text')
+        {'player': 'p1'}
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    return _DECODER.raw_decode(text.lstrip(" \t\r\n"))[0]
+
+
 def _inspect(lines: Iterable[str]) -> pd.DataFrame:
     """One row per line: value, player, game, score, ts (raw), event_time, reason (or None)."""
     rows = []
     for raw in lines:
         value = raw.rstrip("\r\n") if isinstance(raw, str) else raw
         try:
-            obj = json.loads(value) if isinstance(value, str | bytes) else None
+            obj = first_json_value(value) if isinstance(value, str | bytes) else None
         except ValueError:
             obj = None
         if not isinstance(obj, dict):
@@ -241,7 +257,8 @@ def parse_game_events(lines: Iterable[str]) -> tuple[pd.DataFrame, pd.DataFrame]
     The rule is the query's null rule (``statekit.query.stateful.parse_events``) for
     ``GAME_SPEC`` over ``GAME_EVENT_SCHEMA``, checked in the same order:
 
-    1. not a JSON object → malformed;
+    1. not a JSON object → malformed (a JSON object followed by other text is that
+       object, as Spark's ``from_json`` reads it: :func:`first_json_value`);
     2. a value of the wrong type → malformed, naming it: ``score`` present but not a
        JSON integer in 64-bit range (a string such as ``"37"``, ``37.5``, ``37.0`` or a
        boolean), or ``ts`` present but not an ISO-8601 timestamp string (an offset is
@@ -252,8 +269,10 @@ def parse_game_events(lines: Iterable[str]) -> tuple[pd.DataFrame, pd.DataFrame]
     Anything else is an event: ``game`` and ``score`` may be null or absent (a null
     score is counted by ``count`` and skipped by ``sum``); a non-string ``player`` or
     ``game`` is read as its JSON text, as Spark reads it into a string column. Extra
-    fields are ignored. One difference from Spark: Spark reads a JSON *number* in
-    ``ts`` as seconds since the epoch; this reference refuses it.
+    fields are ignored. Where it differs from Spark: Spark reads a JSON *number* in
+    ``ts`` as seconds since the epoch, single-quoted strings, and a few more zone
+    spellings (``2026-01-05T10:00:00UTC``); this reference refuses them
+    (``tests/test_bad_input.py`` checks the shapes on which they agree).
 
     Returns:
         ``(good, malformed)``: ``good`` has columns ``player``, ``game``, ``score``

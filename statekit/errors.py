@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable
 
 
@@ -71,3 +72,52 @@ class CheckpointNotShared(CheckpointError):
 
 class ChangelogError(StatekitError):
     """A changelog topic that is not, or no longer, what statekit wrote: the topic is named."""
+
+
+class ChangelogFenced(ChangelogError):
+    """Another changelog writer took the topic over; ``other`` says who (a
+    ``statekit.changelog.meta.WriterInfo``), or is None when it did not say."""
+
+    def __init__(self, message: str, other: object = None):
+        super().__init__(message)
+        self.other = other
+
+
+class DiskFull(StatekitError, OSError):
+    """No space left on the device of ``folder``: ``needed`` bytes (when known) could not be
+    written there; ``free`` is what the device had left when statekit looked. An ``OSError``
+    with ``errno`` ENOSPC, so handlers of the raw error still catch it.
+
+    ``DiskFull.for_file`` is the error of one file that could not be written (the old file
+    is kept): ``statekit.atomic.write_atomic`` raises it for every file statekit writes.
+
+    Example:
+        >>> str(DiskFull.for_file("/ck/_statekit/ledger.json", needed=310, free=0))
+        "no space left to write '/ck/_statekit/ledger.json': it needs 310 bytes and the \
+file system of '/ck/_statekit' has 0 bytes free; the file is unchanged: free space there \
+(or give the job a folder on a larger disk) and run it again"
+    """
+
+    def __init__(self, folder: str, needed: int | None = None, detail: str = "",
+                 free: int | None = None, *, message: str | None = None):
+        self.folder, self.needed, self.free = folder, needed, free
+        self.path: str | None = None
+        need = f"; about {needed:,} bytes are needed" if needed else ""
+        left = f" ({free:,} bytes free)" if free is not None else ""
+        super().__init__(message or f"no space left on the device of {folder!r}{left}{need}"
+                         + (f": {detail}" if detail else ""))
+        self.errno = errno.ENOSPC  # as OSError handlers expect
+
+    @classmethod
+    def for_file(cls, path: str, needed: int, free: int | None) -> DiskFull:
+        """The error of file ``path`` that could not be written (``needed`` bytes)."""
+        import os
+
+        folder = os.path.dirname(path)
+        has = "an unknown number of" if free is None else f"{free:,}"
+        error = cls(folder, needed, free=free, message=(
+            f"no space left to write {path!r}: it needs {needed:,} bytes and the file system "
+            f"of {folder!r} has {has} bytes free; the file is unchanged: free space there "
+            f"(or give the job a folder on a larger disk) and run it again"))
+        error.path = path
+        return error

@@ -104,6 +104,28 @@ def test_unreachable_address_is_named():
         list_topics(address, timeout=2)
 
 
+def test_a_stopped_broker_restarts_on_its_port_at_once():
+    """Connections a client held when the broker stopped sit in TIME_WAIT on its port for a
+    minute: that must not refuse a new broker there (memory storage: it starts empty)."""
+    from confluent_kafka import Producer
+
+    first = EmbeddedBroker().start()
+    try:
+        create_topic(first.bootstrap_servers, "before", partitions=1)
+        producer = Producer({"bootstrap.servers": first.bootstrap_servers})
+        producer.produce("before", b"x")
+        assert producer.flush(10) == 0
+    finally:
+        first.stop()  # the broker closes the producer's connections first: TIME_WAIT
+    del producer
+    again = EmbeddedBroker(port=first.port, startup_timeout=20).start()
+    try:
+        assert again.bootstrap_servers == first.bootstrap_servers
+        assert list_topics(again.bootstrap_servers) == {}
+    finally:
+        again.stop()
+
+
 def test_port_in_use_is_an_error_naming_the_port(broker):
     second = EmbeddedBroker(port=broker.port, startup_timeout=10)
     try:

@@ -177,7 +177,8 @@ def test_reshipping_after_a_lost_ledger_round_skips_what_is_there(spark, broker,
     gone = ChangelogWriter(query.state, broker.bootstrap_servers, "reship-agg-changelog")
     with pytest.raises(sk.ChangelogError, match=r"batches up to \d+ were shipped to topic "
                                                 r"'reship-agg-changelog', but the broker has no "
-                                                r"topic.*delete '.*reship-agg-changelog"):
+                                                r"topic.*delete the ledger "
+                                                r"'.*reship-agg-changelog"):
         gone.ship()
 
 

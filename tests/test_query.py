@@ -225,3 +225,96 @@ def test_spec_and_its_keyword_arguments_are_not_both_taken(spark, broker, games_
         sk.start_query(games_topic, window=sk.tumbling("1 hour"), spark=spark, kafka=broker)
     with pytest.raises(sk.BadArgument, match="kafka: None"):
         sk.start_query(games_topic, GAME_SPEC, spark=spark)
+
+
+# --- lifecycle --------------------------------------------------------------------------
+def test_a_query_stopped_by_a_second_run_on_its_checkpoint_says_why(spark, broker, games_topic,
+                                                                     tmp_path):
+    first = run(spark, broker, games_topic, tmp_path / "shared", sk.tumbling("10 minutes"),
+                "first-run", changelog=False)
+    second = None
+    try:
+        first.wait_for_batches(1)
+        second = run(spark, broker, games_topic, tmp_path / "shared", sk.tumbling("10 minutes"),
+                     "second-run", changelog=False)
+        for wait in (first.wait_until_drained, lambda: first.wait_for_batches(1000)):
+            with pytest.raises(sk.StatekitError, match=r"stopped without an error .*another run "
+                                                       r"of it \(query 'second-run'.*same "
+                                                       r"checkpoint"):
+                wait()
+        assert second.wait_until_drained() >= first.last_batch  # the new run goes on
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+
+
+# --- lost progress reports, late events ---------------------------------------------------
+STATE_COLUMNS = ["input_rows", "state_rows_total", "state_rows_updated", "state_rows_removed",
+                 "watermark"]
+
+
+@pytest.mark.slow   # ~60 s: a query drained, its reports partly lost, started again
+def test_lost_progress_reports_are_recovered_and_counts_stay_exact(spark, broker, games_topic,
+                                                                   tmp_path):
+    checkpoint = tmp_path / "lost"
+    first = run(spark, broker, games_topic, checkpoint, sk.tumbling("10 minutes"), "lost-1",
+                changelog=False)
+    first.wait_until_drained()
+    first.stop()
+    kept = first.progress().set_index("batch")
+    assert kept["malformed_rows"].sum() == 6 and kept["dropped_by_watermark"].sum() == 8
+    # what kill -9 between Spark's commit and the report being kept leaves: no report
+    lost = [b for b in kept.index if b > 0 and (kept.loc[b, "malformed_rows"] > 0 or
+                                                kept.loc[b, "dropped_by_watermark"] > 0)]
+    assert len(lost) >= 3
+    for batch in lost:
+        first.checkpoint.progress_path(batch).unlink()
+    second = run(spark, broker, games_topic, checkpoint, sk.tumbling("10 minutes"), "lost-2",
+                 changelog=False)
+    try:
+        second.wait_until_drained()
+        progress = second.progress()
+        assert progress["batch"].tolist() == list(range(second.last_batch + 1))
+        assert progress.loc[progress["recovered"], "batch"].tolist() == lost
+        again = progress.set_index("batch").loc[kept.index]
+        pd.testing.assert_frame_equal(again[STATE_COLUMNS], kept[STATE_COLUMNS],
+                                      check_dtype=False)
+        assert progress["input_rows"].sum() == 5000
+        assert second.malformed_count() == 6   # from the side output, exactly
+        assert second.late_events() == 8
+    finally:
+        second.stop()
+
+
+def late_burst(n_late: int) -> pd.DataFrame:
+    """Events 30 s apart for 100 minutes, then ``n_late`` events of two players in the first
+    10-minute window (closed by then), then more on-time events: one partition, in order."""
+    start = pd.Timestamp("2026-01-05 10:00:00")
+    times = [start + pd.Timedelta(seconds=30 * i) for i in range(200)]
+    times += [start + pd.Timedelta(seconds=60 + i % 30) for i in range(n_late)]
+    times += [start + pd.Timedelta(minutes=100, seconds=30 * i) for i in range(20)]
+    players = [f"p{i % 4}" for i in range(200)] + [f"p{i % 2}" for i in range(n_late)] + \
+        [f"p{i % 4}" for i in range(20)]
+    values = [f'{{"player": "{p}", "score": 1, "ts": "{t.isoformat()}Z"}}'
+              for p, t in zip(players, times, strict=True)]
+    return pd.DataFrame({"key": players, "value": values,
+                         "timestamp": 1767571200000})
+
+
+def test_late_events_are_events_not_the_groups_spark_drops(spark, broker, topic_name, tmp_path):
+    replay(late_burst(60), broker, topic_name, partitions=1, progress=False)
+    query = sk.start_query(topic_name, keys=["player"], window=sk.tumbling("10 minutes"),
+                           aggregates=["count"], watermark="5 minutes", spark=spark,
+                           kafka=broker, event_schema="player string, score long, ts timestamp",
+                           checkpoint=str(tmp_path / "ck"), name="late-burst",
+                           max_offsets_per_trigger=100, trigger="100 milliseconds",
+                           changelog=False)
+    try:
+        query.wait_until_drained()
+        assert query.progress()["dropped_by_watermark"].sum() == 2  # (window, player) groups
+        assert query.late_events() == 60
+        assert len(list(query.checkpoint.late_dir.iterdir())) == 1  # counted once, kept
+        assert query.late_events() == 60
+    finally:
+        query.stop()

@@ -1,116 +1,164 @@
 """The REST service fuzzed against its own OpenAPI schema, and each bad input named over HTTP.
 
-One serving instance holds every partition of the logged query's changelog (real
-broker, real Spark query, real rocksdict stores) behind the real uvicorn server
-on a loopback port. Schemathesis reads the app's own ``/openapi.json`` and sends
-every endpoint requests that fit the schema and requests that break it: no answer
-may be a server error, and every answer — errors included — must be one the schema
-documents (status, content type, body). ``POST /assignment`` reconfigures the
-instance, so it is fuzzed only with bodies that do not name this instance (none
-can be taken: each must be refused with a 4xx), and the instance's assignment is
-checked unchanged after every request.
+A serving instance holds every partition of a real query's changelog (real broker, real
+Spark query, real rocksdict stores) behind the real uvicorn server on a loopback port: a
+window store (the logged tumbling query), a session store and a key-value store (a running
+aggregate). ``schemathesis run --checks all`` reads each one's ``/openapi.json`` and sends
+every operation requests that fit the schema and requests that break it, and every check
+must pass: no server error, every answer one the schema documents (status, content type,
+headers, body), every request that fits the schema accepted and every one that breaks it
+refused. So the schema states what the service takes: keys as JSON objects of the store's
+key columns and types, times and window starts in the grammar and grid the service checks,
+partitions within the store's range, only the queries of the store's kind. What no schema
+states — a range's two ends in order — the hooks (``tests/fuzz_hooks.py``) respect.
 
-Then each kind of bad input, sent on purpose: its status, and a message naming the
-value.
+Then each kind of bad input, sent on purpose: its status, and a message naming the value.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import httpx
 import pytest
-import schemathesis
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
-from schemathesis.config import SchemathesisConfig
 
-from statekit.serve.instance import ServingInstance
-from statekit.serve.rest import MAX_BODY, MAX_URL, MAX_WAIT, Server, create_app
+import statekit as sk
+from statekit.datasets import GAME_EVENT_SCHEMA
+from statekit.serve.instance import QUERIES, ServingInstance
+from statekit.serve.rest import MAX_BODY, MAX_URL, Server, create_app
 
 # Hypothesis caches what it mines from the source (constants) under ./.hypothesis: not in the
 # work tree
 set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "statekit-hypothesis")
 
-EXAMPLES = 30  # fuzzed requests per endpoint (fitting and breaking the schema), besides
-#               schemathesis' explicit examples and its deterministic coverage cases
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-#: answers a request that fits the schema may get: the schema cannot say "a JSON object of
-#: the key columns" or "a time", so those come back 400 with the value named
-FITTING = ["2xx", "400", "404", "409", "413", "414"]
-#: answers a request that breaks the schema may get (schemathesis' defaults, with 413/414
-#: for the over-long ones, and no 5xx)
-BREAKING = ["400", "404", "405", "409", "413", "414", "415", "422"]
+EXAMPLES = 40  # fuzzed requests per operation, besides the examples and coverage phases
+#: What a request that fits the schema may get besides 2xx: 409 (the store has not reached
+#: min_batch yet) and 413 (more rows than the limit asked): answers about the state, not the
+#: request; never a 400 or a 422
+ACCEPTED = ["2xx", "409", "413"]
+#: What a request that breaks the schema may get: schemathesis' refusals, with 413 and 414
+REFUSED = ["400", "404", "405", "409", "413", "414", "415", "422"]
+CONFIG = """\
+hooks = "{hooks}"
+
+[checks.positive_data_acceptance]
+expected-statuses = {accepted}
+
+[checks.negative_data_rejection]
+expected-statuses = {refused}
+
+# POST /assignment's rules span its fields (each partition once across active and lost, owners
+# among the instances, a URL for each other one), and a body it takes moves partitions: it is
+# sent bodies that break its schema, each of which it must refuse
+[[operations]]
+include-path = "/assignment"
+generation.mode = "negative"
+"""
 
 
-@pytest.fixture(scope="module")
-def service(logged, broker, tmp_path_factory):
+def start(spark, broker, games, folder, name, window):
+    query = sk.start_query(games, keys=["player"], window=window,
+                           aggregates=["count", "sum(score)", "max(score)"], spark=spark,
+                           kafka=broker, event_schema=GAME_EVENT_SCHEMA,
+                           checkpoint=str(folder / name), name=name, store_name="counts",
+                           max_offsets_per_trigger=2500, trigger="100 milliseconds")
+    query.wait_until_drained()
+    return query
+
+
+def serving(query, broker, folder):
     """One instance holding every partition, caught up with the query, served over HTTP."""
-    query, _ = logged
-    instance = ServingInstance("i0", broker, query.changelog_topic,
-                               tmp_path_factory.mktemp("fuzzed")).start()
-    server = None
+    instance = ServingInstance("i0", broker, query.changelog_topic, folder).start()
     try:
         instance.wait_ready(timeout=120)
         for p in range(instance.schema.partitions):
             instance.tail.wait_for_batch(p, query.last_batch, timeout=60)
-        server = Server(create_app(instance)).start()
-        yield query, instance, server
-    finally:
-        if server is not None:
-            server.stop()
+        return instance, Server(create_app(instance)).start()
+    except BaseException:
         instance.close()
+        raise
 
 
 @pytest.fixture(scope="module")
-def api(service):
-    """The service's own OpenAPI schema, as schemathesis fuzzes it."""
-    _, _, server = service
-    config = SchemathesisConfig.from_dict({
-        "checks": {"positive_data_acceptance": {"expected-statuses": FITTING},
-                   "negative_data_rejection": {"expected-statuses": BREAKING}},
-    })
-    return schemathesis.openapi.from_url(f"{server.url}/openapi.json", config=config)
+def service(logged, broker, tmp_path_factory):
+    """The window store of the logged query, served."""
+    query, _ = logged
+    instance, server = serving(query, broker, tmp_path_factory.mktemp("fuzzed"))
+    yield query, instance, server
+    server.stop()
+    instance.close()
 
 
-schema = schemathesis.pytest.from_fixture("api")
-
-
-@pytest.fixture(autouse=True)
-def _node_id_for_schemathesis(request):
-    """Schemathesis' lazy schemas rename ``request.node._nodeid``, which pytest 9 no longer
-    has (its ``nodeid`` is read-only): give it one to rename."""
-    if not hasattr(request.node, "_nodeid"):
-        request.node._nodeid = request.node.nodeid
-
-
-def short_waits(case) -> None:
-    """A min_batch beyond the store's batch waits ``timeout`` seconds for it: the fuzzer's
-    waits are cut to 0.1 s (seconds of waiting per example would only make the run long)."""
+@pytest.fixture(scope="module", params=["window", "session", "key-value"])
+def each_kind(request, service, spark, broker, games, tmp_path_factory):
+    """A served store of each kind: the logged windows, sessions, a running aggregate."""
+    if request.param == "window":
+        yield service
+        return
+    folder = tmp_path_factory.mktemp(request.param)
+    window = sk.session("3 minutes") if request.param == "session" else None
+    query = start(spark, broker, games, folder, f"fuzz-{request.param}", window)
     try:
-        if 0.1 < float(case.query["timeout"]) <= MAX_WAIT:
-            case.query["timeout"] = 0.1
-    except (KeyError, TypeError, ValueError):
-        pass
+        instance, server = serving(query, broker, folder / "serving")
+        try:
+            assert instance.kind == request.param
+            yield query, instance, server
+        finally:
+            server.stop()
+            instance.close()
+    finally:
+        query.stop()
 
 
-@schema.parametrize()
-@FUZZ
-def test_every_endpoint_answers_as_its_schema_says_and_never_fails(case, service):
-    _, instance, _ = service
+def test_the_schema_lists_the_queries_of_the_store_kind_only(each_kind):
+    _, instance, server = each_kind
+    paths = httpx.get(f"{server.url}/openapi.json").json()["paths"]
+    queries = {path.rsplit("/", 1)[-1] for path in paths if path.startswith("/stores/")}
+    assert queries == set(QUERIES[instance.kind])
+    assert not any(path.startswith("/global/") for path in paths)  # none held here
+    get = paths["/stores/{name}/get"]["get"]["parameters"]
+    key = next(p for p in get if p["name"] == "key")["content"]["application/json"]["schema"]
+    assert key["additionalProperties"] is False
+    assert key["required"] == (["player"] if instance.kind == "key-value" else
+                               ["player", "window_start"])
+    scan = paths["/stores/{name}/all"]["get"]["parameters"]
+    parts = next(p for p in scan if p["name"] == "partitions")
+    assert (parts["style"], parts["explode"]) == ("form", False)
+    assert parts["schema"]["items"] == {"type": "integer", "minimum": 0,
+                                        "maximum": instance.schema.partitions - 1}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_schemathesis_with_every_check_finds_no_failure(each_kind, tmp_path):
+    _, instance, server = each_kind
     before = instance.assignment
-    if case.method == "POST":  # a body that does not name this instance cannot be taken
-        assume(json.dumps(instance.name) not in json.dumps(case.body, default=str))
-    short_waits(case)
-    response = case.call_and_validate()
-    if case.method == "POST":
-        assert 400 <= response.status_code < 500, response.text
-    assert response.status_code < 500, response.text
-    assert instance.assignment is before
+    config = tmp_path / "schemathesis.toml"
+    hooks = Path(__file__).with_name("fuzz_hooks.py")
+    config.write_text(CONFIG.format(hooks=hooks, accepted=json.dumps(ACCEPTED),
+                                    refused=json.dumps(REFUSED)))
+    command = [str(Path(sys.executable).with_name("schemathesis")), "--config-file",
+               str(config), "run", f"{server.url}/openapi.json", "--checks", "all",
+               "--max-examples", str(EXAMPLES), "--seed", "17", "--workers", "1",
+               "--generation-database", "none", "--no-color"]
+    env = {**os.environ, "STATEKIT_FUZZ_URL": server.url,
+           "STATEKIT_FUZZ_INSTANCE": instance.name}
+    run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=800,
+                         cwd=tmp_path)  # its caches under tmp_path, not the work tree
+    report = run.stdout + run.stderr
+    assert run.returncode == 0, report[-12_000:]
+    operations = len(QUERIES[instance.kind]) + 3  # and /health, /metadata, POST /assignment
+    assert f"Tested: {operations}" in report, report[-3000:]
+    assert "Schema-valid request rejected" not in report
+    assert instance.assignment is before  # no fuzzed body was taken
 
 
 # --- keys and times the schema cannot describe, fuzzed ------------------------------------------

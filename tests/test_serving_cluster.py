@@ -42,6 +42,11 @@ def test_the_assignment_spreads_partitions_with_a_standby_each(cluster):
     frame = running.client().all_metadata()
     assert set(frame["role"]) == {"active", "standby"} and len(frame) == 6
     assert frame["url"].str.startswith("http://127.0.0.1:").all()
+    # which process serves each instance, and since when (as its /metadata says)
+    assert dict(zip(frame["instance"], frame["pid"], strict=True)) == {
+        name: proc.pid for name, proc in running.procs.items()}
+    started = running.timeline().query("event == 'started'")["time"].min()
+    assert (frame["started"].dt.tz_localize(None) >= started.floor("s")).all()
 
 
 def test_point_lookups_are_routed_to_the_partition_spark_keeps_the_row_in(cluster):

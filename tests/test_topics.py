@@ -10,10 +10,13 @@ from statekit.kafka import (
     create_topic,
     delete_topic,
     describe_topic_config,
+    end_offsets,
     list_topics,
     partition_count,
     watermarks,
 )
+from statekit.kafka.topics import consume_ranges, plain_consumer
+from statekit.kafka.transactions import transactional_producer
 
 
 def _produce(bootstrap_servers: str, topic: str, n: int) -> None:
@@ -87,3 +90,57 @@ def test_missing_topic_is_named(broker, topic_name, call):
     assert info.value.topic == topic_name + "-missing"
     assert "existing topics:" in str(info.value)  # and says what does exist
     assert broker.bootstrap_servers in str(info.value)
+
+
+def _read_offsets(broker, topic: str, ranges) -> dict[int, list[int]]:
+    consumer = plain_consumer(broker)
+    try:
+        got: dict[int, list[int]] = {p: [] for p in ranges}
+        for chunk in consume_ranges(consumer, topic, ranges, timeout=20):
+            for msg in chunk:
+                got[msg.partition()].append(msg.offset())
+        return got
+    finally:
+        consumer.close()
+
+
+def _ends(broker, topic: str) -> dict[int, tuple[int, int]]:
+    consumer = plain_consumer(broker)
+    try:
+        return end_offsets(consumer, topic, [0, 1])
+    finally:
+        consumer.close()
+
+
+@pytest.mark.timeout(120)
+def test_end_offsets_under_transactions_are_one_past_the_last_committed_record(broker,
+                                                                               topic_name):
+    """Markers take offsets no consumer reads; an open transaction's records are not readable
+    yet (and the embedded broker answers a read_committed ListOffsets with 0 meanwhile)."""
+    create_topic(broker, topic_name, partitions=2)
+    producer = transactional_producer(broker, f"{topic_name}-writer")
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic_name, value=b"%d" % i, partition=0)
+    producer.commit_transaction(30)  # records 0..4, the commit marker at 5
+    assert _ends(broker, topic_name) == {0: (0, 5), 1: (0, 0)}
+    producer.begin_transaction()
+    for part, n in ((0, 3), (1, 2)):
+        for _ in range(n):
+            producer.produce(topic_name, value=b"open", partition=part)
+    assert producer.flush(30) == 0
+    ends = _ends(broker, topic_name)  # the open transaction's records are not counted
+    assert ends == {0: (0, 5), 1: (0, 0)}
+    assert _read_offsets(broker, topic_name, ends) == {0: [0, 1, 2, 3, 4], 1: []}
+    producer.commit_transaction(30)
+    ends = _ends(broker, topic_name)
+    assert ends == {0: (0, 9), 1: (0, 2)}  # the records at 6..8 and 0..1, not their markers
+    assert _read_offsets(broker, topic_name, ends) == {0: [0, 1, 2, 3, 4, 6, 7, 8], 1: [0, 1]}
+    assert watermarks(broker, topic_name).high.tolist() == [9, 2]
+    producer.begin_transaction()
+    producer.produce(topic_name, value=b"aborted", partition=1)
+    assert producer.flush(30) == 0
+    producer.abort_transaction(30)
+    ends = _ends(broker, topic_name)  # whatever the broker shows of it, ends agree with reads
+    read = _read_offsets(broker, topic_name, {p: (0, ends[p][1] + 5) for p in ends})
+    assert {p: (0, offsets[-1] + 1) for p, offsets in read.items()} == ends

@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from statekit.errors import BadArgument
+from statekit.state.times import iso_times, table_for_pandas
 from statekit.validate import kafka_name
 
 FORMAT_VERSION = 1
@@ -155,11 +156,11 @@ def parse_headers(raw: Sequence[tuple[str, bytes]] | None) -> dict[str, int] | N
 
 
 def parse_times(frame: pd.DataFrame) -> pd.DataFrame:
-    """Window columns of a decoded frame from ISO text to naive-UTC ``datetime64[ns]``."""
+    """Window columns of a decoded frame from ISO text to naive-UTC ``datetime64[ns]`` (or
+    ``[us]`` for a column with a time beyond 2262: ``statekit.state.times``)."""
     for column in TIME_COLUMNS:
         if column in frame.columns and frame[column].dtype == object:
-            frame[column] = (pd.to_datetime(frame[column], utc=True, format="ISO8601")
-                             .dt.tz_localize(None).astype("datetime64[ns]"))
+            frame[column] = iso_times(frame[column])
     return frame
 
 
@@ -183,26 +184,36 @@ def json_table(objects: Sequence[bytes], times: Sequence[str] = ()) -> pa.Table:
         return pa.table({})
     known = pa.schema([(name, pa.timestamp("ms")) for name in times if name in TIME_COLUMNS])
     # compact JSON has no raw newline (json.dumps escapes them in strings): one line each
-    table = pa_json.read_json(io.BytesIO(b"\n".join(objects)), parse_options=pa_json.ParseOptions(
-        explicit_schema=known) if len(known) else None)
+    lines = b"\n".join(objects)
+    try:
+        table = pa_json.read_json(io.BytesIO(lines), parse_options=pa_json.ParseOptions(
+            explicit_schema=known) if len(known) else None)
+    except pa.ArrowInvalid:
+        if not len(known):
+            raise
+        known = pa.schema([])  # a time Arrow cannot read (a year beyond 9999): as text, below
+        table = pa_json.read_json(io.BytesIO(lines))
     if table.num_columns == 0:  # every object empty: no columns, but the rows count
         return pa.table({"_": pa.nulls(len(objects))}).drop_columns(["_"])
     if len(known):  # the explicit columns come first: put them last, as a key writes them
         table = table.select([*table.column_names[len(known):], *known.names])
     for name in TIME_COLUMNS:
         if name in table.column_names and pa.types.is_string(table.schema.field(name).type):
-            utc = table[name].cast(pa.timestamp("ms", "UTC"))
-            table = table.set_column(table.column_names.index(name), name,
-                                     utc.cast(pa.timestamp("ms")))
+            try:
+                utc = table[name].cast(pa.timestamp("ms", "UTC")).cast(pa.timestamp("ms"))
+            except pa.ArrowInvalid:  # a year beyond 9999 (Java writes +57983-...): one by one
+                utc = pa.array(iso_times(table[name].to_pylist()).to_numpy(),
+                               pa.timestamp("us")).cast(pa.timestamp("ms"))
+            table = table.set_column(table.column_names.index(name), name, utc)
     return table
 
 
 def table_to_pandas(table: pa.Table) -> pd.DataFrame:
-    """An Arrow table of state rows as pandas: times as naive-UTC ``datetime64[ns]`` (as
-    ``parse_times`` gives), ints with nulls as float64, text as object.
+    """An Arrow table of state rows as pandas: times as naive-UTC ``datetime64[ns]`` (``[us]``
+    beyond 2262, as ``parse_times`` gives), ints with nulls as float64, text as object.
 
     Text is not de-duplicated into shared ``str`` objects: a state key's text is mostly
     distinct (a key is unique within its window), and skipping pyarrow's dedupe pass makes
     a million-row key column ~5x faster to convert; a repeated value costs its own copy.
     """
-    return table.to_pandas(coerce_temporal_nanoseconds=True, deduplicate_objects=False)
+    return table_for_pandas(table).to_pandas(deduplicate_objects=False)

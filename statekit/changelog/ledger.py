@@ -1,11 +1,12 @@
 """The changelog writer's ledger: how far a checkpoint's changes have been shipped to a topic.
 
 One file per (checkpoint, topic), at ``Checkpoint.ledger_path(topic)``, rewritten
-atomically after every flushed shipping round. It records the last batch whose
-changes are all in the topic, each Kafka partition's next offset after that
-round, and the last batch that wrote to each partition (the ``statekit.prev``
-header of the next record). A restart reads it, then the few records written
-past ``next_offset`` (a round a crash cut short), and ships the rest of that round.
+atomically after every committed shipping round (and written fresh, nothing shipped,
+before a checkpoint's first round). It records the last batch whose changes are all
+in the topic, each Kafka partition's next offset after that round, and the last batch
+that wrote to each partition (the ``statekit.prev`` header of the next record). A
+writer reads it, then the few records past ``next_offset`` (a round a crash cut short,
+or one committed but not recorded), and ships the rest.
 
 Example:
     >>> import tempfile, os
@@ -20,7 +21,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from statekit.atomic import VersionedJsonFile
@@ -51,7 +52,7 @@ class LedgerState:
 
     def after_round(self, last_batch: int, prev: Mapping[int, int],
                     next_offset: Mapping[int, int]) -> LedgerState:
-        """The state after a flushed round that shipped up to ``last_batch``."""
+        """The state after a committed round that shipped up to ``last_batch``."""
         return replace(self, last_batch=last_batch, prev=dict(prev),
                        next_offset=dict(next_offset))
 
@@ -59,11 +60,13 @@ class LedgerState:
 class Ledger:
     """The ledger file of one changelog ``topic`` (versioned JSON, written atomically)."""
 
-    def __init__(self, path: str | os.PathLike, topic: str):
+    def __init__(self, path: str | os.PathLike, topic: str,
+                 remedy: str | Callable[[], str] | None = None):
         self.topic = topic
         self.file = VersionedJsonFile(
             path, KIND, VERSION, error=ChangelogError,
-            remedy=f"delete it and the topic {topic!r} to ship every retained batch again")
+            remedy=remedy or f"delete it and the topic {topic!r} to ship every retained batch "
+                             f"again")
 
     @property
     def path(self) -> str:
@@ -80,16 +83,13 @@ class Ledger:
                 next_offset={int(p): o for p, o in data["next_offset"].items()},
                 prev={int(p): b for p, b in data["prev"].items()})
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ChangelogError(f"{KIND} file {self.path!r} is missing or has a bad field "
-                                 f"({exc!r})") from None
+            raise self.file.bad(f"is missing or has a bad field ({exc!r})") from None
         numbers = [state.last_batch, *state.next_offset.values(), *state.prev.values()]
         if not all(is_whole_number(n) for n in numbers) or \
                 set(state.next_offset) != set(state.prev):
-            raise ChangelogError(f"{KIND} file {self.path!r} holds values that are not batch "
-                                 f"ids and offsets: {data}")
+            raise self.file.bad(f"holds values that are not batch ids and offsets: {data}")
         if state.topic != self.topic:
-            raise ChangelogError(f"{KIND} file {self.path!r} is the ledger of topic "
-                                 f"{state.topic!r}, not {self.topic!r}")
+            raise self.file.bad(f"is the ledger of topic {state.topic!r}, not {self.topic!r}")
         return state
 
     def write(self, state: LedgerState) -> None:

@@ -8,11 +8,14 @@ state partitions). So the ``ChangelogWriter`` keeps a small compacted
 one-partition topic ``<changelog topic>-meta`` beside the changelog:
 
 * key ``schema``: JSON ``{"format": 1, "spec": QuerySpec.to_dict(), "key_types":
-  {column: Spark type}, "partitions": n}``, written once;
-* key ``position/<p>`` for each changelog partition ``p``, rewritten after every
-  flushed round: JSON ``{"batch": B, "next_offset": O, "prev": P}``: every change
-  of batches up to ``B`` (the query's last shipped batch) is in partition ``p``
-  below offset ``O``; ``P`` is the last batch that wrote to ``p``.
+  {column: Spark type}, "partitions": n, "writer": {...}}``, written by each writer when
+  it takes the topic over; ``writer`` (a ``WriterInfo``) says who ships now, so that a
+  writer fenced by a newer one can name it;
+* key ``position/<p>`` for each changelog partition ``p``, rewritten in every
+  shipping round's transaction (committed with the round's records): JSON
+  ``{"batch": B, "next_offset": O, "prev": P}``: every change of batches up to ``B``
+  (the query's last shipped batch) is in partition ``p`` below offset ``O``; ``P`` is
+  the last batch that wrote to ``p``.
 
 A reader that has consumed partition ``p`` up to offset ``O`` holds its state as
 of batch ``B``: the idea of the position in Kafka Streams' interactive queries
@@ -32,8 +35,12 @@ Example:
 from __future__ import annotations
 
 import json
+import os
+import socket
+import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from statekit.errors import ChangelogError
@@ -57,12 +64,40 @@ class Position(NamedTuple):
 
 
 @dataclass(frozen=True)
+class WriterInfo:
+    """Who ships a changelog: a writer's checkpoint, host, process and start time (UTC).
+
+    Example:
+        >>> WriterInfo("5f0c", "/ck/b", "lab-3", 4242, "2026-01-05T10:00:00Z").describe()
+        "the writer of checkpoint '/ck/b' on host lab-3 (pid 4242, started 2026-01-05T10:00:00Z)"
+    """
+
+    id: str
+    checkpoint: str
+    host: str
+    pid: int
+    started: str
+
+    @classmethod
+    def here(cls, checkpoint: str | os.PathLike) -> WriterInfo:
+        """This process as the writer of ``checkpoint``, starting now."""
+        return cls(uuid.uuid4().hex, str(checkpoint), socket.gethostname(), os.getpid(),
+                   datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+    def describe(self) -> str:
+        return (f"the writer of checkpoint {self.checkpoint!r} on host {self.host} "
+                f"(pid {self.pid}, started {self.started})")
+
+
+@dataclass(frozen=True)
 class StoreSchema:
-    """What a changelog's store holds and how Spark placed its rows."""
+    """What a changelog's store holds and how Spark placed its rows; ``writer``: who
+    published it (None in records of statekit versions that did not say)."""
 
     spec: QuerySpec
     key_types: Mapping[str, str]
     partitions: int
+    writer: WriterInfo | None = None
 
     @property
     def windowed(self) -> bool:
@@ -88,6 +123,8 @@ def encode_schema(schema: StoreSchema) -> tuple[bytes, bytes]:
     """The (key, value) record of the store's schema."""
     value = {"format": SCHEMA_FORMAT, "spec": schema.spec.to_dict(),
              "key_types": dict(schema.key_types), "partitions": int(schema.partitions)}
+    if schema.writer is not None:
+        value["writer"] = asdict(schema.writer)
     return SCHEMA_KEY, json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -100,8 +137,10 @@ def decode_meta(key: bytes | None, value: bytes | None, topic: str = "metadata t
             if data.get("format") != SCHEMA_FORMAT:
                 raise ChangelogError(f"{topic} holds a schema of format {data.get('format')!r};"
                                      f" this statekit reads format {SCHEMA_FORMAT}")
+            writer = data.get("writer")
             return StoreSchema(QuerySpec.from_dict(data["spec"]), dict(data["key_types"]),
-                               int(data["partitions"]))
+                               int(data["partitions"]),
+                               None if writer is None else WriterInfo(**writer))
         if not (key or b"").startswith(POSITION_PREFIX):
             raise ValueError(key)
         partition = int(key[len(POSITION_PREFIX):].decode())

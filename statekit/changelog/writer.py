@@ -4,15 +4,29 @@
 it reads the batch's exact state changes with Spark's change-feed reader
 (``StateReader.changes_frame``), encodes key and value as JSON inside Spark,
 and produces one record per change to the Kafka partition of the state
-partition holding the key (format: ``statekit.changelog.format``).
+partition holding the key (format: ``statekit.changelog.format``). Spark writes
+no Kafka changelog itself: this writer does, after each batch commits.
 
-Exactly once across crashes: after each shipping round is flushed, a ledger
-beside the checkpoint (``_statekit/changelog/<topic>.json``) records the last
-shipped batch, each partition's next offset and its last batch. A restart
-reads the few records written after the ledger's offsets (a round cut short
-by a crash) and skips those (batch, seq) pairs when it ships the round again:
-no batch is repeated, none is missing. Then it publishes the round's positions to
-the metadata topic (``statekit.changelog.meta``) so readers know which batch they hold.
+Exactly once, across crashes and broker faults:
+
+* **One writer per topic.** A writer ships through a transactional producer whose
+  ``transactional.id`` is ``transactional_id(topic)``. Opening it fences every older
+  writer of the topic, in this process or any other: the broker refuses their writes
+  from then on, and their open transaction is aborted. The fenced writer's next round
+  fails with ``ChangelogFenced``, naming the writer that took over (each writer says
+  who it is in the metadata topic, ``meta.WriterInfo``).
+* **A round is one transaction**: the records of batches ``first..last``, then the
+  positions in the metadata topic (``statekit.changelog.meta``), committed together.
+  A round that fails (a stalled broker, a timeout) purges and aborts what it sent
+  and closes its producer, so nothing of it can still be written later.
+* **A ledger** beside the checkpoint (``_statekit/changelog/<topic>.json``) records,
+  after each committed round, the last shipped batch, each partition's next offset
+  and its last batch. Once a writer has fenced the others, it reads what lies past
+  the ledger's offsets (a round a crash cut short or did not record) with a
+  ``read_committed`` consumer and skips those (batch, seq) pairs: no batch repeated,
+  none missing, for every ``read_committed`` reader — on a Kafka broker, which hides
+  aborted records, and on the embedded broker, which shows them (both to the writer
+  and to the readers, so they agree).
 
 Example:
     >>> writer = ChangelogWriter(query.state, broker,                     # doctest: +SKIP
@@ -24,19 +38,22 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from pyspark.sql import functions as F
 
 from statekit.changelog import format as fmt
 from statekit.changelog import meta
 from statekit.changelog.ledger import Ledger, LedgerState
 from statekit.durations import to_millis
-from statekit.errors import BatchNotRetained, ChangelogError, DataLoss
+from statekit.errors import BatchNotRetained, ChangelogError, ChangelogFenced, DataLoss
 from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import (
     consume_ranges,
@@ -46,11 +63,14 @@ from statekit.kafka.topics import (
     list_topics,
     plain_consumer,
 )
+from statekit.kafka.transactions import discard, is_fenced, transactional_producer
 from statekit.state.reader import StateReader
 from statekit.validate import batch_id
 
 LOG = logging.getLogger("statekit.changelog")
 _JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'", "ignoreNullFields": "false"}
+#: seconds a fenced writer waits for the writer that fenced it to say who it is
+_NAMING_WAIT = 5.0
 
 
 def changelog_retention_ms(state: StateReader) -> int:
@@ -63,6 +83,104 @@ def changelog_retention_ms(state: StateReader) -> int:
     return spec.window.size_ms + to_millis(spec.watermark) + fmt.ADDITIONAL_RETENTION_MS
 
 
+def transactional_id(topic: str) -> str:
+    """The ``transactional.id`` of every writer of ``topic``: one writer at a time per topic.
+
+    >>> transactional_id("board-counts-changelog")
+    'statekit-changelog-board-counts-changelog'
+    """
+    return f"statekit-changelog-{topic}"
+
+
+def changelog_producer(kafka: Kafka, topic: str, timeout: float = 60.0) -> Producer:
+    """The producer a writer ships ``topic`` with, every older writer of the topic fenced.
+
+    Transactional (``transactional_id(topic)``), idempotent, acks=all, never creating a
+    topic; a transaction may stay open for ``2 * timeout + 30`` s (at most 15 min, Kafka's
+    default ``transaction.max.timeout.ms``) before the broker aborts it.
+    """
+    open_ms = int(min(900.0, 2 * timeout + 30) * 1000)
+    return transactional_producer(kafka, transactional_id(topic), timeout, **{
+        "linger.ms": 5, "queue.buffering.max.messages": 1_000_000,
+        "transaction.timeout.ms": open_ms})
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one shipping round did: each partition's last batch, records skipped as already
+    there, and each partition's offset after its last record delivered in the round."""
+
+    prev: dict[int, int]
+    skipped: int
+    ends: dict[int, int]
+
+
+def ship_round(producer: Producer, topic: str, table: pa.Table, stamps: Mapping[int, int],
+               prev: Mapping[int, int], done: set[tuple[int, int, int]], timeout: float,
+               then: Callable[[Round], None] | None = None) -> Round:
+    """One transaction: ``table``'s rows (batch, partition, key, value; grouped by batch,
+    then partition) produced to ``topic`` with statekit's headers, skipping the (partition,
+    batch, seq) in ``done``; then ``then(round)`` (more records for the same transaction);
+    then the commit. KafkaException, or ChangelogError when records are still queued after
+    ``timeout`` seconds: the transaction is then not committed (``discard`` the producer).
+
+    ``stamps``: batch → its trigger time (ms); ``prev``: partition → the last batch that
+    wrote there before this round.
+    """
+    failures: list[KafkaError] = []
+    ends: dict[int, int] = {}
+    deadline = time.monotonic() + timeout
+
+    def delivered(err, msg):
+        if err is not None:
+            failures.append(err)
+        elif msg.offset() >= ends.get(msg.partition(), 0):
+            ends[msg.partition()] = msg.offset() + 1
+
+    def produce(**record) -> None:
+        while True:
+            try:
+                return producer.produce(topic, on_delivery=delivered, **record)
+            except BufferError:  # the local queue is full: let the broker catch up
+                if time.monotonic() > deadline:
+                    raise ChangelogError(f"the producer's queue stayed full for {timeout:g} s"
+                                         ) from None
+                producer.poll(0.1)
+
+    producer.begin_transaction()
+    cols = table.to_pydict()
+    batch_col, part_col, keys, values = (cols["batch"], cols["partition"], cols["key"],
+                                         cols["value"])
+    n, i, skipped = len(batch_col), 0, 0
+    prev = dict(prev)
+    while i < n:  # one run of rows per (batch, partition)
+        batch, part = batch_col[i], part_col[i]
+        j = i
+        while j < n and batch_col[j] == batch and part_col[j] == part:
+            j += 1
+        count, stamp = j - i, stamps[batch]
+        for seq in range(count):
+            if (part, batch, seq) in done:
+                skipped += 1
+                continue
+            produce(key=keys[i + seq], value=values[i + seq], partition=part, timestamp=stamp,
+                    headers=fmt.headers(batch, seq, count, prev[part]))
+            if seq % 10_000 == 9_999:
+                producer.poll(0)
+        prev[part] = batch
+        i = j
+    left = producer.flush(max(0.0, deadline - time.monotonic()))
+    if failures:  # say it was fenced, when it was, rather than what that purged
+        raise KafkaException(next((f for f in failures if is_fenced(f)), failures[0]))
+    if left:
+        raise ChangelogError(f"{left} records still queued after {timeout:g} s")
+    shipped = Round(prev, skipped, ends)
+    if then is not None:
+        then(shipped)
+    producer.commit_transaction(timeout)
+    return shipped
+
+
 class ChangelogWriter:
     """Ships a query's committed state changes to ``topic``; ``start()`` does it in the background.
 
@@ -72,19 +190,26 @@ class ChangelogWriter:
         topic: the changelog topic (``changelog_topic(app, store)``); created when
             missing with ``compact,delete`` and ``retention.ms`` (windowed state).
         poll_interval: seconds between looks at the commit log when idle.
+        flush_timeout: seconds each step of a shipping round (delivering its records,
+            committing its transaction) may take before the round fails.
     """
 
     def __init__(self, state: StateReader, kafka: Kafka, topic: str, *,
-                 poll_interval: float = 0.2):
+                 poll_interval: float = 0.2, flush_timeout: float = 60.0):
         self.state, self.topic = state, topic
         self.kafka = connect(kafka)
-        self.poll_interval = poll_interval
-        self.ledger = Ledger(state.checkpoint.ledger_path(topic), topic)
+        self.poll_interval, self.flush_timeout = poll_interval, flush_timeout
+        self.ledger = Ledger(state.checkpoint.ledger_path(topic), topic, remedy=self._start_over)
         #: where readers learn what the store holds and how far each partition is shipped
         self.meta_topic = meta.meta_topic(topic)
-        self._published = False
+        self.transactional_id = transactional_id(topic)
+        #: who this writer is, once it has taken the topic over (None before, and after a
+        #: failed round closed its producer)
+        self.identity: meta.WriterInfo | None = None
         self.skipped = 0  # records found already shipped by a round a crash cut short
         self._producer: Producer | None = None
+        self._previous: meta.WriterInfo | None = None  # the writer before this one
+        self._own_ids: set[str] = set()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -104,9 +229,47 @@ class ChangelogWriter:
         ledger = self.ledger.read()
         return ledger.last_batch if ledger else -1
 
-    # --- topic ----------------------------------------------------------------------
-    def _ensure_topic(self, partitions: int) -> None:
+    @property
+    def _checkpoint_path(self) -> str:
+        return os.path.realpath(str(self.state.checkpoint))
+
+    def _start_over(self) -> str:
+        """How to ship this checkpoint's changelog again from the start, where it can be."""
+        batches = self.state.checkpoint.committed_batches()
+        if not batches or batches[0] == 0:
+            return (f"delete the ledger {self.ledger_path!r} and the topic {self.topic!r} "
+                    f"(statekit.kafka.delete_topic) if it is there: the next ship() creates the "
+                    f"topic and ships every batch again from batch 0")
+        return (f"this checkpoint no longer keeps batches 0..{batches[0] - 1}, so its "
+                f"changelog cannot be shipped again from the start: delete the topic "
+                f"{self.topic!r} and run the query from a new checkpoint")
+
+    def _shipped_to(self, ledger: LedgerState) -> str:
+        what = (f"says batches up to {ledger.last_batch} were shipped" if ledger.last_batch >= 0
+                else "was started for shipping")
+        return f"the ledger {self.ledger_path!r} {what} to topic {self.topic!r}"
+
+    # --- the topics, checked before this writer fences anyone -------------------------
+    def _check_topics(self, ledger: LedgerState | None, partitions: int) -> None:
+        """The changelog topic is as the ledger says (created when there is no ledger), and
+        the metadata topic exists; ChangelogError with a remedy that works otherwise."""
         existing = list_topics(self.kafka)
+        if ledger is None:
+            self._ensure_topic(existing, partitions)
+        elif self.topic not in existing:
+            self._drop_producer()  # its transactions may have died with the broker's topics
+            raise ChangelogError(
+                f"{self._shipped_to(ledger)}, but the broker has no topic {self.topic!r} "
+                f"(another broker, a broker restarted without its topics, or the topic was "
+                f"deleted): {self._start_over()}")
+        elif existing[self.topic] != ledger.partitions:
+            raise ChangelogError(
+                f"{self._shipped_to(ledger)} with {ledger.partitions} partitions, but the "
+                f"topic now has {existing[self.topic]}: was it recreated? {self._start_over()}")
+        if self.meta_topic not in existing:
+            create_topic(self.kafka, self.meta_topic, 1, meta.TOPIC_CONFIG)
+
+    def _ensure_topic(self, existing: Mapping[str, int], partitions: int) -> None:
         if self.topic not in existing:
             windowed = self.state.spec.window is not None  # a key-value store keeps every key
             create_topic(self.kafka, self.topic, partitions, fmt.topic_config(
@@ -115,36 +278,68 @@ class ChangelogWriter:
         if existing[self.topic] != partitions:
             raise ChangelogError(
                 f"changelog topic {self.topic!r} has {existing[self.topic]} partitions but the "
-                f"state store has {partitions}: delete the topic or name another store")
+                f"state store has {partitions}: delete the topic (statekit.kafka.delete_topic) "
+                f"or name another store")
         policy = describe_topic_config(self.kafka, self.topic).get("cleanup.policy", "")
         if "compact" not in policy:
             raise ChangelogError(
                 f"topic {self.topic!r} has cleanup.policy={policy!r}, not a changelog's "
-                f"'compact' or 'compact,delete': is it another application's topic?")
+                f"'compact' or 'compact,delete': is it another application's topic? Name "
+                f"another store, or delete the topic if it is yours")
+
+    def _ends(self, partitions: list[int]) -> dict[int, tuple[int, int]]:
+        consumer = plain_consumer(self.kafka)
+        try:
+            return end_offsets(consumer, self.topic, partitions)
+        finally:
+            consumer.close()
 
     def _fresh_ledger(self, partitions: int) -> LedgerState:
         """A ledger for a topic statekit has not shipped to from this checkpoint."""
-        consumer = plain_consumer(self.kafka)
-        try:
-            ends = end_offsets(consumer, self.topic, list(range(partitions)))
-        finally:
-            consumer.close()
+        ends = self._ends(list(range(partitions)))
         holding = {p: hi - lo for p, (lo, hi) in ends.items() if hi > lo}
         if holding:
             raise ChangelogError(
-                f"changelog topic {self.topic!r} already holds records ({holding} per partition) "
-                f"that this checkpoint ({self.state.checkpoint!r}) did not write: delete the "
-                f"topic (statekit.kafka.delete_topic) or name another store")
+                f"changelog topic {self.topic!r} already holds records (offsets {holding} per "
+                f"partition) that this checkpoint ({self.state.checkpoint!r}) did not write: "
+                f"delete the topic (statekit.kafka.delete_topic) or name another store")
         return LedgerState.fresh(self.topic, {p: hi for p, (_, hi) in ends.items()})
 
-    def _already_shipped(self, ledger: LedgerState) -> set[tuple[int, int, int]]:
-        """(partition, batch, seq) of records written after the ledger: a cut-short round."""
-        if self.topic not in list_topics(self.kafka):
-            raise ChangelogError(
-                f"the ledger {self.ledger_path!r} says batches up to {ledger.last_batch} were "
-                f"shipped to topic {self.topic!r}, but the broker has no topic {self.topic!r} "
-                f"(another broker, or the topic was deleted): delete {self.ledger_path!r} to "
-                f"ship the checkpoint's batches again from the start")
+    # --- taking the topic over --------------------------------------------------------
+    def _take_over(self) -> None:
+        """Open the transactional producer: from here on no older writer of the topic can
+        write. Remember the writer before this one (for records found past the ledger)."""
+        self._producer = changelog_producer(self.kafka, self.topic, self.flush_timeout)
+        try:
+            self._previous = self._latest_writer()
+        except BaseException:
+            self._drop_producer()
+            raise
+
+    def _latest_writer(self) -> meta.WriterInfo | None:
+        from statekit.changelog.reader import read_meta
+
+        schema, _ = read_meta(self.kafka, self.topic)
+        return schema.writer if schema is not None else None
+
+    def _announce(self, committed: int) -> None:
+        """Say in the metadata topic who ships the topic now (and what the store holds)."""
+        identity = meta.WriterInfo.here(self._checkpoint_path)
+        key, value = meta.encode_schema(replace(self.store_schema(committed), writer=identity))
+        try:
+            self._producer.begin_transaction()
+            self._producer.produce(self.meta_topic, key=key, value=value, partition=0)
+            self._producer.commit_transaction(self.flush_timeout)
+        except BaseException as exc:
+            raise self._failed(exc, f"publishing this writer to {self.meta_topic!r}") from None
+        self.identity = identity
+        self._own_ids.add(identity.id)
+
+    def _already_shipped(self, ledger: LedgerState
+                         ) -> tuple[set[tuple[int, int, int]], dict[int, int]]:
+        """(partition, batch, seq) of the records past the ledger (a round a crash cut short,
+        or one not recorded), and each partition's end. Called once no other writer can
+        write, so nothing lands past the ledger later."""
         consumer = plain_consumer(self.kafka)
         found: set[tuple[int, int, int]] = set()
         try:
@@ -153,9 +348,9 @@ class ChangelogWriter:
                 if hi < ledger.next_offset[p] or lo > ledger.next_offset[p]:
                     raise ChangelogError(
                         f"changelog topic {self.topic!r} partition {p} now spans offsets "
-                        f"{lo}..{hi}, but batches up to {ledger.last_batch} were shipped up "
-                        f"to offset {ledger.next_offset[p]}: was the topic deleted or "
-                        f"recreated? Delete {self.ledger_path!r} and the topic to ship again")
+                        f"{lo}..{hi}, but {self._shipped_to(ledger)} up to offset "
+                        f"{ledger.next_offset[p]}: was the topic deleted or recreated? "
+                        f"{self._start_over()}")
             ranges = {p: (ledger.next_offset[p], hi) for p, (_, hi) in ends.items()}
             for chunk in consume_ranges(consumer, self.topic, ranges):
                 for msg in chunk:
@@ -164,11 +359,18 @@ class ChangelogWriter:
                         raise ChangelogError(
                             f"topic {self.topic!r} partition {msg.partition()} offset "
                             f"{msg.offset()} has no statekit headers: another producer "
-                            f"writes to this changelog")
+                            f"writes to this changelog; {self._start_over()}")
                     found.add((msg.partition(), head[fmt.H_BATCH], head[fmt.H_SEQ]))
         finally:
             consumer.close()
-        return found
+        other = self._previous
+        if found and other is not None and other.checkpoint != self._checkpoint_path:
+            raise ChangelogError(
+                f"changelog topic {self.topic!r} holds {len(found)} records past "
+                f"{self._shipped_to(ledger)}, and the last writer of the topic was "
+                f"{other.describe()}, not this checkpoint's: two checkpoints cannot share one "
+                f"changelog topic; name another store, or {self._start_over()}")
+        return found, {p: hi for p, (_, hi) in ends.items()}
 
     # --- shipping -------------------------------------------------------------------
     def _encoded_changes(self, first: int, last: int) -> pa.Table:
@@ -189,6 +391,11 @@ class ChangelogWriter:
 
     def ship(self, through: int | None = None) -> int:
         """Ship the committed batches not shipped yet (up to ``through``); returns the last shipped.
+
+        Nothing to ship: returns once the topic is found where the ledger says, without
+        taking the topic over from anyone.
+        Raises ``ChangelogFenced`` when another writer took the topic over, and
+        ChangelogError (the round not committed) when a round fails.
         """
         if through is not None:
             through = batch_id(through, "through")
@@ -202,78 +409,130 @@ class ChangelogWriter:
             batches = [b for b in batches if b <= through]
         if not batches:
             return self.shipped_batch
+        last = batches[-1]
         ledger = self.ledger.read()
+        partitions = checkpoint.shuffle_partitions()
+        self._check_topics(ledger, partitions)
+        if ledger is not None and ledger.last_batch >= last:
+            return ledger.last_batch
         if ledger is None:
-            partitions = checkpoint.shuffle_partitions()
-            self._ensure_topic(partitions)
+            self._fresh_ledger(partitions)  # refused here, the writer shipping now is not fenced
+            self._drop_producer()  # a fresh start takes the topic over anew
+        if self._producer is None:
+            self._take_over()
+        ledger = self.ledger.read()  # now final: no older writer of this checkpoint can ship
+        if ledger is None:
             ledger = self._fresh_ledger(partitions)
-            done = set()
-        else:
-            done = self._already_shipped(ledger)
-        if not self._published:  # a crash may have come between a ledger and its positions
-            self._publish_positions(ledger, batches[-1])
-        first, last = ledger.last_batch + 1, batches[-1]
-        if first > last:
+            self.ledger.write(ledger)  # so a first round cut short is found past it
+        done, ends = self._already_shipped(ledger)
+        if self.identity is None:
+            self._announce(last)
+        first = ledger.last_batch + 1
+        if first > last:  # the writer before this one shipped them meanwhile
             return ledger.last_batch
         if first < batches[0]:
             raise DataLoss(
                 f"changelog {self.topic!r} was shipped up to batch {first - 1}, but the "
                 f"checkpoint {str(checkpoint)!r} now keeps batches {batches[0]}..{last}: "
-                f"the changes of batches {first}..{batches[0] - 1} are gone")
+                f"the changes of batches {first}..{batches[0] - 1} are gone; "
+                f"{self._start_over()}")
         try:
             table = self._encoded_changes(first, last)
         except BatchNotRetained as exc:
-            raise DataLoss(f"cannot ship batches {first}..{last} to {self.topic!r}: {exc}"
-                           ) from None
-        self._produce(table, first, last, ledger, done)
+            raise DataLoss(f"cannot ship batches {first}..{last} to {self.topic!r}: {exc}; "
+                           f"{self._start_over()}") from None
+        self._produce(table, first, last, ledger, done, ends)
         return last
 
     def _produce(self, table: pa.Table, first: int, last: int, ledger: LedgerState,
-                 done: set[tuple[int, int, int]]) -> None:
-        producer = self._producer_once()
-        failures: list[KafkaError] = []
+                 done: set[tuple[int, int, int]], ends: Mapping[int, int]) -> None:
+        stamps = {b: self.state.checkpoint.batch_timestamp_ms(b)
+                  for b in set(table.column("batch").to_pylist())}
+        after: list[LedgerState] = []
 
-        def delivered(err, msg):
-            if err is not None:
-                failures.append(err)
+        def positions(shipped: Round) -> None:  # in the round's transaction
+            state = ledger.after_round(last, shipped.prev, {
+                p: max(ends[p], shipped.ends.get(p, 0)) for p in ledger.next_offset})
+            for key, value in self._position_records(state):
+                self._producer.produce(self.meta_topic, key=key, value=value, partition=0)
+            after.append(state)
 
-        cols = table.to_pydict()
-        batch_col, part_col, keys, values = (cols["batch"], cols["partition"], cols["key"],
-                                             cols["value"])
-        n, i = len(batch_col), 0
-        stamps = {b: self.state.checkpoint.batch_timestamp_ms(b) for b in set(batch_col)}
-        prev = dict(ledger.prev)
-        while i < n:  # one run of rows per (batch, partition)
-            batch, part = batch_col[i], part_col[i]
-            j = i
-            while j < n and batch_col[j] == batch and part_col[j] == part:
-                j += 1
-            count, stamp = j - i, stamps[batch]
-            for seq in range(count):
-                if (part, batch, seq) in done:
-                    self.skipped += 1
-                    continue
-                producer.produce(self.topic, key=keys[i + seq], value=values[i + seq],
-                                 partition=part, timestamp=stamp,
-                                 headers=fmt.headers(batch, seq, count, prev[part]),
-                                 on_delivery=delivered)
-                if seq % 10_000 == 9_999:
-                    producer.poll(0)
-            prev[part] = batch
-            i = j
-        left = producer.flush(60)
-        if left or failures:
-            detail = failures[0] if failures else f"{left} records still queued after 60 s"
-            raise ChangelogError(f"shipping batches {first}..{last} to {self.topic!r} failed: "
-                                 f"{detail}; the next ship() resumes where this one stopped")
-        consumer = plain_consumer(self.kafka)
         try:
-            ends = end_offsets(consumer, self.topic, list(ledger.next_offset))
-        finally:
-            consumer.close()
-        shipped = ledger.after_round(last, prev, {p: hi for p, (_, hi) in ends.items()})
-        self.ledger.write(shipped)
-        self._publish_positions(shipped, last)
+            shipped = ship_round(self._producer, self.topic, table, stamps, ledger.prev, done,
+                                 self.flush_timeout, then=positions)
+        except BaseException as exc:
+            raise self._failed(exc, f"shipping batches {first}..{last} to {self.topic!r}"
+                               ) from None
+        self.skipped += shipped.skipped
+        self.ledger.write(after[0])
+
+    @staticmethod
+    def _position_records(ledger: LedgerState) -> list[tuple[bytes, bytes]]:
+        return [meta.encode_position(p, batch=ledger.last_batch, next_offset=offset,
+                                     prev=ledger.prev[p])
+                for p, offset in sorted(ledger.next_offset.items())]
+
+    # --- failures -------------------------------------------------------------------
+    def _drop_producer(self) -> None:
+        """Purge, abort and close the producer: nothing it was sending can land later."""
+        if self._producer is not None:
+            discard(self._producer)
+        self._producer, self.identity = None, None
+
+    def _failed(self, exc: BaseException, what: str) -> BaseException:
+        """The error to raise for a round that failed with ``exc``, its producer discarded:
+        ChangelogFenced, ChangelogError (Kafka failed), or ``exc`` itself (anything else)."""
+        self._drop_producer()
+        if is_fenced(exc):
+            return self._fenced(self._newer_writer())
+        if not isinstance(exc, (KafkaException, ChangelogError)):
+            return exc
+        if isinstance(exc, KafkaException) and exc.args[0].code() == KafkaError._FATAL:
+            # librdkafka makes fencing a fatal error, and may report only "fatal": fenced if
+            # a newer writer has said so in the metadata topic
+            other = self._newer_writer()
+            if other is not None:
+                return self._fenced(other)
+        detail = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
+        return ChangelogError(
+            f"{what} failed: {detail}. The round's transaction is not committed and this "
+            f"writer's producer is closed, so nothing more of it can be written; the next "
+            f"ship() takes the topic over again and ships the round (records already in the "
+            f"topic are not repeated)")
+
+    def _fenced(self, other: meta.WriterInfo | None) -> ChangelogFenced:
+        mine = f"the writer of checkpoint {self._checkpoint_path!r} (pid {os.getpid()})"
+        if other is None:
+            who = (f"another producer with transactional.id {self.transactional_id!r} (it has "
+                   f"not said who it is)")
+        else:
+            who = other.describe()
+        if other is not None and other.checkpoint != self._checkpoint_path:
+            remedy = ("two checkpoints cannot share one changelog topic: stop one of those "
+                      "queries, or give one of them another store name")
+        else:
+            remedy = ("stop one of the two; calling ship() here again (or restarting this "
+                      "query) takes the topic back")
+        return ChangelogFenced(
+            f"changelog topic {self.topic!r}: {mine} was fenced by {who}, which took the "
+            f"topic over. One writer ships to a changelog at a time: each opens a "
+            f"transactional producer with transactional.id {self.transactional_id!r}, which "
+            f"fences the one before; {remedy}", other)
+
+    def _newer_writer(self) -> meta.WriterInfo | None:
+        """The writer that fenced this one, once it has said who it is (None if it does not
+        within a few seconds)."""
+        deadline = time.monotonic() + _NAMING_WAIT
+        while True:
+            try:
+                latest = self._latest_writer()
+            except Exception:  # noqa: BLE001 - naming the other writer is best effort
+                latest = None
+            if latest is not None and latest.id not in self._own_ids:
+                return latest
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.2)
 
     def store_schema(self, batch: int) -> meta.StoreSchema:
         """What the store holds: the spec, the key columns' Spark types, the partitions."""
@@ -281,31 +540,6 @@ class ChangelogWriter:
         keys = self.state.spec.keys
         types = {f.name: f.dataType.simpleString() for f in fields if f.name in keys}
         return meta.StoreSchema(self.state.spec, types, self.state.checkpoint.shuffle_partitions())
-
-    def _publish_positions(self, ledger: LedgerState, committed: int) -> None:
-        """Tell readers what the store holds (once) and how far each partition is shipped."""
-        producer = self._producer_once()
-        if not self._published:
-            create_topic(self.kafka, self.meta_topic, 1, meta.TOPIC_CONFIG)
-            key, value = meta.encode_schema(self.store_schema(committed))
-            producer.produce(self.meta_topic, key=key, value=value, partition=0)
-        for partition, offset in sorted(ledger.next_offset.items()):
-            key, value = meta.encode_position(
-                partition, batch=ledger.last_batch, next_offset=offset,
-                prev=ledger.prev[partition])
-            producer.produce(self.meta_topic, key=key, value=value, partition=0)
-        left = producer.flush(30)
-        if left:
-            raise ChangelogError(f"publishing positions to {self.meta_topic!r} failed: "
-                                 f"{left} records still queued after 30 s")
-        self._published = True
-
-    def _producer_once(self) -> Producer:
-        if self._producer is None:
-            self._producer = Producer(self.kafka.client_config(**{
-                "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-                "queue.buffering.max.messages": 1_000_000, **self.kafka.config}))
-        return self._producer
 
     # --- background -----------------------------------------------------------------
     def start(self) -> ChangelogWriter:
@@ -366,8 +600,7 @@ class ChangelogWriter:
             self._thread = None
         self.raise_if_failed()
         self.ship()
-        if self._producer is not None:
-            self._producer.flush(30)
+        self._producer, self.identity = None, None  # every round is committed: just close
 
     def __repr__(self) -> str:
         return f"ChangelogWriter({self.topic!r}, shipped_batch={self.shipped_batch})"

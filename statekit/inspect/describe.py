@@ -17,6 +17,12 @@ from what the checkpoint holds, and its message names the evidence:
 - ``skewed_partition`` — from the row counts per partition after the last batch read: one
   partition holds at least ``skew_share`` of the rows and at least twice an even share
   (``1 / partitions``), with ``skew_min_rows`` rows or more in all.
+- damaged files — one flag per problem ``statekit.state.integrity.checkpoint_problems``
+  finds, named after its kind (``not_a_folder``, ``commit_log_gap``, ``offset_log_gap``,
+  ``missing_state``, ``missing_partition``, ``missing_delta``, ``no_checksum``,
+  ``corrupt_file``), its message naming the file or folder. Every state file is read once
+  for this. A part whose state then cannot be read is left out of the table (``notes`` say
+  why); the flags still stand.
 - ``slow_commit`` — the checkpoint does not record how long a state commit took (Spark
   writes no timing into its logs or state files), so this flag needs progress reports:
   pass ``progress`` (``query.recentProgress``, a list of progress dicts or a frame from
@@ -48,6 +54,7 @@ import pandas as pd
 
 from statekit.errors import BadArgument, CheckpointError, StatekitError
 from statekit.query.progress import progress_frame
+from statekit.state.integrity import PROBLEM_KINDS, checkpoint_problems, is_stateful
 from statekit.validate import whole_number
 
 if TYPE_CHECKING:
@@ -59,7 +66,8 @@ TABLE_COLUMNS = ["operator_id", "operator", "kind", "part", "partitions", "first
                  "largest_share", "state_file_bytes", "flags"]
 ROW_COLUMNS = ["operator_id", "part", "batch", "partition", "rows"]
 WATERMARK_COLUMNS = ["batch", "committed", "new_data", "watermark", "next_watermark"]
-FLAG_NAMES = ("stalled_watermark", "growing_state", "skewed_partition", "slow_commit")
+FLAG_NAMES = ("stalled_watermark", "growing_state", "skewed_partition", "slow_commit",
+              *PROBLEM_KINDS)
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,8 @@ class Flag:
     name: str
     operator: int | None
     message: str
+    #: the file or folder at fault (damaged-file flags), else None
+    path: str | None = None
 
     def __str__(self) -> str:
         where = "query" if self.operator is None else f"operator {self.operator}"
@@ -320,28 +330,44 @@ def describe(view: CheckpointView, batches: int = 10, stall_batches: int = 3,
     commit_share = _share(commit_share, "commit_share")
     progress_data = _progress(progress)
 
-    watermarks = _watermarks(view)
-    flags: list[Flag] = []
+    flags: list[Flag] = [Flag(p.kind, p.operator_id, f"{p.path!r}: {p.detail}", p.path)
+                         for p in checkpoint_problems(view.checkpoint,
+                                                      is_stateful(view.checkpoint))]
     notes: list[str] = []
+    try:
+        watermarks = _watermarks(view)
+    except CheckpointError as exc:
+        notes.append(f"the offset and commit logs could not be read: {exc}")
+        watermarks = pd.DataFrame(columns=[*WATERMARK_COLUMNS, "watermark_ms",
+                                           "next_watermark_ms"])
     stalled = stalled_watermark(watermarks, stall_batches)
     if stalled is not None:
         flags.append(stalled)
 
-    operators = view.operators()
+    try:
+        operators = view.operators()
+    except CheckpointError as exc:
+        notes.append(f"the stateful operators could not be read: {exc}")
+        operators = pd.DataFrame(columns=["operator_id", "partitions", "store"])
     partitions_of = {int(o): int(p) for o, p in
                      operators.groupby("operator_id")["partitions"].first().items()}
     file_bytes = _file_bytes(view)
     table_rows, row_frames = [], []
-    for _, part in _parts_to_count(view).iterrows():
+    for _, part in (_parts_to_count(view).iterrows() if len(operators) else []):
         operator_id = int(part["operator_id"])
-        state = view.state(part["name"], operator_id)
-        chosen = _batches_to_read(view, state, batches)
-        if not chosen:
+        try:
+            state = view.state(part["name"], operator_id)
+            chosen = _batches_to_read(view, state, batches)
+            counted = state.partition_rows(chosen) if chosen else None
+        except CheckpointError as exc:
+            notes.append(f"operator {operator_id} {part['what']} {part['name']!r} not read: "
+                         f"{exc}")
+            continue
+        if counted is None:
             notes.append(f"operator {operator_id} {part['what']} {part['name']!r}: no "
                          f"committed batch of its state is retained; not read")
             continue
         partitions = partitions_of[operator_id]
-        counted = state.partition_rows(chosen)
         grid = pd.MultiIndex.from_product([chosen, range(partitions)],
                                           names=["batch", "partition"])
         counted = (counted.set_index(["batch", "partition"])["rows"]
@@ -378,7 +404,7 @@ def describe(view: CheckpointView, batches: int = 10, stall_batches: int = 3,
         slow = slow_commits(progress_data, commit_share)
         if slow is not None:
             flags.append(slow)
-    if operators.empty:
+    if operators.empty and not any(f.name == "missing_state" for f in flags):
         notes.append("the query keeps no state: only its logs were read")
 
     table = pd.DataFrame(table_rows, columns=TABLE_COLUMNS).astype(

@@ -33,16 +33,11 @@ from pyspark.sql.types import StructType
 
 from statekit.errors import BadArgument, BatchNotRetained, CheckpointError
 from statekit.inspect import limits
-from statekit.inspect.failures import reading
 from statekit.inspect.flatten import FlatColumn, flat_columns, flatten, to_pandas
 from statekit.inspect.operators import Part
 from statekit.state.checkpoint import Checkpoint
-from statekit.state.spark_files import (
-    _ranges,
-    checksum_problem,
-    require_state_files_visible,
-    state_files,
-)
+from statekit.state.integrity import Problem, reading, require_readable, restore_problems
+from statekit.state.spark_files import _ranges, require_state_files_visible, state_files
 from statekit.validate import batch_id
 
 #: Spark's change types → statekit's words (others, like a list state's ``append``, stay).
@@ -89,6 +84,7 @@ class StateView:
 
     # --- Spark's reader --------------------------------------------------------------------
     def _reader(self, **options: object) -> DataFrameReader:
+        require_readable(self.checkpoint, self.operator_id, self._what())
         require_state_files_visible(self.checkpoint, self.operator_id)
         reader = self.spark.read.format("statestore").option("operatorId", self.operator_id)
         for key, value in (*self.part.options, *options.items()):
@@ -138,22 +134,10 @@ class StateView:
         return frame
 
     def _bad_files(self, first_version: int, last_version: int,
-                   deltas_only: bool = False) -> Callable[[], list[tuple[str, str]]]:
-        def bad() -> list[tuple[str, str]]:
-            try:
-                files = state_files(self.checkpoint.path, self.operator_id, self.part.store)
-            except CheckpointError:
-                return []
-            chosen = files[files["version"].between(0 if not deltas_only else first_version,
-                                                    last_version)]
-            if deltas_only:
-                chosen = chosen[chosen["kind"] == "delta"]
-            found = []
-            for path in chosen["file"]:
-                problem = checksum_problem(path)
-                if problem:
-                    found.append((path, problem))
-            return found
+                   deltas_only: bool = False) -> Callable[[], list[Problem]]:
+        def bad() -> list[Problem]:
+            return restore_problems(self.checkpoint, self.operator_id, self.part.store,
+                                    first_version, last_version, deltas_only)
         return bad
 
     # --- snapshots ---------------------------------------------------------------------------
@@ -161,7 +145,8 @@ class StateView:
         """The flattened state after ``batch`` (the last committed when None), as a Spark
         DataFrame."""
         batch = self._check_batch(batch, "batch")
-        with reading(f"the state of batch {batch} of {self._what()}"):
+        with reading(f"the state of batch {batch} of {self._what()}",
+                     self._bad_files(0, batch + 1)):
             raw = self._reader(batchId=batch).load(str(self.checkpoint))
             return flatten(raw)[0]
 
@@ -189,7 +174,8 @@ class StateView:
         chosen = [self._check_batch(b, "batch") for b in batches]
         if not chosen:
             return pd.DataFrame({"batch": [], "partition": [], "rows": []}, dtype="int64")
-        with reading(f"the state of batches {_ranges(chosen)} of {self._what()}"):
+        with reading(f"the state of batches {_ranges(chosen)} of {self._what()}",
+                     self._bad_files(0, max(chosen) + 1)):
             frames = [self._reader(batchId=b).load(str(self.checkpoint))
                       .select(F.lit(b).alias("batch"), F.col("partition_id").alias("partition"))
                       for b in chosen]
@@ -209,7 +195,8 @@ class StateView:
                 written without changelog checkpointing).
         """
         frame = self.changes_frame(from_batch, to_batch)
-        with reading(f"the change feed of batches {from_batch}..{to_batch} of {self._what()}"):
+        with reading(f"the change feed of batches {from_batch}..{to_batch} of {self._what()}",
+                     self._bad_files(from_batch + 1, to_batch + 1, deltas_only=True)):
             counted = frame.groupBy("batch", "change").count().toPandas()
         counted = counted.rename(columns={"count": "records"}).astype(
             {"batch": "int64", "records": "int64"})
@@ -261,7 +248,8 @@ class StateView:
 
     def _changes_frame(self, first: int, last: int) -> DataFrame:
         self._require_deltas(first, last)
-        with reading(f"the change feed of batches {first}..{last} of {self._what()}"):
+        with reading(f"the change feed of batches {first}..{last} of {self._what()}",
+                     self._bad_files(first + 1, last + 1, deltas_only=True)):
             raw = self._reader(readChangeFeed=True, changeStartBatchId=first,
                                changeEndBatchId=last).load(str(self.checkpoint))
             flat = flatten(raw)[0]

@@ -38,6 +38,7 @@ from statekit.inspect.failures import reading
 from statekit.inspect.operators import Part, kind_of, operator_parts
 from statekit.inspect.stores import OperatorView, StateView
 from statekit.state.checkpoint import Checkpoint, log_version
+from statekit.state.integrity import is_stateful
 from statekit.state.spark_files import COLUMNS as FILE_COLUMNS
 from statekit.state.spark_files import state_files
 from statekit.validate import whole_number
@@ -178,10 +179,13 @@ class CheckpointView:
         """One stateful operator (its id as ``operators()`` lists it)."""
         operators = self.operators()
         if operators.empty:
+            if is_stateful(self.checkpoint) and not self.checkpoint.has_state():
+                self.checkpoint.require_state()  # names the state folder that is gone
             raise CheckpointError(
                 f"checkpoint {self.path!r} has no stateful operator (no state folder "
                 f"{str(self.checkpoint.state_dir)!r}): the query keeps no state, so there is "
-                f"nothing to read but its logs (batches(), sources(), commits())")
+                f"nothing to read but its logs (batches(), sources(), commits()); if it did "
+                f"keep state, its state folder was deleted")
         ids = sorted(set(operators["operator_id"]))
         number = whole_number(operator_id, "operator_id",
                               accepted=f"one of the checkpoint's operator ids: {ids}")

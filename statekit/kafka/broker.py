@@ -88,6 +88,9 @@ class EmbeddedBroker:
             return self
         try:  # Tansu exits 0 on a busy port; and another broker there would answer for it
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                # as a listener binds (Tansu too): connections of a broker stopped a moment
+                # ago, left in TIME_WAIT for a minute, do not make the port busy
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 probe.bind((self.host, self.port))
         except OSError as exc:
             raise StatekitError(

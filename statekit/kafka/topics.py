@@ -52,13 +52,19 @@ def forget_clients(bootstrap_servers: str) -> None:
 
 
 def plain_consumer(kafka: Kafka, config: Config = None, **extra) -> Consumer:
-    """A consumer meant for assign() only: no group coordination, no commits."""
+    """A consumer meant for assign() only: no group coordination, no commits.
+
+    It reads committed records only (``isolation.level=read_committed``, librdkafka's
+    default, said here because the changelog writer uses transactions): the records of a
+    transaction still open come later, and offsets of control records are skipped.
+    """
     settings = {
         "group.id": "statekit-reader",
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "error",
         "fetch.wait.max.ms": 20,
+        "isolation.level": "read_committed",
         **connect(kafka, config).client_config(),
         **extra,
     }
@@ -167,37 +173,75 @@ def describe_topic_config(kafka: Kafka, topic: str, config: Config = None) -> di
 def end_offsets(
     consumer: Consumer, topic: str, partitions: list[int], timeout: float = 10.0
 ) -> dict[int, tuple[int, int]]:
-    """Partition → (low, end) where ``end`` is one past the last record actually stored.
+    """Partition → (low, end) where ``end`` is one past the last record ``consumer`` can read.
 
-    A broker's reported high watermark is trusted only after reading the last
-    record batch it points into: some Kafka-protocol brokers (Tansu among them)
-    answer with the *first* offset of the last batch + 1. Reading from
-    ``high - 1`` to end-of-partition costs one small fetch on a correct broker.
+    A reported watermark is only where the search starts, for three reasons:
+
+    * some Kafka-protocol brokers (Tansu among them) report the high watermark as the
+      *first* offset of the last record batch + 1;
+    * a transaction ends with a control record (its commit or abort marker) in each
+      partition it wrote: an offset that no consumer reads;
+    * a ``read_committed`` consumer (``plain_consumer``) reads up to the last stable offset:
+      records of an open transaction are not readable yet. (Tansu answers a
+      ``read_committed`` ListOffsets with 0 while a transaction is open.)
+
+    So the consumer reads from two below the reported watermark to its end of partition and
+    takes the last record it sees: one small fetch on a correct broker. Where it sees none
+    (markers only, or an aborted transaction a real broker hides) it searches further back;
+    from ``low`` when the reported watermark is not above it. ``end`` is ``low`` when there
+    is no record to read. TimeoutError (naming the partitions) when the broker sends
+    nothing for ``timeout`` seconds.
     """
     marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout,
                                                cached=False) for p in partitions}
-    ends = {p: hi for p, (_, hi) in marks.items()}
-    probe = [TopicPartition(topic, p, hi - 1) for p, (lo, hi) in marks.items() if hi > lo]
-    if probe:
-        open_parts = {tp.partition for tp in probe}
-        consumer.assign(probe)
-        deadline = time.monotonic() + timeout
-        while open_parts and time.monotonic() < deadline:
-            for msg in consumer.consume(10_000, timeout=0.05):
-                err = msg.error()
-                if err is None:
-                    ends[msg.partition()] = max(ends[msg.partition()], msg.offset() + 1)
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    ends[msg.partition()] = max(ends[msg.partition()], msg.offset())
-                    open_parts.discard(msg.partition())
-                else:
-                    raise KafkaException(err)
-        consumer.unassign()
+    ends = {p: lo for p, (lo, _) in marks.items()}
+    start = {p: max(lo, hi - 2) for p, (lo, hi) in marks.items()}
+    step = dict.fromkeys(partitions, 8)
+    todo = set(partitions)
+    while todo:
+        last = _last_records(consumer, topic, {p: start[p] for p in todo}, timeout)
+        for p in list(todo):
+            low = marks[p][0]
+            if last[p] is not None:
+                ends[p] = last[p] + 1
+            elif start[p] > low:  # markers or hidden records only: look further back
+                start[p], step[p] = max(low, start[p] - step[p]), step[p] * 8
+                continue
+            todo.discard(p)
     return {p: (marks[p][0], ends[p]) for p in partitions}
 
 
+def _last_records(consumer: Consumer, topic: str, starts: Mapping[int, int],
+                  timeout: float) -> dict[int, int | None]:
+    """Partition → offset of the last record readable from ``starts`` on (None: none)."""
+    last: dict[int, int | None] = dict.fromkeys(starts)
+    open_parts = set(starts)
+    consumer.assign([TopicPartition(topic, p, offset) for p, offset in starts.items()])
+    try:
+        heard = time.monotonic()
+        while open_parts:
+            messages = consumer.consume(10_000, timeout=0.05)
+            if messages:
+                heard = time.monotonic()
+            elif time.monotonic() - heard > timeout:
+                raise TimeoutError(f"no end of partition from {topic!r} partitions "
+                                   f"{sorted(open_parts)} in {timeout:.0f} s")
+            for msg in messages:
+                err, part = msg.error(), msg.partition()
+                if err is None:
+                    last[part] = max(last[part] if last[part] is not None else -1, msg.offset())
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    open_parts.discard(part)
+                else:
+                    raise KafkaException(err)
+    finally:
+        consumer.unassign()
+    return last
+
+
 def watermarks(kafka: Kafka, topic: str, config: Config = None) -> pd.DataFrame:
-    """One row per partition: ``partition``, ``low`` (first offset), ``high`` (one past last)."""
+    """One row per partition: ``partition``, ``low`` (first offset), ``high`` (one past the
+    last readable record, as ``end_offsets`` finds it)."""
     import pandas as pd
 
     conn = connect(kafka, config)

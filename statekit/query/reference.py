@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from statekit.durations import to_millis
@@ -25,22 +26,48 @@ from statekit.query.spec import QuerySpec
 
 
 def window_assignments(times: pd.Series, spec: QuerySpec) -> pd.DataFrame:
-    """For each event (by index), every (window_start, window_end) it falls in."""
+    """For each event (by index), every (window_start, window_end) it falls in.
+
+    Works in the times' own unit: ``datetime64[us]`` times beyond 2262 (which statekit's
+    readers give, see ``statekit.state.times``) get their windows too."""
     if spec.kind in ("session", "running"):
         raise BadArgument("window kind for the pandas reference", spec.kind,
                           ["tumbling", "hopping"])
-    size = pd.Timedelta(milliseconds=spec.window.size_ms)
-    slide = pd.Timedelta(milliseconds=to_millis(spec.window.slide)) if spec.window.slide else size
-    epoch = pd.Timestamp(0)
-    offset_ns = (times - epoch).to_numpy().astype("int64")
-    last_start = epoch + pd.to_timedelta(offset_ns - offset_ns % slide.value, unit="ns")
+    unit = np.datetime_data(times.dtype)[0]
+    size = pd.Timedelta(milliseconds=spec.window.size_ms).as_unit(unit)
+    slide = (pd.Timedelta(milliseconds=to_millis(spec.window.slide)).as_unit(unit)
+             if spec.window.slide else size)
+    ticks = times.to_numpy().astype("int64")  # since the epoch, in ``unit``
+    step = slide // pd.Timedelta(1, unit=unit)
+    last_start = pd.Series((ticks - ticks % step).astype(f"datetime64[{unit}]"),
+                           index=times.index)
     parts = []
     for k in range(math.ceil(size / slide)):
-        start = pd.Series(last_start.to_numpy(), index=times.index) - k * slide
+        start = last_start - k * slide
         inside = (start <= times) & (times < start + size)
         parts.append(pd.DataFrame({"window_start": start[inside],
                                    "window_end": start[inside] + size}))
     return pd.concat(parts)
+
+
+def too_far_ahead(event_times: pd.Series, record_times: pd.Series,
+                  spec: QuerySpec) -> pd.Series:
+    """True for events the query keeps aside because their time lies more than
+    ``spec.max_event_time_ahead`` after their Kafka record's timestamp (all False when the
+    spec has no bound): ``parse_events``' rule, in pandas. Both naive UTC.
+
+    Example:
+        >>> from statekit.query.spec import tumbling
+        >>> spec = QuerySpec(keys=["k"], window=tumbling("1 minute"))
+        >>> too_far_ahead(pd.Series(pd.to_datetime(["2026-01-06 10:00", "2026-01-06 10:01"])),
+        ...               pd.Series(pd.to_datetime(["2026-01-05 10:00"] * 2)), spec).tolist()
+        [False, True]
+    """
+    if spec.max_event_time_ahead_ms is None:
+        return pd.Series(False, index=event_times.index)
+    bound = pd.Timedelta(milliseconds=spec.max_event_time_ahead_ms).as_unit("us")
+    ahead = event_times.astype("datetime64[us]") - record_times.astype("datetime64[us]")
+    return (ahead > bound).fillna(False)
 
 
 def windowed_reference(

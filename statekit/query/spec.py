@@ -22,10 +22,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from statekit.durations import spark_interval, to_millis
+from statekit.durations import ACCEPTED, spark_interval, to_millis
 from statekit.errors import BadArgument
 
 WINDOW_KINDS = ("tumbling", "hopping", "session")
+#: How far an event time may lie after its Kafka record's timestamp (``max_event_time_ahead``).
+DEFAULT_MAX_EVENT_TIME_AHEAD = "1 day"
 AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
 #: How many aggregation-buffer fields Spark keeps in state per aggregate (numeric inputs).
 BUFFER_WIDTH = {"count": 1, "sum": 1, "min": 1, "max": 1, "avg": 2}
@@ -154,6 +156,12 @@ class QuerySpec:
             windows); a running aggregate has no window to evict.
         ttl: running aggregates only: forget a key after this much processing time
             without an update (Spark's ``transformWithState`` TTL), bounding the state.
+        max_event_time_ahead: an event whose time lies more than this after its Kafka
+            record's timestamp is malformed (kept aside, not aggregated): one absurd time
+            (``9999-12-31``, or epoch milliseconds, which Spark reads as seconds: year
+            57983) would otherwise move the watermark so far that every later event is
+            dropped as late. Default ``"1 day"``; None for no bound (Spark's own behaviour).
+            Relative to the record, not to the clock, so a replay decides the same way.
     """
 
     keys: Sequence[str]
@@ -162,6 +170,7 @@ class QuerySpec:
     event_time: str = "ts"
     watermark: str = "10 minutes"
     ttl: str | None = None
+    max_event_time_ahead: str | None = DEFAULT_MAX_EVENT_TIME_AHEAD
 
     def __post_init__(self):
         keys = [self.keys] if isinstance(self.keys, str) else self.keys
@@ -195,6 +204,12 @@ class QuerySpec:
             raise BadArgument("event_time column", self.event_time,
                               f"a column that is not a group key ({keys})")
         to_millis(self.watermark, "watermark delay")
+        if self.max_event_time_ahead is not None:
+            try:
+                to_millis(self.max_event_time_ahead)
+            except BadArgument:
+                raise BadArgument("max_event_time_ahead", self.max_event_time_ahead,
+                                  f"{ACCEPTED}; or None for no bound") from None
         object.__setattr__(self, "keys", tuple(keys))
         object.__setattr__(self, "aggregates", tuple(aggs))
 
@@ -217,6 +232,10 @@ class QuerySpec:
     @property
     def ttl_ms(self) -> int | None:
         return None if self.ttl is None else to_millis(self.ttl)
+
+    @property
+    def max_event_time_ahead_ms(self) -> int | None:
+        return None if self.max_event_time_ahead is None else to_millis(self.max_event_time_ahead)
 
     # --- columns --------------------------------------------------------------------------
     @property
@@ -274,12 +293,15 @@ class QuerySpec:
                 "event_time": self.event_time, "watermark": self.watermark}
         if self.ttl is not None:
             data["ttl"] = self.ttl
+        if self.max_event_time_ahead != DEFAULT_MAX_EVENT_TIME_AHEAD:
+            data["max_event_time_ahead"] = self.max_event_time_ahead
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping) -> QuerySpec:
         """The spec ``to_dict`` described; a missing or unknown field is named."""
-        fields = ("keys", "window", "aggregates", "event_time", "watermark", "ttl")
+        fields = ("keys", "window", "aggregates", "event_time", "watermark", "ttl",
+                  "max_event_time_ahead")
         if not isinstance(data, Mapping):
             raise BadArgument("query spec description", data, f"a dict with {', '.join(fields)}")
         unknown = sorted(set(data) - set(fields))

@@ -17,13 +17,23 @@ Example:
 from __future__ import annotations
 
 import atexit
+import bisect
 import contextlib
+import errno
+import json
+import os
+import re
+import shutil
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
+from confluent_kafka import KafkaException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
@@ -31,21 +41,40 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from statekit.changelog.format import changelog_topic
 from statekit.changelog.writer import ChangelogWriter
-from statekit.durations import spark_interval
-from statekit.errors import BadArgument, StatekitError
+from statekit.durations import spark_interval, to_millis
+from statekit.errors import BadArgument, BrokerUnreachable, DiskFull, StatekitError
 from statekit.kafka.connection import Kafka, KafkaConnection, connect
-from statekit.query.progress import progress_frame
+from statekit.query.progress import (
+    input_ranges,
+    kafka_offsets,
+    late_watermark_ms,
+    progress_frame,
+    recovered_progress,
+)
 from statekit.query.spec import Aggregate, QuerySpec, WindowSpec
 from statekit.spark.connect import default_parallelism
 from statekit.spark.stopping import stop_between_batches
 from statekit.state.checkpoint import Checkpoint
-from statekit.state.reader import StateReader
+from statekit.state.reader import StateReader, to_pandas
+from statekit.state.spark_files import _ranges
 from statekit.validate import batch_id, optional_whole_number
 
 CORRUPT = "_corrupt_record"
+#: ``from_json``'s options for event values: Spark's defaults otherwise (``timestampFormat``
+#: included: ISO 8601, with Spark's lenient fallback; a JSON number is seconds since the epoch)
+JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
 OBSERVED = "statekit_input"  # observed metrics of the main query: rows in, malformed rows
 SINKS = ("noop", "memory", "console")
-MALFORMED_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "reason"]
+#: statekit's Kafka source's message when the broker stops answering mid-batch
+_BROKER_STALL = re.compile(r"timed out reading .* from '(?P<servers>[^']+)'")
+NOT_UTF8, NOT_JSON = "not UTF-8", "not a JSON object"
+#: ``malformed()``: key and value as text (bytes that are not UTF-8 escaped, ``\\xff``), the
+#: value's exact bytes last
+MALFORMED_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "reason",
+                     "value_bytes"]
+#: the side output's parquet columns (raw key and value bytes: any bytes are kept)
+_MALFORMED_SCHEMA = ("key binary, value binary, topic string, partition int, offset bigint, "
+                     "timestamp timestamp, reason string")
 
 
 def kafka_format(spark: SparkSession) -> str:
@@ -113,57 +142,64 @@ def kafka_stream(
     return reader.load()
 
 
-def _json_path(name: str) -> str:
-    """A JSONPath to a top-level field, whatever its name holds."""
-    return "$['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
-
-
-def parse_events(raw: DataFrame, schema: str | StructType,
-                 required: Sequence[str] = ()) -> tuple[DataFrame, DataFrame]:
+def parse_events(raw: DataFrame, schema: str | StructType, required: Sequence[str] = (), *,
+                 event_time: str | None = None, max_event_time_ahead: str | None = None,
+                 ) -> tuple[DataFrame, DataFrame]:
     """Split raw Kafka rows into (events, malformed), by the null rule below.
 
-    An event is **malformed** when its value is not a JSON object, when a field
-    holds a value that cannot be read as its declared type (``"abc"`` for a
-    number), or when a ``required`` field is missing or null. Every other
-    declared field may be null, and a field absent from the JSON object is
-    read as null: a cancelled flight's ``"dep_delay": null`` is an event, which
-    ``count`` counts and ``avg(dep_delay)`` skips, as SQL and pandas do.
+    An event is **malformed** when its value is not UTF-8, when it is not a JSON
+    object, when a field holds a value that cannot be read as its declared type
+    (``"abc"`` for a number), when a ``required`` field is missing or null, or when
+    ``event_time`` lies more than ``max_event_time_ahead`` after the record's Kafka
+    ``timestamp``. Every other declared field may be null, and a field absent from the
+    JSON object is read as null: a cancelled flight's ``"dep_delay": null`` is an event,
+    which ``count`` counts and ``avg(dep_delay)`` skips, as SQL and pandas do. A JSON
+    object followed by other text is that object, as ``from_json`` reads it.
 
-    ``malformed`` keeps the raw record (value as text, topic, partition,
+    ``malformed`` keeps the raw record (key and value bytes, topic, partition,
     offset, timestamp) and a ``reason`` that names the field. ``events`` also
     counts rows in and malformed rows per batch as observed metrics
     (``observedMetrics`` in progress).
+
+    Example:
+        >>> events, malformed = parse_events(raw, "player string, ts timestamp",  # doctest: +SKIP
+        ...                                  ["player", "ts"], event_time="ts",
+        ...                                  max_event_time_ahead="1 day")
     """
     struct = StructType.fromDDL(schema) if isinstance(schema, str) else schema
     fields = struct.fieldNames()
-    unknown = [name for name in required if name not in fields]
+    unknown = [name for name in [*required, *([event_time] if event_time else [])]
+               if name not in fields]
     if unknown:
         raise BadArgument("required field", unknown[0], f"a field of the event schema: {fields}")
     with_corrupt = StructType([*struct.fields, StructField(CORRUPT, StringType(), True)])
     text = F.col("value").cast("string")
-    event_expr = F.from_json(text, with_corrupt,
-                             {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    event_expr = F.from_json(text, with_corrupt, JSON_OPTIONS)
+    not_utf8 = ~F.is_valid_utf8(text)
     if "parsed" in raw.columns:  # statekit's source parsed the values from_json would agree on
         fast = F.struct(*[F.col("parsed")[n].alias(n) for n in fields],
                         F.lit(None).cast("string").alias(CORRUPT))
         event_expr = F.when(F.col("parsed").isNotNull(), fast).otherwise(event_expr)
+        not_utf8 = F.col("parsed").isNull() & not_utf8  # it parses UTF-8 values only
     parsed = raw.withColumn("event", event_expr)
     event = F.col("event")
-    missing: Column = F.lit(None).cast("string")
+    # every field as its JSON text (any JSON value reads into a string): names wrong values
+    as_text = F.from_json(text, StructType([StructField(n, StringType()) for n in fields]))
+    missing: Column = _too_far_ahead(event, as_text, event_time, max_event_time_ahead)
     for name in reversed(list(required)):
         missing = F.when(event[name].isNull(), F.lit(f"{name} is missing or null")
                          ).otherwise(missing)
     wrong_type: Column = F.lit("a field has the wrong type")
     for field in reversed(struct.fields):  # evaluated only for corrupt records
-        found = F.get_json_object(text, _json_path(field.name))
+        found = as_text[field.name]
         wrong_type = F.when(event[field.name].isNull() & found.isNotNull(), F.concat(
             F.lit(f"{field.name} is not a {field.dataType.simpleString()}: "), found)
         ).otherwise(wrong_type)
     all_null = F.lit(True)
     for name in fields:
         all_null = all_null & event[name].isNull()
-    reason = (F.when(event.isNull() | (event[CORRUPT].isNotNull() & all_null),
-                     F.lit("not a JSON object"))
+    reason = (F.when(not_utf8, F.lit(NOT_UTF8))
+              .when(event.isNull() | (event[CORRUPT].isNotNull() & all_null), F.lit(NOT_JSON))
               .when(event[CORRUPT].isNotNull(), wrong_type)
               .otherwise(missing))
     parsed = parsed.withColumn("reason", reason)
@@ -171,9 +207,27 @@ def parse_events(raw: DataFrame, schema: str | StructType,
                              F.sum(F.col("reason").isNotNull().cast("long")).alias("malformed"))
     events = counted.where(F.col("reason").isNull()).select(*[event[n].alias(n) for n in fields])
     malformed = parsed.where(F.col("reason").isNotNull()).select(
-        F.col("key").cast("string").alias("key"), text.alias("value"), "topic", "partition",
-        "offset", "timestamp", "reason")
+        F.col("key").cast("binary").alias("key"), F.col("value").cast("binary").alias("value"),
+        "topic", "partition", "offset", "timestamp", "reason")
     return events, malformed
+
+
+def _too_far_ahead(event: Column, as_text: Column, event_time: str | None,
+                   max_ahead: str | None) -> Column:
+    """The reason for an event time more than ``max_ahead`` after the record's Kafka
+    timestamp (null within it, or with no bound); the millisecond trap named."""
+    if event_time is None or max_ahead is None:
+        return F.lit(None).cast("string")
+    event_at, record = event[event_time], F.col("timestamp")
+    # in double microseconds: no overflow, whatever the two times (exact up to year 2255)
+    gap = F.unix_micros(event_at).cast("double") - F.unix_micros(record).cast("double")
+    number = as_text[event_time].rlike(r"^-?[0-9]+$")
+    hint = F.when(number, F.lit(" (a JSON number is read as seconds since the epoch: "
+                                "milliseconds?)")).otherwise(F.lit(""))
+    text = F.concat(F.lit(f"{event_time} is more than {max_ahead} after its Kafka record's "
+                          "timestamp "), record.cast("string"), F.lit(": "),
+                    event_at.cast("string"), hint)
+    return F.when(gap > F.lit(to_millis(max_ahead) * 1000.0), text)
 
 
 def aggregate(events: DataFrame, spec: QuerySpec) -> DataFrame:
@@ -213,7 +267,9 @@ class _ProgressRecorder(StreamingQueryListener):
     def onQueryProgress(self, event) -> None:
         checkpoint = self.checkpoints.get(str(event.progress.id))
         if checkpoint is not None:
-            checkpoint.write_progress(event.progress.batchId, event.progress.json)
+            # a full or read-only disk loses the report; progress() recovers the batch
+            with contextlib.suppress(OSError):
+                checkpoint.write_progress(event.progress.batchId, event.progress.json)
 
     def onQueryIdle(self, event) -> None:
         pass
@@ -247,15 +303,20 @@ class StatefulQuery:
 
     def __init__(self, spark: SparkSession, spec: QuerySpec, checkpoint: Checkpoint,
                  query: StreamingQuery, malformed_stream: DataFrame | None,
-                 reports_before: int = 0, changelog: ChangelogWriter | None = None):
+                 first_batch: int = 0, changelog: ChangelogWriter | None = None,
+                 available_now: bool = False, kafka_input: KafkaInput | None = None):
         self.spark, self.spec = spark, spec
         #: the checkpoint folder (``Checkpoint``: Spark's logs and statekit's files beside them)
         self.checkpoint = Checkpoint(checkpoint)
         self.query, self._malformed_stream = query, malformed_stream
         self.state = StateReader(spark, self.checkpoint, spec)
-        self._started_batches = reports_before
+        self._first_batch = first_batch  # the first batch this run commits
+        self._input = kafka_input  # what it reads, to read again (late events); None: not Kafka
+        self._counted: dict[int, dict] = {}  # Spark's state counts of recovered batches
         #: ships each committed batch's state changes to the changelog topic (None: logging off)
         self.changelog = changelog
+        self._available_now = available_now  # such a query ends by itself once drained
+        self._stopped_here = False
 
     # --- lifecycle ------------------------------------------------------------------
     @property
@@ -268,10 +329,27 @@ class StatefulQuery:
 
     def stop(self) -> None:
         """Stop the query between two batches (and ship its last committed batches); the
-        checkpoint stays."""
+        checkpoint stays.
+
+        Raises:
+            DiskFull: after stopping, when the changelog's ledger could not be written (the
+                folder is named; the query and its checkpoint are fine).
+        """
+        self._stopped_here = True
         stop_between_batches(self.query)
+        with contextlib.suppress(OSError, StatekitError):  # kept only for Connect's late events
+            self.keep_reports()
         if self.changelog is not None:
-            self.changelog.stop()
+            try:
+                self.changelog.stop()
+            except DiskFull:
+                raise
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EROFS, errno.EDQUOT):
+                    raise
+                folder = str(self.checkpoint.ledger_path(self.changelog.topic).parent)
+                raise self._disk_full(f"the changelog's ledger could not be written ({exc})",
+                                      folder) from None
 
     def __enter__(self) -> StatefulQuery:
         return self
@@ -282,14 +360,73 @@ class StatefulQuery:
     def _raise_if_failed(self) -> None:
         q = self.query
         if not q.isActive and q.exception() is not None:
-            raise StatekitError(f"query {q.name!r} failed: {failure_text(q.exception())}")
+            raise self._failure(q.exception()) from None
+
+    def _failure(self, exc: BaseException) -> StatekitError:
+        """The error to raise for the query's failure ``exc``: what happened and what to do, in
+        a few lines; Spark's full text (plan, traces) goes to ``spark_log()`` and stays on the
+        error as ``spark_error``."""
+        from statekit.spark.session import log_failure, spark_log
+
+        log_failure(f"query {self.name!r} failed", exc)
+        text = failure_text(exc)
+        if "No space left on device" in text:
+            err: StatekitError = self._disk_full(text)
+        elif (stall := _BROKER_STALL.search(text)) is not None:
+            err = BrokerUnreachable(stall["servers"], f"query {self.name!r} stopped after batch "
+                                                      f"{self.last_batch}: {text}")
+        else:
+            err = StatekitError(f"query {self.name!r} failed: {text} (Spark's full error: "
+                                f"{str(spark_log())!r})")
+        err.spark_error = exc
+        return err
+
+    def _disk_full(self, detail: str, folder: str | None = None) -> DiskFull:
+        """DiskFull naming the fuller of the checkpoint's and Spark's local folder (or
+        ``folder``), with what the last batch wrote to the checkpoint as the space needed."""
+        if folder is None:
+            places = [str(self.checkpoint), tempfile.gettempdir()]
+            folder = min(places, key=_free_bytes)
+        ck, last = self.checkpoint, self.last_batch
+        paths = [ck.offsets_dir / str(last + 1), ck.commits_dir / str(last),
+                 ck.progress_path(last)]
+        for operator_id in ck.operator_ids():
+            paths += ck.operator_dir(operator_id).glob(f"*/{last + 1}[._]*")
+        needed = sum(p.stat().st_size for p in paths if p.is_file())
+        return DiskFull(folder, needed or None, f"query {self.name!r} stopped after batch "
+                        f"{last}: {detail}. Free some space there, then start the query again "
+                        f"with the same checkpoint: it resumes from its last commit",
+                        free=_free_bytes(folder))
+
+    def _raise_if_stopped(self, doing: str) -> None:
+        """Raise when the query is no longer running and nobody here asked it to stop: its
+        failure, or why Spark stopped it without one."""
+        self._raise_if_failed()
+        if self.query.isActive or self._stopped_here or self._available_now:
+            return
+        raise StatekitError(f"query {self.name!r} stopped without an error {doing}: "
+                            f"{self._stop_reason()}")
+
+    def _stop_reason(self) -> str:
+        q = self.query
+        for other in self.spark.streams.active:
+            if other.id == q.id and other.runId != q.runId:
+                return (f"another run of it (query {other.name!r}, run id {other.runId}) was "
+                        f"started on the same checkpoint {str(self.checkpoint)!r} in this Spark "
+                        f"session, and Spark stops the older run when a new one starts "
+                        f"(spark.sql.streaming.stopActiveRunOnRestart). Use the new run's "
+                        f"handle, or give each query a checkpoint of its own")
+        return (f"it was stopped outside this handle (StreamingQuery.stop(), "
+                f"spark.streams, another run on checkpoint {str(self.checkpoint)!r} that has "
+                f"ended since, or the Spark session stopping); start it again with the same "
+                f"checkpoint to resume")
 
     def wait_for_batches(self, n: int, timeout: float = 120.0) -> int:
-        """Block until this run has completed ``n`` batches; returns the last batch id."""
+        """Block until this run has committed ``n`` batches; returns the last batch id."""
         n = batch_id(n, "number of batches")
         deadline = time.monotonic() + timeout
-        while len(self.checkpoint.progress_files()) - self._started_batches < n:
-            self._raise_if_failed()
+        while self.last_batch - self._first_batch + 1 < n:
+            self._raise_if_stopped(f"before {n} batches")
             if not self.query.isActive:
                 raise StatekitError(f"query {self.name!r} stopped before {n} batches")
             if time.monotonic() > deadline:
@@ -298,6 +435,7 @@ class StatefulQuery:
                                    f"in {timeout:.0f} s (Spark's status: "
                                    f"{status.get('message')!r})")
             time.sleep(0.1)
+        self._await_report(self.last_batch)
         return self.last_batch
 
     def wait_until_drained(self, timeout: float = 300.0) -> int:
@@ -326,7 +464,8 @@ class StatefulQuery:
         if errors:
             if isinstance(errors[0], TimeoutError):
                 raise errors[0]
-            raise StatekitError(f"query {q.name!r} failed: {errors[0]}") from errors[0]
+            raise self._failure(errors[0]) from None
+        self._raise_if_stopped("before it drained its input")
         self._await_report(self.last_batch)
         if self.changelog is not None:
             self.changelog.wait_shipped(self.last_batch, timeout)
@@ -361,24 +500,75 @@ class StatefulQuery:
     def progress(self) -> pd.DataFrame:
         """One row per batch (all runs of this checkpoint): rows in, state rows, timings.
 
-        Reports come from statekit's listener, kept beside the checkpoint. A report the
-        listener has not delivered yet (listener events reach a Spark Connect client
-        late, or not before the query stops) is taken from the query's
-        ``recentProgress`` and kept the same way.
+        Reports come from statekit's listener, kept beside the checkpoint, and from the
+        query's ``recentProgress`` (a report the listener has not delivered yet: listener
+        events reach a Spark Connect client late). A committed batch with neither (its
+        report was lost: the process was killed before it was kept, or the disk was full)
+        is recovered from the checkpoint (``statekit.query.progress.recovered_progress``)
+        and from Spark's state (rows, puts and deletes: ``StateReader.batch_counts``);
+        ``recovered`` is True there and what cannot be recovered is NA. Reads only: works on
+        a full or read-only disk.
         """
-        self._keep_recent_progress()
-        return progress_frame(self.checkpoint.progress_reports())
-
-    def _keep_recent_progress(self) -> None:
-        try:
-            recent = self.query.recentProgress
-        except Exception:  # a stopped Connect query may no longer answer
-            return
+        reports = {r.get("batchId"): r for r in self.checkpoint.progress_reports()}
         last = self.checkpoint.last_batch  # only batches whose commit is in the log
-        for report in recent:
-            batch = report.batchId
+        for report in self._recent_reports():
+            if 0 <= report["batchId"] <= last:
+                reports.setdefault(report["batchId"], report)
+        frame = progress_frame(reports.values())
+        pending = self.query.isActive and last >= self._first_batch  # its report is on its way
+        missing = [b for b in range(last + 1) if b not in reports and not
+                   (pending and b == last)]
+        if not missing:
+            return frame
+        recovered = recovered_progress(self.checkpoint, missing).set_index("batch")
+        counts = self._state_counts(missing)
+        if len(counts):
+            recovered.update(counts.set_index("batch").astype("Int64"))
+        out = frame.set_index("batch").reindex(sorted({*frame["batch"], *recovered.index}))
+        whole = [c for c in out.columns if c in frame and pd.api.types.is_integer_dtype(frame[c])]
+        out = out.astype({**dict.fromkeys(whole, "Int64"), "recovered": bool})
+        for column in recovered.columns:
+            if recovered[column].notna().any():
+                out.loc[recovered.index, column] = recovered[column]
+        return out.reset_index()
+
+    def _recent_reports(self) -> list[dict]:
+        try:
+            return [json.loads(report.json) for report in self.query.recentProgress]
+        except Exception:  # a stopped Connect query may no longer answer
+            return []
+
+    def _state_counts(self, batches: list[int]) -> pd.DataFrame:
+        """``StateReader.batch_counts`` of ``batches``, each batch read once per handle (a
+        committed batch's state does not change); empty, with a warning, when the state
+        cannot be read."""
+        todo = [b for b in batches if b not in self._counted]
+        if todo:
+            try:
+                counts = self.state.batch_counts(todo)
+            except StatekitError as exc:
+                warnings.warn(f"progress(): the state rows of recovered batches are NA: {exc}",
+                              stacklevel=3)
+                counts = pd.DataFrame(columns=["batch"])
+            for row in counts.to_dict("records"):
+                self._counted[int(row["batch"])] = row
+        rows = [self._counted[b] for b in batches if b in self._counted]
+        return pd.DataFrame(rows)
+
+    def keep_reports(self) -> int:
+        """Keep beside the checkpoint the reports of ``recentProgress`` the listener has not
+        kept (listener events reach a Spark Connect client late); returns how many.
+
+        Raises:
+            DiskFull: the progress folder's disk has no space left (named, with the size).
+        """
+        kept, last = 0, self.checkpoint.last_batch
+        for report in self._recent_reports():
+            batch = report["batchId"]
             if 0 <= batch <= last and not self.checkpoint.progress_path(batch).exists():
-                self.checkpoint.write_progress(batch, report.json)
+                self.checkpoint.write_progress(batch, json.dumps(report))
+                kept += 1
+        return kept
 
     @property
     def last_batch(self) -> int:
@@ -386,9 +576,73 @@ class StatefulQuery:
         return self.checkpoint.last_batch
 
     def late_events(self) -> int:
-        """Rows dropped because they arrived behind the watermark (all batches)."""
-        frame = self.progress()
-        return int(frame["dropped_by_watermark"].sum()) if len(frame) else 0
+        """Events dropped because they arrived behind the watermark, over all committed batches
+        (events, not the groups Spark's ``numRowsDroppedByWatermark`` counts: 299 late events
+        of 12 windows and keys are 299 here, 12 there).
+
+        Spark drops an event of batch ``B`` when its window ended at or before the watermark
+        of batch ``B - 1`` (a hopping window's event counts once, when any of its windows
+        had). Spark does not count events, so statekit counts them: a batch whose report
+        says no group was dropped (or that ran before any watermark) has none; any other
+        batch is read again from Kafka (the offset ranges of its offset log entry), parsed
+        as the query parses, and its late events counted. Each batch's count is kept under
+        ``_statekit/late/`` and never counted again, so the total is exact across restarts
+        and lost reports. A batch that cannot be counted any more (its offset log entry is
+        gone, or its records are no longer on the broker) is left out, with a warning.
+
+        Raises:
+            StatekitError: the query does not read a Kafka topic (statekit cannot read its
+                input again): use ``progress()["dropped_by_watermark"]`` (groups).
+        """
+        if self.spec.kind == "running":
+            return 0  # no watermark: nothing is ever late
+        counts = self._late_counts()
+        unknown = [b for b, n in counts.items() if n is None]
+        if unknown:
+            warnings.warn(f"late_events(): batches {_ranges(unknown)} of query {self.name!r} "
+                          f"could not be counted (their offset log entries or records are gone); "
+                          f"the total leaves them out", stacklevel=2)
+        return int(sum(n for n in counts.values() if n))
+
+    def _late_counts(self) -> dict[int, int | None]:
+        """Late events per committed batch (None: cannot be counted)."""
+        reports = {int(r["batch"]): r for r in self.progress().to_dict("records")}
+        counts: dict[int, int | None] = {}
+        todo: dict[int, int] = {}
+        for batch in self.checkpoint.committed_batches():
+            kept = self.checkpoint.late_count(batch)
+            dropped = reports.get(batch, {}).get("dropped_by_watermark")
+            late_ms = late_watermark_ms(self.checkpoint, batch)
+            if kept is not None:
+                counts[batch] = kept
+            elif late_ms == 0 or (not pd.isna(dropped) and dropped == 0
+                                  and not reports[batch]["recovered"]):
+                counts[batch] = 0
+            elif late_ms is None:
+                counts[batch] = None
+            else:
+                todo[batch] = late_ms
+        if todo:
+            counts.update(self._count_late(todo))
+        return counts
+
+    def _count_late(self, batches: dict[int, int]) -> dict[int, int | None]:
+        """Read ``batches`` (batch → late watermark, ms) again from Kafka and count their late
+        events (one Spark job); keep each count beside the checkpoint (best effort)."""
+        if self._input is None:
+            raise StatekitError(
+                f"query {self.name!r} does not read a Kafka topic, so statekit cannot read its "
+                f"input again to count late events; Spark counts dropped groups (window and "
+                f"key), not events: progress()['dropped_by_watermark']")
+        ranges = {b: input_ranges(self.checkpoint, b) for b in batches}
+        counted = count_late_events(self.spark, self._input, self.spec,
+                                    {b: (r, batches[b]) for b, r in ranges.items() if r})
+        out: dict[int, int | None] = {b: counted.get(b) for b in batches}
+        for batch, n in out.items():
+            if n is not None:
+                with contextlib.suppress(OSError):  # a cache: a full disk just counts again
+                    self.checkpoint.write_late_count(batch, n, batches[batch])
+        return out
 
     # --- malformed events -----------------------------------------------------------
     def malformed(self, timeout: float = 300.0) -> pd.DataFrame:
@@ -397,7 +651,10 @@ class StatefulQuery:
         The main query only counts them (so the input is read once); this call
         brings the parquet side table under the checkpoint up to date with an
         incremental, exactly-once ``availableNow`` run over the same input, then
-        reads it. ``reason`` says what is wrong (see ``parse_events``).
+        reads it. ``reason`` says what is wrong (see ``parse_events``). The side table
+        keeps the raw bytes, so any value survives: ``key`` and ``value`` are text with
+        bytes that are not UTF-8 escaped (``b"\\xff"`` → ``"\\xff"``), ``value_bytes`` the
+        value exactly as it was in Kafka.
         """
         if self._malformed_stream is None:
             return pd.DataFrame(columns=MALFORMED_COLUMNS)
@@ -414,14 +671,36 @@ class StatefulQuery:
                                   f"{failure_text(run.exception())}")
         if not any(self.checkpoint.malformed_data_dir.glob("*.parquet")):
             return pd.DataFrame(columns=MALFORMED_COLUMNS)
-        frame = self.spark.read.parquet(data).toPandas()
+        frame = to_pandas(self.spark.read.schema(_MALFORMED_SCHEMA).parquet(data))
+        frame["value_bytes"] = frame["value"]
+        for column in ("key", "value"):
+            frame[column] = [None if raw is None else raw.decode("utf-8", "backslashreplace")
+                             for raw in frame[column]]
         return frame[MALFORMED_COLUMNS].sort_values(["partition", "offset"]).reset_index(
             drop=True)
 
     def malformed_count(self) -> int:
-        """Malformed input rows counted by the query so far (all runs of this checkpoint)."""
+        """Malformed input rows counted by the query so far (all runs of this checkpoint).
+
+        The sum of the reports' observed counts when every batch that read input has one;
+        otherwise (a report was lost) counted exactly from the ``malformed()`` side output,
+        which it brings up to date: its records within the input the committed batches read.
+        """
         frame = self.progress()
-        return int(frame["malformed_rows"].sum()) if "malformed_rows" in frame else 0
+        if self._malformed_stream is None or not len(frame):
+            return 0
+        observed = frame["malformed_rows"] if "malformed_rows" in frame else \
+            pd.Series(pd.NA, index=frame.index)
+        read_input = frame["input_rows"].isna() | (frame["input_rows"] > 0)
+        if not (observed.isna() & read_input).any():
+            return int(observed.fillna(0).sum())
+        ends = kafka_offsets(self.checkpoint.offset_log(self.last_batch)[2][0])
+        kept = self.malformed()
+        if ends is None or not len(kept):
+            return len(kept)
+        end = [ends.get((t, int(p)), -1) for t, p in zip(kept["topic"], kept["partition"],
+                                                          strict=True)]
+        return int((kept["offset"] < pd.Series(end, index=kept.index)).sum())
 
     # --- state ----------------------------------------------------------------------
     def snapshot(self, batch: int | None = None, sort: bool = False) -> pd.DataFrame:
@@ -459,12 +738,16 @@ class StatefulQuery:
         return f"StatefulQuery({self.name!r}, {state}, last_batch={self.last_batch})"
 
 
-_SPEC_ARGUMENTS = ("keys", "window", "aggregates", "event_time", "watermark", "ttl")
+_SPEC_ARGUMENTS = ("keys", "window", "aggregates", "event_time", "watermark", "ttl",
+                   "max_event_time_ahead")
+#: a keyword argument left out (for ``max_event_time_ahead``, None is a value: no bound)
+_UNSET: Any = object()
 
 
 def _spec_of(spec: QuerySpec | None, given: dict) -> QuerySpec:
     """``spec``, or one built from the keyword arguments given (not both)."""
-    named = {k: v for k, v in given.items() if v is not None}
+    named = {k: v for k, v in given.items()
+             if v is not _UNSET and (v is not None or k == "max_event_time_ahead")}
     if spec is not None:
         if not isinstance(spec, QuerySpec):
             raise BadArgument("spec", spec, "a QuerySpec (or leave it out and pass keys=, "
@@ -488,6 +771,7 @@ def start_query(
     event_time: str | None = None,
     watermark: str | None = None,
     ttl: str | None = None,
+    max_event_time_ahead: str | None = _UNSET,
     kafka: Kafka | None = None,
     spark: SparkSession | None = None,
     event_schema: str | StructType | None = None,
@@ -511,9 +795,12 @@ def start_query(
             streaming DataFrame: with a ``value`` column it is parsed the same way,
             otherwise its columns are used as they are.
         spec: what to compute (a ``QuerySpec``); or leave it out and give ``keys``,
-            ``window``, ``aggregates``, ``event_time``, ``watermark``, ``ttl`` (QuerySpec's
-            defaults for those left out), not both. ``window=None`` is a running aggregate per
-            key: its state grows with every key unless a ``ttl`` forgets idle keys.
+            ``window``, ``aggregates``, ``event_time``, ``watermark``, ``ttl``,
+            ``max_event_time_ahead`` (QuerySpec's defaults for those left out), not both.
+            ``window=None`` is a running aggregate per key: its state grows with every key
+            unless a ``ttl`` forgets idle keys. ``max_event_time_ahead`` (default "1 day",
+            None for no bound): an event time more than that after its Kafka record's
+            timestamp is malformed (see ``QuerySpec``).
         kafka: the Kafka cluster (a ``KafkaConnection``, ``"host:port"`` or an
             ``EmbeddedBroker``); required when ``source`` is a topic or a changelog is kept.
         spark: the session (``statekit.spark_session()`` when None).
@@ -522,10 +809,11 @@ def start_query(
             aggregated columns doubles).
         required_fields: fields besides the group keys and the event time that an event
             cannot do without. The null rule: an event is malformed (counted, kept aside
-            in ``malformed()``) when it is not a JSON object, when a field holds a value of
-            the wrong type, or when a group key, the event time or a required field is
-            missing or null; any other field may be null or absent (read as null), and
-            ``count`` counts the event while ``sum/min/max/avg(col)`` skip the null.
+            in ``malformed()``) when its value is not UTF-8 or not a JSON object, when a
+            field holds a value of the wrong type, when a group key, the event time or a
+            required field is missing or null, or when the event time is beyond
+            ``max_event_time_ahead``; any other field may be null or absent (read as null),
+            and ``count`` counts the event while ``sum/min/max/avg(col)`` skip the null.
         checkpoint: the query's checkpoint directory (a new temp dir when None). Starting
             again with the same checkpoint resumes exactly where the query stopped.
         output_mode: ``update`` (default) or ``append`` (sessions need append).
@@ -547,7 +835,8 @@ def start_query(
     from statekit.spark.session import spark_session
 
     spec = _spec_of(spec, {"keys": keys, "window": window, "aggregates": aggregates,
-                           "event_time": event_time, "watermark": watermark, "ttl": ttl})
+                           "event_time": event_time, "watermark": watermark, "ttl": ttl,
+                           "max_event_time_ahead": max_event_time_ahead})
     if sink not in SINKS:
         raise BadArgument("sink", sink, SINKS)
     if output_mode is None:
@@ -591,18 +880,25 @@ def start_query(
     if "value" in raw.columns:
         required = list(dict.fromkeys([*spec.required_columns, *required_fields]))
         events, malformed = parse_events(raw, event_schema or spec.default_event_schema(),
-                                         required)
+                                         required, event_time=spec.event_time,
+                                         max_event_time_ahead=spec.max_event_time_ahead)
     else:
         events, malformed = raw, None
 
-    reports_before = len(checkpoint.progress_files())
+    first_batch = checkpoint.last_batch + 1
     recorder = _recorder(spark)
     writer = (aggregate(events, spec).writeStream.queryName(name).outputMode(output_mode)
               .format(sink).option("checkpointLocation", str(checkpoint))
               .trigger(**trigger_kwargs))
     query = writer.start()
     recorder.checkpoints[str(query.id)] = checkpoint
-    handle = StatefulQuery(spark, spec, checkpoint, query, malformed, reports_before)
+    kafka_input = None
+    if isinstance(source, str) and malformed is not None:
+        kafka_input = KafkaInput(source, conn, event_schema or spec.default_event_schema(),
+                                 tuple(required))
+    handle = StatefulQuery(spark, spec, checkpoint, query, malformed, first_batch,
+                           available_now="availableNow" in trigger_kwargs,
+                           kafka_input=kafka_input)
     if topic:
         handle.changelog = ChangelogWriter(handle.state, conn, topic).start()
     return handle
@@ -614,19 +910,157 @@ def _trigger(trigger: str) -> dict:
     return {"processingTime": spark_interval(trigger, "trigger interval")}
 
 
+_PLAN_DUMP = re.compile(r"\n=== Streaming Query ===.*", re.DOTALL)
+_STREAM_FAILED = re.compile(r"^\[STREAM_FAILED\] Query \[id = [^\]]*\] terminated with "
+                            r"exception: ")
+_PYTHON_ERROR = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception|Loss|Unreachable|Found))"
+                           r": (.+)$", re.MULTILINE)
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+")
+
+
+def spark_message(text: str) -> str:
+    """One of Spark's failure messages without its wrapping: the plan and offsets Spark appends
+    to a failed streaming query's message, the ``[STREAM_FAILED]`` preamble, a Python worker's
+    traceback (its last error line is kept), ``SQLSTATE`` codes, Java stack traces.
+
+    Example:
+        >>> spark_message("[STREAM_FAILED] Query [id = 1, runId = 2] terminated with "
+        ...               "exception: [PYTHON_EXCEPTION] An exception was thrown from the Python "
+        ...               "worker: Traceback (most recent call last):\\n  File 'x.py', line 1"
+        ...               "\\nstatekit.errors.StatekitError: timed out SQLSTATE: 38000\\n"
+        ...               "=== Streaming Query ===\\nLogical Plan: ...")
+        'timed out'
+    """
+    text = _PLAN_DUMP.sub("", text)
+    text = text.split("\n\nJVM stacktrace:")[0]
+    text = _STREAM_FAILED.sub("", text.strip())
+    if "Traceback (most recent call last)" in text:
+        errors = _PYTHON_ERROR.findall(text.split("Traceback (most recent call last)", 1)[1])
+        if errors:
+            text = errors[-1][1]
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("at ")]
+    return _SQLSTATE.sub("", "\n".join(lines)).strip()
+
+
 def failure_text(exc: BaseException, depth: int = 6) -> str:
-    """A query's exception with the chain of causes Spark wrapped it in, innermost last.
+    """A query's exception with the chain of causes Spark wrapped it in, innermost last, each
+    without Spark's wrapping (``spark_message``: no plan dump, no traceback).
 
     Spark often wraps the real failure (a Python traceback, a refused connection) in a
     generic one ("driver worker exited unexpectedly"); the causes say what happened.
     """
-    text, seen = str(exc), {str(exc)}
+    text = spark_message(str(exc))
+    seen = {text}
     cause = getattr(exc, "_cause", None) or exc.__cause__
     while cause is not None and depth > 0:
-        message = str(cause).split("\n\nJVM stacktrace:")[0].strip()
-        if message and message not in seen:
+        message = spark_message(str(cause))
+        if message and not any(message in known or known in message for known in seen):
             text += f"\ncaused by: {message}"
             seen.add(message)
         cause, depth = getattr(cause, "_cause", None) or cause.__cause__, depth - 1
     return text
 
+
+
+# --- reading a query's input again: late events -------------------------------------------
+@dataclass(frozen=True)
+class KafkaInput:
+    """What a query reads, kept so statekit can read it again: the topic, the cluster, and how
+    its values are parsed (``parse_events``'s schema and required fields)."""
+
+    topic: str
+    kafka: KafkaConnection
+    schema: str | StructType
+    required: tuple[str, ...]
+
+
+_RAW = ("key binary, value binary, topic string, partition int, offset long, "
+        "timestamp timestamp, _sk_batch long, _sk_late_ms long")
+
+
+def _read_batches(source: KafkaInput, batches: dict[int, tuple[dict, int]]
+                  ) -> tuple[pd.DataFrame, set[int]]:
+    """The Kafka records of ``batches`` (batch → (input ranges, late watermark ms)), tagged
+    with their batch, and the batches whose records are not all on the broker any more."""
+    from statekit.kafka.topics import consume_ranges, plain_consumer
+
+    spans: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
+    for batch, (ranges, late_ms) in batches.items():
+        for part, (start, end) in ranges.items():
+            if end > start:
+                spans.setdefault(part, []).append((start, end, batch, late_ms))
+    columns: dict[str, list] = {c: [] for c in ("key", "value", "topic", "partition", "offset",
+                                                 "timestamp", "_sk_batch", "_sk_late_ms")}
+    seen: dict[int, int] = {}
+    consumer = plain_consumer(source.kafka)
+    try:
+        for (topic, partition), parts in sorted(spans.items()):
+            parts.sort()
+            starts = [p[0] for p in parts]
+            wanted = {partition: (parts[0][0], parts[-1][1])}
+            for chunk in consume_ranges(consumer, topic, wanted):
+                for msg in chunk:
+                    offset = msg.offset()
+                    i = bisect.bisect_right(starts, offset) - 1
+                    if i < 0 or offset >= parts[i][1]:
+                        continue
+                    _, _, batch, late_ms = parts[i]
+                    seen[batch] = seen.get(batch, 0) + 1
+                    for name, value in (("key", msg.key()), ("value", msg.value()),
+                                        ("topic", topic), ("partition", partition),
+                                        ("offset", offset),
+                                        ("timestamp", pd.Timestamp(msg.timestamp()[1], unit="ms")),
+                                        ("_sk_batch", batch), ("_sk_late_ms", late_ms)):
+                        columns[name].append(value)
+    finally:
+        consumer.close()
+    expected = {b: sum(max(end - start, 0) for start, end in r.values())
+                for b, (r, _) in batches.items()}
+    gone = {b for b, n in expected.items() if seen.get(b, 0) != n}
+    return pd.DataFrame(columns), gone
+
+
+def count_late_events(spark: SparkSession, source: KafkaInput, spec: QuerySpec,
+                      batches: dict[int, tuple[dict, int]]) -> dict[int, int | None]:
+    """Late events of each of ``batches`` (batch → (its input ranges, the watermark its late
+    events are judged by, ms)): its records read again from Kafka, the malformed ones left out
+    by ``parse_events``, and the valid ones whose (first) window ended at or before that
+    watermark counted — what Spark's aggregation dropped, as events. None for a batch whose
+    records are no longer all on the broker."""
+    try:
+        rows, gone = _read_batches(source, batches)
+    except (KafkaException, TimeoutError) as exc:
+        warnings.warn(f"late_events(): the input of batches {_ranges(batches)} cannot be read "
+                      f"again from {source.kafka.bootstrap_servers!r}: {exc}", stacklevel=3)
+        return dict.fromkeys(batches)
+    counts: dict[int, int | None] = {b: (None if b in gone else 0) for b in batches}
+    if not len(rows):
+        return counts
+    raw = spark.createDataFrame(rows, _RAW)
+    _, malformed = parse_events(raw, source.schema, source.required, event_time=spec.event_time,
+                                max_event_time_ahead=spec.max_event_time_ahead)
+    position = ["topic", "partition", "offset"]
+    valid = raw.join(malformed.select(*position), position, "left_anti")
+    struct = (StructType.fromDDL(source.schema) if isinstance(source.schema, str)
+              else source.schema)
+    event_time = F.from_json(F.col("value").cast("string"), struct)[spec.event_time]
+    timed = valid.select("_sk_batch", "_sk_late_ms", *position, event_time.alias(spec.event_time))
+    windows = timed.select("_sk_batch", "_sk_late_ms", *position,
+                           spec.window.column(spec.event_time))
+    late = (F.col("window.end") <= F.timestamp_millis(F.col("_sk_late_ms"))).cast("int")
+    per_event = windows.groupBy("_sk_batch", *position).agg(F.max(late).alias("late"))
+    for row in per_event.groupBy("_sk_batch").agg(F.sum("late").alias("late")).collect():
+        if row["_sk_batch"] not in gone:
+            counts[int(row["_sk_batch"])] = int(row["late"] or 0)
+    return counts
+
+
+def _free_bytes(folder: str) -> int:
+    """Bytes free on the device of ``folder`` (its nearest existing parent)."""
+    path = os.path.abspath(folder)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return 0

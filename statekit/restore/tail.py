@@ -12,7 +12,10 @@ each store every ``checkpoint_every`` seconds, so a restart replays only the tai
 It also follows the changelog's metadata topic (``statekit.changelog.meta``)
 and so knows, per partition, the **batch its store reflects**: the highest
 batch ``B`` whose records all lie below the offset it has read. That is what a
-serving instance reports with every answer.
+serving instance reports with every answer. A query that needs a later batch
+waits for it without polling: ``wait_for_batch`` (a thread) and
+``wait_for_batch_async`` (a coroutine: no thread held while it waits) are woken
+by every change to the partition.
 
 Example:
     >>> tail = ChangelogTail(broker, "board-counts-changelog", spec,   # doctest: +SKIP
@@ -23,11 +26,13 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -121,6 +126,9 @@ class ChangelogTail:
         self._views: dict[int, PartitionStatus] = {}  # status() answers, until either changes
         self._checkpointed: dict[int, int] = {}  # partition → offset its last checkpoint has
         self._changed = threading.Event()  # the set of partitions changed: reassign
+        #: partition → what wakes each wait on it (called by the loop when it changes)
+        self._waiters: dict[int, set[Callable[[], None]]] = {}
+        self._waiters_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -160,12 +168,15 @@ class ChangelogTail:
                 self._checkpointed.pop(p, None)  # its first checkpoint here is written
                 self._status[p] = PartitionStatus(p, RUNNING if start >= end else RESTORING,
                                                   start, start, end)
-                self._views.pop(p, None)
+                self._views[p] = self._with_batch(self._status[p])
             self._changed.set()
+        self._wake(new)
         return new
 
     def remove(self, partitions: Iterable[int]) -> list[int]:
         """Stop holding ``partitions`` (their stores are checkpointed and closed, files kept)."""
+        if not any(p in self._stores for p in partitions):
+            return []  # nothing held: no need to wait for the loop's lock
         gone = []
         with self._lock:
             for p in partitions:
@@ -179,6 +190,7 @@ class ChangelogTail:
                 store.close()
                 gone.append(p)
             self._changed.set()
+        self._wake(gone)  # a wait on a partition no longer held ends (its status: None)
         return gone
 
     # --- reading the state ----------------------------------------------------------------
@@ -187,18 +199,20 @@ class ChangelogTail:
         return self._stores[partition]  # one dict read: atomic, no lock (queries call it)
 
     def status(self, partition: int | None = None) -> PartitionStatus | dict[int, PartitionStatus]:
-        """One partition's status, or all of them."""
+        """One partition's status, or all of them.
+
+        Read without the loop's lock: the loop keeps each partition's view current as it
+        changes, so a query (which asks on every lookup) and ``/metadata`` never wait while
+        the loop checkpoints (flush and fsync)."""
         self.raise_if_failed()
         if partition is not None:
-            # the view computed since the last change, read without the lock: a query asks
-            # on every lookup, and must not wait while the loop checkpoints (fsync)
             view = self._views.get(partition)
             if view is not None:
                 return view
-        with self._lock:
-            if partition is not None:
+            with self._lock:
                 return self._view(partition)
-            return {p: self._view(p) for p in sorted(self._status)}
+        views = {p: self._held(p) for p in sorted(list(self._status))}  # list(): one step
+        return {p: view for p, view in views.items() if view is not None}
 
     def _view(self, partition: int) -> PartitionStatus:
         """``partition``'s status with its batch, computed once per change (queries ask
@@ -242,15 +256,72 @@ class ChangelogTail:
                                        f"{s.partition}: {s.describe()}" for s in waiting))
             time.sleep(0.02)
 
-    def wait_for_batch(self, partition: int, batch: int, timeout: float) -> PartitionStatus:
-        """Wait up to ``timeout`` seconds until ``partition`` reflects ``batch``; the status."""
+    def wait_for_batch(self, partition: int, batch: int, timeout: float
+                       ) -> PartitionStatus | None:
+        """Wait up to ``timeout`` seconds until ``partition`` reflects ``batch`` (woken by each
+        change to it, no polling); its status then (None once it is no longer held here)."""
         deadline = time.monotonic() + timeout
         while True:
-            status = self.status(partition)
-            if (status.batch >= batch and status.state == RUNNING) or \
-                    time.monotonic() >= deadline:
-                return status
-            time.sleep(0.005)
+            woken = threading.Event()
+            self._listen(partition, woken.set)
+            try:
+                status = self._held(partition)
+                remaining = deadline - time.monotonic()
+                if status is None or _reached(status, batch) or remaining <= 0:
+                    return status
+                woken.wait(remaining)
+            finally:
+                self._unlisten(partition, woken.set)
+
+    async def wait_for_batch_async(self, partition: int, batch: int, timeout: float
+                                   ) -> PartitionStatus | None:
+        """``wait_for_batch`` for a coroutine: it awaits the partition's next change, holding
+        no thread, so any number of waits cost a service nothing while they wait.
+
+        Example:
+            >>> status = await tail.wait_for_batch_async(0, 12, timeout=10)   # doctest: +SKIP
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            woken = loop.create_future()
+
+            def wake(woken=woken) -> None:  # called by the loop's thread
+                with contextlib.suppress(RuntimeError):  # the event loop has closed
+                    loop.call_soon_threadsafe(_settle, woken)
+
+            self._listen(partition, wake)
+            try:
+                status = self._held(partition)
+                remaining = deadline - loop.time()
+                if status is None or _reached(status, batch) or remaining <= 0:
+                    return status
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken, remaining)
+            finally:
+                self._unlisten(partition, wake)
+
+    def _held(self, partition: int) -> PartitionStatus | None:
+        """``status(partition)``, None when it is not held (any more)."""
+        try:
+            return self.status(partition)
+        except KeyError:
+            return None
+
+    def _listen(self, partition: int, wake: Callable[[], None]) -> None:
+        with self._waiters_lock:
+            self._waiters.setdefault(partition, set()).add(wake)
+
+    def _unlisten(self, partition: int, wake: Callable[[], None]) -> None:
+        with self._waiters_lock:
+            self._waiters.get(partition, set()).discard(wake)
+
+    def _wake(self, partitions: Iterable[int]) -> None:
+        """Wake every wait on ``partitions`` (each looks at the status again)."""
+        with self._waiters_lock:
+            woken = [wake for p in partitions for wake in self._waiters.pop(p, ())]
+        for wake in woken:
+            wake()
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self) -> ChangelogTail:
@@ -319,11 +390,13 @@ class ChangelogTail:
             self._checkpoint()
         except BaseException as exc:  # surfaced by status() / stop()
             self._error = exc
+            self._wake(list(self._waiters))  # every wait sees it now
         finally:
             consumer.close()
 
     def _apply(self, messages: list) -> None:
         by_partition: dict[int, list] = {}
+        moved: set[int] = set()  # partitions whose position moved: their waits look again
         for msg in messages:
             err = msg.error()
             if err is not None:
@@ -334,6 +407,7 @@ class ChangelogTail:
                 record = decode_meta(msg.key(), msg.value(), self.meta_topic)
                 if isinstance(record, Position):
                     self._remember(record)
+                    moved.add(record.partition)
                 else:
                     self.schema = record
             else:
@@ -363,7 +437,10 @@ class ChangelogTail:
                     self._stores[p].compact()
                 self._status[p] = replace(status, next_offset=next_offset, batch=complete,
                                           state=state)
-                self._views.pop(p, None)
+                self._views[p] = self._with_batch(self._status[p])
+                moved.add(p)
+        if moved:
+            self._wake(moved)
 
     def _remember(self, position: Position) -> None:
         with self._lock:
@@ -375,7 +452,9 @@ class ChangelogTail:
             else:
                 history.append(position)
             del history[:-_HISTORY]
-            self._views.pop(position.partition, None)
+            if position.partition in self._status:
+                self._views[position.partition] = self._with_batch(
+                    self._status[position.partition])
 
     def _checkpoint(self) -> None:
         """Checkpoint each store that has read records since its last checkpoint."""
@@ -388,3 +467,12 @@ class ChangelogTail:
 
     def __repr__(self) -> str:
         return f"ChangelogTail({self.topic!r}, partitions={self.partitions})"
+
+
+def _reached(status: PartitionStatus, batch: int) -> bool:
+    return status.state == RUNNING and status.batch >= batch
+
+
+def _settle(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -5,7 +5,8 @@ machine; ``ServingCluster.client()`` (or ``ServingClient(urls)``) routes point
 lookups to the partition's owner — the partition Spark itself keeps the row in
 (``placement``) — and scatters and gathers the rest, falling back to standbys.
 A ``ServingInstance`` is one instance in this process; ``statekit.serve.rest``
-serves it over HTTP. Names resolve on first use.
+serves it over HTTP (beyond loopback with a token and TLS: ``ServingSecurity``).
+Names resolve on first use.
 """
 
 from statekit._lazy import lazy_exports
@@ -18,6 +19,8 @@ _NAMES = {
     "ServingClient": "statekit.serve.client",
     "KeyMetadata": "statekit.serve.client",
     "InstanceDown": "statekit.serve.client",
+    "ServingSecurity": "statekit.serve.auth",
+    "TokenRefused": "statekit.serve.auth",
     "ServingInstance": "statekit.serve.instance",
     "PartitionNotHeld": "statekit.serve.instance",
     "KeyCodec": "statekit.serve.keys",

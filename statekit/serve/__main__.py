@@ -1,4 +1,5 @@
-"""``python -m statekit.serve instance CONFIG_JSON``: one serving instance's process."""
+"""``python -m statekit.serve instance -``: one serving instance's process, its config's
+JSON on standard input (``statekit.serve.process``)."""
 
 import json
 import sys
@@ -7,9 +8,10 @@ from statekit.serve.process import run_instance
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) != 2 or argv[0] != "instance":
-        raise SystemExit("usage: python -m statekit.serve instance CONFIG_JSON")
-    run_instance(json.loads(argv[1]))
+    if argv != ["instance", "-"]:
+        raise SystemExit("usage: python -m statekit.serve instance -  (the config's JSON on "
+                         "standard input)")
+    run_instance(json.loads(sys.stdin.read()))
 
 
 if __name__ == "__main__":

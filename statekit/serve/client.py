@@ -18,7 +18,9 @@ answer says so (``role="standby"``, the lag in batches). When no holder can
 answer, ``PartitionUnavailable`` names the partition and what each holder said —
 never a hang (every call has a timeout) and never a silently partial answer:
 a scatter-gather with a missing partition raises unless ``partial=True``, and
-then the result lists ``missing``.
+then the result lists ``missing``. Every query takes ``min_batch`` and a
+``timeout`` to wait for it; an HTTP call's deadline is the client's ``timeout``
+plus that wait, so a long wait is never taken for a dead instance.
 
 The client speaks the REST API of ``statekit.serve.rest``; given the ``local``
 instance (inside a serving process) it answers that instance's partitions
@@ -36,12 +38,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import ssl
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import httpx
 import numpy as np
 import pandas as pd
 
@@ -50,8 +55,9 @@ from statekit.changelog.meta import StoreSchema
 from statekit.errors import BadArgument, StatekitError
 from statekit.query.spec import QuerySpec
 from statekit.serve.assignment import Assignment
-from statekit.serve.instance import ServingInstance, top
-from statekit.serve.keys import KeyCodec, time_ms
+from statekit.serve.auth import bearer, client_context
+from statekit.serve.instance import PartitionNotHeld, ServingInstance, top
+from statekit.serve.keys import KeyCodec, parse_key_json, time_ms
 from statekit.serve.results import (
     MAX_LIMIT,
     PartitionUnavailable,
@@ -64,7 +70,7 @@ from statekit.serve.transport import HttpError, HttpPool, Reply
 from statekit.validate import whole_number
 
 SCATTER = ("all", "fetch_all", "fetch_range", "range", "top_k", "approximate_num_entries",
-           "table")
+           "table", "position")
 #: Row-shaped scans: at most ``limit`` rows (``MAX_LIMIT`` at most), never cut silently.
 BOUNDED = ("all", "fetch_all", "fetch_range", "range")
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -90,16 +96,23 @@ class ServingClient:
         urls: instance name → base URL (``http://127.0.0.1:8123``).
         local: this process's own instance, answered without HTTP; without it the
             assignment, store and schema are asked of the first instance that answers.
-        timeout: seconds for each HTTP call.
+        timeout: seconds for each HTTP call to answer, besides the wait it asks for (a
+            query's ``timeout`` for ``min_batch``): a call waiting 20 s gets 20 s more.
         partial: default for scatter-gathers: return what answered (``missing`` listed)
             instead of raising when a partition has no live holder.
+        token: the instances' token (``statekit.serve.auth``), sent with every call; an
+            instance that refuses it raises ``TokenRefused``.
+        verify: for https:// URLs, the CA file (PEM) or ``ssl.SSLContext`` to check the
+            instances' certificates with; None: the system's trust store.
     """
 
     def __init__(self, urls: Mapping[str, str], *, local: ServingInstance | None = None,
-                 timeout: float = 5.0, partial: bool = False):
+                 timeout: float = 5.0, partial: bool = False, token: str | None = None,
+                 verify: str | os.PathLike | ssl.SSLContext | None = None):
         self.urls = dict(urls)
         self.local, self.timeout, self.partial = local, timeout, partial
-        self._http = HttpPool(timeout=timeout)
+        self._http = HttpPool(timeout=timeout, token=token, verify=verify)
+        self._token, self._verify = token, verify  # for async_http()
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self.assignment: Assignment | None = None
@@ -143,11 +156,29 @@ class ServingClient:
         p = self.codec.partition(full)
         return KeyMetadata(p, self.assignment.active.get(p), self.assignment.standbys.get(p, ()))
 
-    def all_metadata(self):
-        """The whole map: one row per (partition, instance) with its role and URL."""
+    def all_metadata(self) -> pd.DataFrame:
+        """The whole map: one row per (partition, instance) with its role, URL, and the
+        instance's process id and start time (UTC), as each instance's ``/metadata`` says
+        (none for an instance that does not answer)."""
         frame = self.assignment.to_frame()
         frame["url"] = frame["instance"].map(self.urls)
+        processes = {name: self._process(name) for name in frame["instance"].unique()}
+        frame["pid"] = pd.array([processes[n][0] for n in frame["instance"]], dtype="Int64")
+        frame["started"] = pd.to_datetime([processes[n][1] for n in frame["instance"]],
+                                          utc=True, format="ISO8601")
         return frame
+
+    def _process(self, instance: str) -> tuple[int | None, str | None]:
+        """``instance``'s process id and start time (ISO text), or Nones."""
+        if self.local is not None and instance == self.local.name:
+            meta = {"pid": self.local.pid, "started": self.local.started}
+            meta["started"] = meta["started"] and meta["started"].isoformat()
+        else:
+            try:
+                meta = self._http.get(f"{self.urls.get(instance)}/metadata").json()
+            except (HttpError, BadArgument, ValueError):
+                return None, None
+        return meta.get("pid"), meta.get("started")
 
     # --- calls -------------------------------------------------------------------------------
     def _call(self, instance: str, kind: str, params: Mapping[str, object],
@@ -163,8 +194,10 @@ class ServingClient:
         if partitions is not None:
             query["partitions"] = ",".join(map(str, partitions))
         query["local"] = "true"
-        try:
-            response = self._http.get(f"{url}/stores/{self.store}/{kind}", params=query)
+        wait = float(params.get("timeout") or 0)  # the instance waits this long before it
+        try:                                      # answers: the call's deadline covers it
+            response = self._http.get(f"{url}/stores/{self.store}/{kind}", params=query,
+                                      timeout=self.timeout + wait)
         except HttpError as exc:
             raise InstanceDown(f"instance {instance!r} at {url} did not answer: "
                                f"{type(exc).__name__}: {exc}") from None
@@ -176,7 +209,7 @@ class ServingClient:
         def outcome(group):
             try:
                 return call(group), None
-            except (InstanceDown, PartitionUnavailable) as exc:
+            except (InstanceDown, PartitionUnavailable, PartitionNotHeld) as exc:
                 return None, exc
 
         if len(groups) < 2:
@@ -215,7 +248,8 @@ class ServingClient:
                         tried[p].append(instance)
                         failures.setdefault(p, []).append(f"{instance}: {exc}")
                     todo.extend(group)
-                else:  # one partition there is not ready: ask the group again elsewhere
+                else:  # one partition there is not ready, or not held (a reassignment the
+                    #    client has not heard of): ask the group again elsewhere
                     tried[exc.partition].append(instance)
                     failures.setdefault(exc.partition, []).append(f"{instance}: {exc}")
                     todo.extend(group)
@@ -232,10 +266,11 @@ class ServingClient:
     # --- the queries --------------------------------------------------------------------------
     def get(self, key: object, *, min_batch: int | None = None, timeout: float = 0.0
             ) -> QueryResult:
-        """One state row by key, from the owner of its partition (or a standby)."""
+        """One state row by key, from the owner of its partition (or a standby); with
+        ``min_batch``, once its store reflects that batch (waiting up to ``timeout`` s)."""
         full = self.codec.key(key)
         p = self.codec.partition(full)
-        return self._on_partitions("get", {"key": _jsonable(key), "min_batch": min_batch,
+        return self._on_partitions("get", {"key": self._key_json(key), "min_batch": min_batch,
                                            "timeout": timeout}, [p], partial=False)
 
     def fetch(self, key: object, time_from: object, time_to: object, *,
@@ -275,55 +310,61 @@ class ServingClient:
         return result
 
     def all(self, *, limit: int | None = None, min_batch: int | None = None,
-            partial: bool | None = None) -> QueryResult:
+            timeout: float = 0.0, partial: bool | None = None) -> QueryResult:
         """Every state row, gathered from every partition's owner: at most ``limit`` rows
         (default and most: ``MAX_LIMIT``), else ``ResultTooLarge``; the whole state of a
-        bigger store comes columnar from ``table()``."""
-        return self._bounded("all", {"min_batch": min_batch}, limit, partial)
+        bigger store comes columnar from ``table()``. With ``min_batch``, once every
+        partition reflects that batch (waiting up to ``timeout`` s, as every query here)."""
+        return self._bounded("all", {"min_batch": min_batch, "timeout": timeout}, limit,
+                             partial)
 
     def fetch_all(self, time_from: object, time_to: object, *, limit: int | None = None,
-                  min_batch: int | None = None, partial: bool | None = None) -> QueryResult:
+                  min_batch: int | None = None, timeout: float = 0.0,
+                  partial: bool | None = None) -> QueryResult:
         """Every window starting in [time_from, time_to], of every partition (at most
         ``limit`` rows, as ``all``)."""
         params = {"time_from": time_ms(time_from, "time_from"),
-                  "time_to": time_ms(time_to, "time_to"), "min_batch": min_batch}
+                  "time_to": time_ms(time_to, "time_to"), "min_batch": min_batch,
+                  "timeout": timeout}
         return self._bounded("fetch_all", params, limit, partial)
 
     def fetch_range(self, key_from: object | None, key_to: object | None, time_from: object,
                     time_to: object, *, limit: int | None = None, min_batch: int | None = None,
-                    partial: bool | None = None) -> QueryResult:
+                    timeout: float = 0.0, partial: bool | None = None) -> QueryResult:
         """Windows of the keys from ``key_from`` to ``key_to`` (store byte order) starting in
         [time_from, time_to], of every partition (at most ``limit`` rows, as ``all``)."""
         params = {"key_from": None if key_from is None else self.codec.group(key_from),
                   "key_to": None if key_to is None else self.codec.group(key_to),
                   "time_from": time_ms(time_from, "time_from"),
-                  "time_to": time_ms(time_to, "time_to"), "min_batch": min_batch}
+                  "time_to": time_ms(time_to, "time_to"), "min_batch": min_batch,
+                  "timeout": timeout}
         return self._bounded("fetch_range", params, limit, partial)
 
-    def table(self, *, min_batch: int | None = None, partial: bool | None = None
-              ) -> TableResult:
+    def table(self, *, min_batch: int | None = None, timeout: float = 0.0,
+              partial: bool | None = None) -> TableResult:
         """The whole latest state, columnar: every partition's store read in bulk by its
         owner (in parallel), shipped as Arrow, one table (a ``partition`` column first) and
         the per-partition report. No row limit: this is the bulk read.
 
         Example:
-            >>> client.table().to_pandas().nlargest(3, "sum_score")   # doctest: +SKIP
+            >>> client.table(min_batch=12, timeout=10).to_pandas()    # doctest: +SKIP
         """
-        return self._scatter("table", {"min_batch": min_batch}, partial)
+        return self._scatter("table", {"min_batch": min_batch, "timeout": timeout}, partial)
 
-    def to_pandas(self, *, min_batch: int | None = None, partial: bool | None = None
-                  ) -> pd.DataFrame:
+    def to_pandas(self, *, min_batch: int | None = None, timeout: float = 0.0,
+                  partial: bool | None = None) -> pd.DataFrame:
         """``table()`` as pandas (window times as naive-UTC ``datetime64``)."""
-        return self.table(min_batch=min_batch, partial=partial).to_pandas()
+        return self.table(min_batch=min_batch, timeout=timeout, partial=partial).to_pandas()
 
     def top_k(self, window_start: object, k: int, by: str, *, min_batch: int | None = None,
-              partial: bool | None = None, enrich: str | None = None) -> QueryResult:
+              timeout: float = 0.0, partial: bool | None = None, enrich: str | None = None
+              ) -> QueryResult:
         """The leaderboard: the ``k`` largest ``by`` of one window (a running aggregate: of
         every key, ``window_start=None``), over every partition; ``enrich`` adds the columns
         of a global store's entries (looked up where they ran)."""
-        start = None if window_start is None else time_ms(window_start, "window_start")
+        start = None if window_start is None else self.codec.window_start(window_start)
         params = {"window_start": start, "k": k, "by": by, "min_batch": min_batch,
-                  "enrich": enrich}
+                  "timeout": timeout, "enrich": enrich}
         result = self._scatter("top_k", params, partial)
         result.rows = top(result.rows, k, by, self.schema.spec.keys)
         return result
@@ -331,16 +372,41 @@ class ServingClient:
     def approximate_num_entries(self, *, partial: bool | None = None) -> QueryResult:
         return self._scatter("approximate_num_entries", {}, partial)
 
+    def position(self, *, min_batch: int | None = None, timeout: float = 0.0,
+                 partial: bool | None = None) -> QueryResult:
+        """The batch every partition reflects, once each reaches ``min_batch`` (waiting up
+        to ``timeout`` s): rows of partition and batch.
+
+        Example:
+            >>> client.position(min_batch=query.last_batch, timeout=10).batch   # doctest: +SKIP
+            12
+        """
+        return self._scatter("position", {"min_batch": min_batch, "timeout": timeout},
+                             partial)
+
     def range(self, key_from: object | None, key_to: object | None, *,
-              limit: int | None = None, min_batch: int | None = None,
+              limit: int | None = None, min_batch: int | None = None, timeout: float = 0.0,
               partial: bool | None = None) -> QueryResult:
         """Keys from ``key_from`` to ``key_to`` of a key-value store (a running aggregate),
         gathered from every partition (each in the store's key byte order; at most
         ``limit`` rows, as ``all``)."""
         params = {"key_from": None if key_from is None else self.codec.group(key_from),
                   "key_to": None if key_to is None else self.codec.group(key_to),
-                  "min_batch": min_batch}
+                  "min_batch": min_batch, "timeout": timeout}
         return self._bounded("range", params, limit, partial)
+
+    def _key_json(self, key: object) -> dict:
+        """A point query's key as the REST service takes it: its key columns only (a row
+        may carry others), times in ms, NumPy scalars as Python values."""
+        if isinstance(key, str | bytes):
+            key = parse_key_json(key)
+        if not isinstance(key, Mapping):
+            raise BadArgument("key", key, "a dict (or JSON object) of the key columns")
+        names = [*self.schema.spec.keys, *(() if self.codec.spec.kind == "running" else
+                                          ("window_start",))]
+        return {name: time_ms(key[name], name) if name == "window_start" else
+                key[name].item() if hasattr(key[name], "item") else key[name]
+                for name in names if name in key}
 
     def global_get(self, name: str, key: object) -> QueryResult:
         """One row of global store ``name``: every instance holds it all, so the first live
@@ -358,6 +424,13 @@ class ServingClient:
             return decode_response(response)
         raise InstanceDown(f"no serving instance answered: {'; '.join(errors)}")
 
+    def async_http(self) -> httpx.AsyncClient:
+        """An asyncio HTTP client that calls the instances as this one does (its token, its
+        certificate checks): for a wait a service awaits on its event loop."""
+        context = client_context(self._verify)
+        return httpx.AsyncClient(headers=bearer(self._token),
+                                 verify=True if context is None else context)
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
@@ -370,21 +443,6 @@ class ServingClient:
         self.close()
 
 
-def _jsonable(key: object) -> object:
-    """A key as JSON-ready data (times as ISO text or ms)."""
-    if isinstance(key, str | bytes):
-        return json.loads(key)
-    if not isinstance(key, Mapping):
-        raise BadArgument("key", key, "a dict (or JSON object) of the key columns")
-    out = {}
-    for name, value in key.items():
-        if name in ("window_start", "window_end"):
-            out[name] = time_ms(value, name)
-        elif hasattr(value, "item"):  # numpy scalars
-            out[name] = value.item()
-        else:
-            out[name] = value
-    return out
 
 
 def _jsonable_global(key: object) -> object:
@@ -404,30 +462,40 @@ def _read_limit(params: Mapping[str, object]) -> int:
     return MAX_LIMIT + 1 if limit is None else int(limit) + 1
 
 
+def _wait(params: Mapping[str, object]) -> float:
+    """The seconds a query waits for its ``min_batch``."""
+    return float(params.get("timeout") or 0)
+
+
 LOCAL_CALLS: dict[str, Callable] = {
     "get": lambda i, p, parts: i.get(p["key"], min_batch=p.get("min_batch"),
-                                     timeout=float(p.get("timeout") or 0)),
+                                     timeout=_wait(p)),
     "fetch": lambda i, p, parts: i.fetch(p["key"], p["time_from"], p["time_to"],
                                          partitions=parts, min_batch=p.get("min_batch"),
-                                         timeout=float(p.get("timeout") or 0)),
+                                         timeout=_wait(p)),
     "find_sessions": lambda i, p, parts: i.find_sessions(
         p["key"], p["earliest_end"], p["latest_start"], partitions=parts,
-        min_batch=p.get("min_batch"), timeout=float(p.get("timeout") or 0)),
+        min_batch=p.get("min_batch"), timeout=_wait(p)),
     "all": lambda i, p, parts: i.all(partitions=parts, limit=_read_limit(p),
-                                     min_batch=p.get("min_batch")),
+                                     min_batch=p.get("min_batch"), timeout=_wait(p)),
     "fetch_all": lambda i, p, parts: i.fetch_all(p["time_from"], p["time_to"],
                                                  partitions=parts, limit=_read_limit(p),
-                                                 min_batch=p.get("min_batch")),
+                                                 min_batch=p.get("min_batch"),
+                                                 timeout=_wait(p)),
     "fetch_range": lambda i, p, parts: i.fetch_range(
         p.get("key_from"), p.get("key_to"), p["time_from"], p["time_to"], partitions=parts,
-        limit=_read_limit(p), min_batch=p.get("min_batch")),
+        limit=_read_limit(p), min_batch=p.get("min_batch"), timeout=_wait(p)),
     "range": lambda i, p, parts: i.range(p.get("key_from"), p.get("key_to"), partitions=parts,
-                                         limit=_read_limit(p), min_batch=p.get("min_batch")),
+                                         limit=_read_limit(p), min_batch=p.get("min_batch"),
+                                         timeout=_wait(p)),
     "top_k": lambda i, p, parts: i.top_k(p["window_start"], p["k"], p["by"],
                                          partitions=parts, min_batch=p.get("min_batch"),
-                                         enrich=p.get("enrich")),
+                                         timeout=_wait(p), enrich=p.get("enrich")),
     "approximate_num_entries": lambda i, p, parts: i.approximate_num_entries(partitions=parts),
-    "table": lambda i, p, parts: i.table(partitions=parts, min_batch=p.get("min_batch")),
+    "table": lambda i, p, parts: i.table(partitions=parts, min_batch=p.get("min_batch"),
+                                         timeout=_wait(p)),
+    "position": lambda i, p, parts: i.position(partitions=parts, min_batch=p.get("min_batch"),
+                                               timeout=_wait(p)),
 }
 
 
@@ -458,7 +526,11 @@ def decode_response(response: Reply) -> QueryResult | TableResult:
         raise PartitionUnavailable(detail["partition"], message.split(": ", 1)[-1],
                                    detail.get("retry_after", 1.0))
     if error == "PositionNotReached":
-        raise PositionNotReached(detail["partition"], detail["wanted"], detail["current"])
+        raise PositionNotReached(detail["partition"], detail["wanted"], detail["current"],
+                                 detail.get("instance", ""))
+    if error == "PartitionNotHeld":
+        raise PartitionNotHeld(detail.get("instance", ""), detail["partition"],
+                               detail.get("owners", []))
     if error == "ResultTooLarge":
         raise ResultTooLarge(detail.get("kind", "the answer"), detail.get("limit", MAX_LIMIT))
     if response.status in (400, 404, 413, 422):

@@ -4,7 +4,14 @@
 the changelog's metadata topic, assigns its partitions round-robin (each with
 ``standbys`` standbys on other instances), starts one process per instance
 (``statekit.serve.process``, REST on a free 127.0.0.1 port) and returns a
-``ServingCluster``. A monitor thread watches the processes: when one dies, its
+``ServingCluster``. Bound beyond loopback (``host="0.0.0.0", allow_remote=True``)
+every instance needs one token — ``security.token``, or one generated and
+printed once with a URL to use — and serves HTTPS given ``security.certfile`` /
+``keyfile`` (``statekit.serve.auth``); the cluster, the instances forwarding to
+each other and ``client()`` send the token, which reaches the instance
+processes on their standard input, never their command lines.
+
+A monitor thread watches the processes: when one dies, its
 active partitions go to their standbys and lost standbys are re-created on the
 least loaded live instances (``Assignment.without``, the seeds' rebalance); the
 new assignment is sent to every live instance and to the clients handed out,
@@ -42,6 +49,7 @@ from statekit.kafka.broker import free_port
 from statekit.kafka.connection import Kafka, connect
 from statekit.processes import stop as stop_process
 from statekit.serve.assignment import Assignment, assign
+from statekit.serve.auth import ServingSecurity, announce, settle
 from statekit.serve.client import ServingClient
 from statekit.serve.global_store import GlobalTable
 from statekit.serve.instance import wait_for_schema
@@ -60,16 +68,19 @@ class ServingCluster:
     def __init__(self, kafka: Kafka, topic: str, *, instances: int = 3, standbys: int = 1,
                  workdir: str | os.PathLike | None = None, host: str = "127.0.0.1",
                  allow_remote: bool = False, monitor_every: float = 0.2,
-                 global_tables: Sequence[GlobalTable] = ()):
+                 global_tables: Sequence[GlobalTable] = (),
+                 security: ServingSecurity | None = None):
         self.kafka, self.topic = connect(kafka), topic
         count = whole_number(instances, "instances", minimum=1, maximum=64)
         self.standby_count = standbys
         self.names = [f"i{n}" for n in range(count)]
         self.host = check_host(host, allow_remote)
         self.allow_remote = allow_remote
+        self.security, self._generated = settle(self.host, security)
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="statekit-serving-"))
-        self.urls = {name: f"http://{self.host}:{free_port(self.host)}" for name in self.names}
+        self.urls = {name: self.security.url(self.host, free_port(self.host))
+                     for name in self.names}
         self.monitor_every = monitor_every
         self.global_tables = list(global_tables)
         self.assignment: Assignment | None = None
@@ -79,7 +90,8 @@ class ServingCluster:
         self._stop = threading.Event()
         self._monitor: threading.Thread | None = None
         self._killed: set[str] = set()
-        self._http = HttpPool(timeout=10.0)
+        self._http = HttpPool(timeout=10.0, token=self.security.token,
+                              verify=self.security.cafile)
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self, timeout: float = 120.0) -> ServingCluster:
@@ -94,7 +106,8 @@ class ServingCluster:
                                      self.assignment, self.urls, host=self.host,
                                      port=int(self.urls[name].rsplit(":", 1)[1]),
                                      allow_remote=self.allow_remote,
-                                     global_tables=self.global_tables)
+                                     global_tables=self.global_tables,
+                                     security=self.security)
             self.procs[name] = start_instance(config, self.workdir / f"{name}.log")
             self._event(name, "started", sorted(self.assignment.held_by(name)),
                         f"pid {self.procs[name].pid}, {self.urls[name]}")
@@ -107,6 +120,9 @@ class ServingCluster:
         self._monitor = threading.Thread(target=self._watch, name="serving-monitor",
                                          daemon=True)
         self._monitor.start()
+        if self._generated:
+            announce(self.urls[self.names[0]], self.security,
+                     f"serving ({len(self.names)} instances: {', '.join(self.urls.values())})")
         return self
 
     def _wait_health(self, name: str, timeout: float) -> None:
@@ -172,7 +188,8 @@ class ServingCluster:
     def client(self, *, timeout: float = 5.0, partial: bool = False) -> ServingClient:
         """A client routing to these instances; it follows reassignments."""
         client = ServingClient({n: self.urls[n] for n in self.live}, timeout=timeout,
-                               partial=partial)
+                               partial=partial, token=self.security.token,
+                               verify=self.security.cafile)
         client.set_assignment(self.assignment, self.urls)
         self._clients.add(client)
         return client
@@ -265,16 +282,19 @@ class ServingCluster:
 def serve(kafka: Kafka, topic: str, *, instances: int = 3, standbys: int = 1,
           workdir: str | os.PathLike | None = None, host: str = "127.0.0.1",
           allow_remote: bool = False, global_tables: Sequence[GlobalTable] = (),
-          timeout: float = 120.0) -> ServingCluster:
+          timeout: float = 120.0, security: ServingSecurity | None = None
+          ) -> ServingCluster:
     """Start ``instances`` serving instances of changelog ``topic`` (``standbys`` each).
 
     ``global_tables`` are held whole by every instance (``GlobalTable(name, topic,
-    key_columns, plain_keys)``). Returns the started cluster; use it in a ``with``
-    block or call ``stop()``.
+    key_columns, plain_keys)``). ``security`` (``ServingSecurity(token, certfile, keyfile,
+    cafile)``): the token every instance needs (generated beyond loopback when not given)
+    and the TLS files. Returns the started cluster; use it in a ``with`` block or call
+    ``stop()``.
     """
     return ServingCluster(kafka, topic, instances=instances, standbys=standbys,
                           workdir=workdir, host=host, allow_remote=allow_remote,
-                          global_tables=global_tables).start(timeout)
+                          global_tables=global_tables, security=security).start(timeout)
 
 
 @atexit.register

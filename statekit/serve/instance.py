@@ -10,10 +10,12 @@ It answers Kafka Streams' query shapes over the partitions it holds — ``get``,
 ``fetch``, ``fetch_all``, ``fetch_range``, ``all``, ``find_sessions``,
 ``approximate_num_entries`` and the leaderboard's ``top_k`` — each as a
 ``QueryResult`` saying, per partition, the batch it reflects. A query may ask
-for ``min_batch``: it waits up to ``timeout`` for the store to reach it, else
-``PositionNotReached`` names the batch it has. A partition still restoring is
-``PartitionUnavailable`` (how far along it is); one it does not hold is
-``PartitionNotHeld`` (ask its owner: ``statekit.serve.client`` routes).
+for ``min_batch``: it waits up to ``timeout`` for the store to reach it (woken by
+the changelog's progress, no polling), else ``PositionNotReached`` names the
+batch it has; ``position`` answers just the batch each partition reflects. A
+partition still restoring is ``PartitionUnavailable`` (how far along it is); one
+it does not hold is ``PartitionNotHeld`` (naming its owners: ``statekit.serve.client``
+routes).
 
 Example:
     >>> instance = ServingInstance("i0", broker, "board-counts-changelog",  # doctest: +SKIP
@@ -24,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import datetime as dt
 import heapq
 import os
 import time
@@ -54,8 +57,15 @@ from statekit.serve.results import (
 from statekit.stores.keys import ms_to_iso
 from statekit.validate import optional_batch_id, whole_number
 
-KINDS = ("get", "fetch", "fetch_all", "fetch_range", "all", "find_sessions", "top_k",
-         "approximate_num_entries")
+#: The queries each kind of store answers (its REST service lists these paths).
+QUERIES = {
+    "window": ("get", "fetch", "fetch_all", "fetch_range", "all", "top_k", "table",
+               "approximate_num_entries", "position"),
+    "session": ("get", "fetch", "find_sessions", "all", "table", "approximate_num_entries",
+                "position"),
+    "key-value": ("get", "range", "all", "top_k", "table", "approximate_num_entries",
+                  "position"),
+}
 MAX_ROWS = 1_000_000  # a scan stops here unless the caller asks for less
 
 
@@ -100,6 +110,7 @@ class ServingInstance:
                  store_name: str | None = None, schema_timeout: float = 60.0,
                  global_tables: Sequence[GlobalTable] = ()):
         self.name, self.kafka, self.topic = name, connect(kafka), topic
+        self.pid, self.started = os.getpid(), None  # started: when start() was called (UTC)
         self.schema = schema or wait_for_schema(self.kafka, topic, schema_timeout)
         spec = self.schema.spec
         self.codec = KeyCodec(spec, self.schema.key_types, self.schema.partitions)
@@ -135,6 +146,8 @@ class ServingInstance:
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self) -> ServingInstance:
+        if self.started is None:
+            self.started = dt.datetime.now(dt.UTC)
         self.tail.start()
         for store in self.globals.values():
             store.start()
@@ -171,10 +184,21 @@ class ServingInstance:
             raise PartitionUnavailable(partition, f"instance {self.name!r} holds it but is "
                                                   f"{status.describe()}", retry_after=1.0)
         if min_batch is not None and status.batch < min_batch:
-            status = self.tail.wait_for_batch(partition, min_batch, timeout)
+            status = self.tail.wait_for_batch(partition, min_batch, timeout) if timeout > 0 \
+                else status
+            if status is None:  # reassigned away while it waited
+                raise PartitionNotHeld(self.name, partition, self.assignment.owners(partition))
             if status.batch < min_batch:
                 raise PositionNotReached(partition, min_batch, status.batch, self.name)
         return self.tail.store(partition), status
+
+    async def wait_for_batch_async(self, partition: int, batch: int, timeout: float) -> bool:
+        """Wait (a coroutine, holding no thread) up to ``timeout`` seconds until the store of
+        ``partition`` reflects ``batch``; then ask the query again (it says what it found).
+        False when it could not wait: the partition is not held here."""
+        if self._roles.get(partition) is None:
+            return False
+        return await self.tail.wait_for_batch_async(partition, batch, timeout) is not None
 
     def _answer(self, partition: int, status: PartitionStatus, started: float
                 ) -> PartitionAnswer:
@@ -215,10 +239,10 @@ class ServingInstance:
     def _session_row(session, value: Mapping) -> dict:
         return {**session.key, "window_start": ms_to_iso(session.start), **value}
 
-    def _require(self, kind: str, store_kind: str) -> None:
-        if self.kind != store_kind:
-            raise BadArgument("query", kind, f"the queries of a {self.kind} store "
-                                             f"(this store holds {self.kind}s)")
+    def _require(self, kind: str) -> None:
+        if kind not in QUERIES[self.kind]:
+            raise BadArgument("query", kind, f"the queries of a {self.kind} store: "
+                                             f"{', '.join(QUERIES[self.kind])}")
 
     # --- the queries ------------------------------------------------------------------------
     def get(self, key: object, *, min_batch: int | None = None, timeout: float = 0.0
@@ -244,6 +268,7 @@ class ServingInstance:
 
         Reads the partitions holding them (``partitions`` narrows it to those given).
         """
+        self._require("fetch")
         group = self.codec.group(key)
         spread = self.codec.partitions_of_range(group, time_from, time_to)
         wanted = [p for p in spread if partitions is None or p in partitions]
@@ -265,7 +290,7 @@ class ServingInstance:
                   min_batch: int | None = None, timeout: float = 0.0) -> QueryResult:
         """Every window starting in [time_from, time_to], of the partitions asked (default:
         those this instance is active for)."""
-        self._require("fetch_all", "window")
+        self._require("fetch_all")
         low, high = time_ms(time_from, "time_from"), time_ms(time_to, "time_to")
         limit = whole_number(limit, "limit", minimum=1)
 
@@ -280,7 +305,7 @@ class ServingInstance:
                     limit: int = MAX_ROWS, min_batch: int | None = None,
                     timeout: float = 0.0) -> QueryResult:
         """Windows of the keys from ``key_from`` to ``key_to`` (store byte order) in time."""
-        self._require("fetch_range", "window")
+        self._require("fetch_range")
         low, high = time_ms(time_from, "time_from"), time_ms(time_to, "time_to")
         lo = None if key_from is None else self.codec.group(key_from)
         hi = None if key_to is None else self.codec.group(key_to)
@@ -337,7 +362,7 @@ class ServingInstance:
               min_batch: int | None = None, timeout: float = 0.0) -> QueryResult:
         """The keys from ``key_from`` to ``key_to`` (inclusive, in the store's key byte order;
         None: unbounded) of a key-value store (a running aggregate): Kafka Streams' ``range``."""
-        self._require("range", "key-value")
+        self._require("range")
         lo = None if key_from is None else self.codec.group(key_from)
         hi = None if key_to is None else self.codec.group(key_to)
         limit = whole_number(limit, "limit", minimum=1)
@@ -353,7 +378,7 @@ class ServingInstance:
                       timeout: float = 0.0) -> QueryResult:
         """A key's sessions that end at or after ``earliest_end`` and start at or before
         ``latest_start`` (Kafka Streams' ``findSessions``)."""
-        self._require("find_sessions", "session")
+        self._require("find_sessions")
         group = self.codec.group(key)
         low = time_ms(earliest_end, "earliest_end")
         high = time_ms(latest_start, "latest_start")
@@ -375,12 +400,10 @@ class ServingInstance:
         ``enrich`` names a global store: each row gains its columns (looked up by the
         row's values of the global store's key columns, locally). A key-value store (a
         running aggregate) has no windows: ``window_start`` is None and every key ranks."""
-        if self.kind == "key-value":
-            if window_start is not None:
-                raise BadArgument("window_start", window_start, "None (a running aggregate "
-                                                                "has no windows)")
-        else:
-            self._require("top_k", "window")
+        self._require("top_k")
+        if self.kind == "key-value" and window_start is not None:
+            raise BadArgument("window_start", window_start, "None (a running aggregate has no "
+                                                            "windows)")
         k = whole_number(k, "k", minimum=1, maximum=MAX_ROWS)
         values = self.schema.spec.value_columns
         if by not in values:
@@ -394,7 +417,7 @@ class ServingInstance:
                                                                           kv[0], keys))
                     return [{**key, **value} for key, value in best]
         else:
-            start = time_ms(window_start, "window_start")
+            start = self.codec.window_start(window_start)
 
             def read(store, _p):
                 with store.fetch_all(start, start) as found:  # ranked before rows are built
@@ -436,9 +459,22 @@ class ServingInstance:
 
     def approximate_num_entries(self, *, partitions: Sequence[int] | None = None
                                 ) -> QueryResult:
-        """About how many state rows each partition asked holds (RocksDB's estimate)."""
+        """About how many state rows each partition asked holds (RocksDB's estimate; a
+        small store, or one whose estimate is below what it surely holds, is counted)."""
         return self._over("approximate_num_entries", partitions, lambda store, p: [
             {"partition": p, "entries": store.approximate_num_entries()}], None, 0.0)
+
+    def position(self, *, partitions: Sequence[int] | None = None,
+                 min_batch: int | None = None, timeout: float = 0.0) -> QueryResult:
+        """The batch each partition asked reflects (Kafka Streams IQv2's position), once it
+        reaches ``min_batch``: a wait for the store to catch up, without reading it.
+
+        Example:
+            >>> instance.position(min_batch=12, timeout=10).batch               # doctest: +SKIP
+            12
+        """
+        return self._over("position", partitions, lambda store, p: [
+            {"partition": p, "batch": self.tail.status(p).batch}], min_batch, timeout)
 
     # --- about itself -----------------------------------------------------------------------
     def metadata(self) -> dict:
@@ -446,7 +482,9 @@ class ServingInstance:
         batch, offsets and restore progress."""
         status = self.tail.status()
         return {
-            "instance": self.name, "topic": self.topic, "store": self.tail.store_name,
+            "instance": self.name, "pid": self.pid,
+            "started": None if self.started is None else self.started.isoformat(),
+            "topic": self.topic, "store": self.tail.store_name,
             "kind": self.kind, "partitions": self.schema.partitions,
             "spec": self.schema.spec.to_dict(), "key_types": dict(self.schema.key_types),
             "assignment": self.assignment.to_dict(),

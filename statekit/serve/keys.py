@@ -28,8 +28,12 @@ import datetime as dt
 import functools
 import json
 import numbers
+import re
+import sys
 from collections.abc import Mapping
 from json.encoder import encode_basestring  # the str encoder of json.dumps(ensure_ascii=False)
+
+import numpy as np
 
 from statekit.changelog.format import changelog_key_columns, decode_json, encode_json
 from statekit.durations import to_millis
@@ -65,8 +69,162 @@ _FITS = {  # Spark type of a group key -> the Python values it takes
 
 _MICROS = {"s": 1_000_000, "ms": 1000, "us": 1}
 _CACHED_WINDOWS = 4096  # window starts whose hash seed and ISO text a codec remembers
-TIME_ACCEPTED = ("milliseconds since the epoch, ISO-8601 text (2026-01-05T10:00:00Z) "
-                 "or a datetime")
+TIME_ACCEPTED = ("milliseconds since the epoch, ISO-8601 text in UTC (2026-01-05, "
+                 "2026-01-05T10:00:00Z, 2026-01-05 10:00:00.5) or a datetime: Python's, "
+                 "pandas' or NumPy's datetime64")
+# ISO-8601 text statekit reads as a time: a calendar date of 1970..9999, optionally a time of
+# day (seconds and up to 9 fraction digits optional) in UTC (Z, +00:00 or no zone). The one
+# grammar the service checks and its OpenAPI schema states (a regex without look-arounds, as
+# JSON Schema's and Hypothesis' both read it).
+_YEAR = r"(?:19[7-9][0-9]|[2-9][0-9]{3})"
+_LEAP_YEAR = (r"(?:19(?:7[26]|8[048]|9[26])|[2-9][0-9](?:0[48]|[2468][048]|[13579][26])"
+              r"|(?:[2468][048]|[3579][26])00)")
+_MONTH_DAY = (r"(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+              r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))")
+_TIME_OF_DAY = r"(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,9})?)?"
+_UTC = r"(?:Z|[+-]00:00)?"
+
+
+def iso_pattern(time_of_day: str = _TIME_OF_DAY, year: str = _YEAR,
+                leap_year: str = _LEAP_YEAR) -> str:
+    """The regex of ISO-8601 UTC text: a date of ``year``, optionally ``time_of_day``."""
+    date = f"(?:{year}-{_MONTH_DAY}|{leap_year}-02-29)"
+    return f"^{date}(?:[T ]{time_of_day}{_UTC})?$"
+
+
+ISO_TIME = re.compile(iso_pattern())
+_BEYOND_MS = re.compile(r"(\.[0-9]{3})[0-9]+")  # fraction digits beyond milliseconds
+#: A window start's ISO text in a key's schema: years to 9998 (a window must end by 9999; the
+#: starts of 9999 are taken as text too, and stated in milliseconds only)
+_YEAR_TO_9998 = r"(?:19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
+_DAY_MS = 86_400_000
+#: A group key's text in a key sent as JSON text (over REST): at most this many characters
+MAX_KEY_VALUE_CHARS = 256
+_FLOAT_MAX = 3.4028234663852886e38  # Spark's float (32 bits)
+
+
+def _whole_schema(bits: int) -> dict:
+    return {"type": "integer", "minimum": -2**bits, "maximum": 2**bits - 1}
+
+
+#: Spark type of a group key -> the JSON Schema of its values (what ``_FITS`` takes)
+VALUE_SCHEMAS = {
+    "string": {"type": "string", "maxLength": MAX_KEY_VALUE_CHARS},
+    "boolean": {"type": "boolean"},
+    "double": {"type": "number", "minimum": -sys.float_info.max,
+               "maximum": sys.float_info.max},
+    "float": {"type": "number", "minimum": -_FLOAT_MAX, "maximum": _FLOAT_MAX},
+    "tinyint": _whole_schema(7), "smallint": _whole_schema(15), "int": _whole_schema(31),
+    "bigint": _whole_schema(63),
+}
+_ANY_VALUE_SCHEMA = {"type": ["string", "number", "boolean"], "maxLength": MAX_KEY_VALUE_CHARS}
+
+
+def time_schema() -> dict:
+    """The JSON Schema of a time statekit takes: milliseconds since the epoch to the end of
+    9999, or ISO-8601 text in UTC (``ISO_TIME``)."""
+    return {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TIME_MS},
+                      {"type": "string", "pattern": ISO_TIME.pattern}]}
+
+
+def _grid_times_of_day(slide_ms: int) -> str | None:
+    """The regex of the times of day on a grid of ``slide_ms`` from midnight UTC (windows
+    start there: the epoch is a midnight); None when the grid does not repeat each day in
+    whole seconds (those starts are stated in milliseconds only).
+
+    Example:
+        >>> print(_grid_times_of_day(600_000))
+        (?:[01][0-9]|2[0-3]):(?:00|10|20|30|40|50)(?::00(?:\\.0{1,9})?)?
+    """
+    if _DAY_MS % slide_ms or slide_ms % 1000:
+        return None
+    zero = r"(?:\.0{1,9})?"
+    if slide_ms % 60_000 == 0:
+        minutes = slide_ms // 60_000
+        if 60 % minutes == 0:
+            every = "|".join(f"{m:02d}" for m in range(0, 60, minutes))
+            return rf"(?:[01][0-9]|2[0-3]):(?:{every})(?::00{zero})?"
+        every = "|".join(f"{t // 60:02d}:{t % 60:02d}" for t in range(0, 1440, minutes))
+        return rf"(?:{every})(?::00{zero})?"
+    seconds = slide_ms // 1000
+    if 60 % seconds:
+        return None
+    every = "|".join(f"{x:02d}" for x in range(0, 60, seconds))
+    return rf"(?:[01][0-9]|2[0-3]):[0-5][0-9](?::(?:{every}){zero})?"
+#: A key given as JSON text (over REST, or a str in Python): at most this many characters
+#: (5 key columns of MAX_KEY_VALUE_CHARS characters, each written as JSON escapes, fit)...
+MAX_KEY_CHARS = 16_384
+#: ...and arrays / objects nested at most this deep (a key is one object of plain values:
+#: 2 levels; the bound keeps a hostile key from reaching Python's recursion limit).
+MAX_KEY_DEPTH = 16
+KEY_ACCEPTED = 'a JSON object of the key columns, e.g. {"player": "p07"}'
+_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')  # a JSON string, or a bracket
+_SHOWN = 120  # characters of a refused key shown in its error
+
+
+def shown(text: str) -> str:
+    """``text``, cut to its first characters when long (an error names it, not all of it)."""
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text):,} characters)"
+
+
+def nesting_depth(text: str) -> int:
+    """How deep arrays and objects nest in JSON ``text`` (brackets inside strings do not count).
+
+    Example:
+        >>> nesting_depth('{"player": "[[["}'), nesting_depth("[[[1]], 2]")
+        (1, 3)
+    """
+    if text.count("[") + text.count("{") <= 1:
+        return text.count("[") + text.count("{")
+    depth = deepest = 0
+    for match in _NESTING.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_key_json(text: str | bytes, what: str = "key", accepted: str = KEY_ACCEPTED
+                   ) -> object:
+    """JSON ``text`` of a key, bounded: at most ``MAX_KEY_CHARS`` characters nested at most
+    ``MAX_KEY_DEPTH`` deep; else (or when it is not JSON) BadArgument naming it. Never a
+    RecursionError, however deep the text nests.
+
+    Example:
+        >>> parse_key_json('{"player": "p07"}')
+        {'player': 'p07'}
+        >>> try:
+        ...     parse_key_json("[" * 2000)
+        ... except BadArgument as exc:
+        ...     print(exc.accepted.split(", ")[-1])
+        nested at most 16 deep (this one: 2000)
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadArgument(what, shown(repr(text)), f"{accepted} in UTF-8") from None
+    check_key_text(text, what, accepted)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise BadArgument(what, shown(text), accepted) from None
+
+
+def check_key_text(text: str, what: str = "key", accepted: str = KEY_ACCEPTED) -> str:
+    """``text`` when it is at most ``MAX_KEY_CHARS`` long and nests at most ``MAX_KEY_DEPTH``
+    deep (JSON or not), else BadArgument naming it."""
+    if len(text) > MAX_KEY_CHARS:
+        raise BadArgument(what, shown(text), f"{accepted}, at most {MAX_KEY_CHARS:,} "
+                                             f"characters long")
+    depth = nesting_depth(text)
+    if depth > MAX_KEY_DEPTH:
+        raise BadArgument(what, shown(text), f"{accepted}, nested at most {MAX_KEY_DEPTH} "
+                                             f"deep (this one: {depth})")
+    return text
 
 
 def time_ms(value: object, what: str) -> int:
@@ -77,9 +235,15 @@ def time_ms(value: object, what: str) -> int:
         ms = value
     elif is_whole_number(value):
         ms = int(value)
-    elif isinstance(value, str | dt.datetime | pd.Timestamp):
+    elif isinstance(value, str | dt.datetime | pd.Timestamp | np.datetime64):
+        if isinstance(value, str):
+            if not ISO_TIME.fullmatch(value):
+                raise BadArgument(what, value, TIME_ACCEPTED)
+            # cut to milliseconds (they floor: the same instant statekit keeps), so a year
+            # past 2262 parses too (pandas holds nanoseconds only to 2262)
+            text = _BEYOND_MS.sub(r"\1", value)
         try:
-            stamp = pd.Timestamp(value)
+            stamp = pd.Timestamp(text if isinstance(value, str) else value)
             if stamp is pd.NaT:
                 raise BadArgument(what, value, TIME_ACCEPTED)
             if stamp.tzinfo is not None:
@@ -122,7 +286,6 @@ class KeyCodec:
         # _locate_plain: string group keys of a time window, stored in this column order
         self._plain = self.windowed and all(k == "string" for k in kinds) and \
             self.key_columns == [*spec.keys, "window_start", "window_end"]
-        self._tumbling = self.windowed and spec.window.kind == "tumbling"
         # per window, computed once and remembered for the last few thousand (windows repeat
         # from lookup to lookup): its hash seed, its times as ISO text (``iso(ms)`` is
         # ``ms_to_iso``), a start given as text parsed, and all of it for _locate_plain
@@ -133,13 +296,84 @@ class KeyCodec:
         self._window = remember(self._window_parts)
 
     # --- keys -------------------------------------------------------------------------
+    def parse(self, text: str | bytes, what: str = "key", *, window: bool = False) -> dict:
+        """A key sent as JSON text (over REST): one object naming only key columns — the
+        group keys, and with ``window`` the ``window_start`` (a point query's key; a time
+        window's ``window_end`` may come too, a time, unused: the start names the window).
+        Its values are checked by ``group`` / ``key``; a Python dict may carry other columns
+        (a row), JSON text may not.
+
+        Example:
+            >>> from statekit.query.spec import QuerySpec, tumbling
+            >>> codec = KeyCodec(QuerySpec(keys=["player"], window=tumbling("10 minutes")),
+            ...                  {"player": "string"}, partitions=3)
+            >>> codec.parse('{"player": "p07", "window_start": 0}', window=True)
+            {'player': 'p07', 'window_start': 0}
+            >>> codec.parse('{"player": "p07", "count": 3}')
+            Traceback (most recent call last):
+            ...
+            statekit.errors.BadArgument: bad key: '{"player": "p07", "count": 3}'; accepted: \
+a JSON object of the key columns ['player'] (not ['count'])
+        """
+        columns = [*self.spec.keys, *(("window_start",) if window else ()),
+                   *(("window_end",) if window and self.windowed else ())]
+        accepted = f"a JSON object of the key columns {columns}"
+        value = parse_key_json(text, what, accepted)
+        sent = shown(text if isinstance(text, str) else text.decode())
+        if not isinstance(value, dict):
+            raise BadArgument(what, sent, accepted)
+        unknown = [name for name in value if name not in columns]
+        if unknown:
+            raise BadArgument(what, sent, f"{accepted} (not {unknown})")
+        for name in self.spec.keys:
+            if isinstance(value.get(name), str) and len(value[name]) > MAX_KEY_VALUE_CHARS:
+                raise BadArgument(f"{what} {name}", shown(value[name]),
+                                  f"text of at most {MAX_KEY_VALUE_CHARS} characters")
+        if "window_end" in value:
+            time_ms(value["window_end"], "window_end")
+        return value
+
+    def json_schema(self, window: bool = False) -> dict:
+        """The JSON Schema of a key ``parse`` takes (what the REST service's OpenAPI schema
+        states): the group keys by their Spark types, and with ``window`` its start.
+
+        Example:
+            >>> from statekit.query.spec import QuerySpec, tumbling
+            >>> codec = KeyCodec(QuerySpec(keys=["player"], window=tumbling("10 minutes")),
+            ...                  {"player": "string"}, partitions=3)
+            >>> schema = codec.json_schema(window=True)
+            >>> schema["required"], schema["properties"]["window_start"]["anyOf"][0]
+            (['player', 'window_start'], {'type': 'integer', 'minimum': 0, \
+'maximum': 253402299600000, 'multipleOf': 600000})
+        """
+        properties = {name: dict(VALUE_SCHEMAS.get(self.key_types.get(name), _ANY_VALUE_SCHEMA))
+                      for name in self.spec.keys}
+        required = list(properties)
+        if window:
+            properties["window_start"] = self.window_start_schema()
+            required.append("window_start")
+            if self.windowed:
+                properties["window_end"] = time_schema()  # may come (a row's); unused
+        return {"type": "object", "properties": properties, "required": required,
+                "additionalProperties": False}
+
+    def window_start_schema(self) -> dict:
+        """The JSON Schema of one of this store's window starts (``window_start``); a session
+        store's: any time."""
+        if not self.windowed:
+            return time_schema()
+        last = (MAX_TIME_MS - self.size_ms) // self.slide_ms * self.slide_ms
+        forms = [{"type": "integer", "minimum": 0, "maximum": last,
+                  "multipleOf": self.slide_ms}]
+        grid = _grid_times_of_day(self.slide_ms)
+        if grid is not None:
+            forms.append({"type": "string", "pattern": iso_pattern(grid, _YEAR_TO_9998)})
+        return {"anyOf": forms}
+
     def group(self, key: object) -> dict:
         """The group keys of ``key`` (a dict holding at least them)."""
         if isinstance(key, str | bytes):
-            try:
-                key = json.loads(key)
-            except ValueError:
-                raise BadArgument("key", key, "a JSON object of the group keys") from None
+            key = parse_key_json(key)
         if not isinstance(key, Mapping):
             raise BadArgument("key", key, f"a dict of the group keys {list(self.spec.keys)}")
         missing = [k for k in self.spec.keys if k not in key or key[k] is None]
@@ -170,26 +404,48 @@ class KeyCodec:
     def key(self, key: object) -> dict:
         """A full state key: group keys and ``window_start`` (and ``window_end``) in ms; for a
         running aggregate (a key-value store) the group keys alone."""
-        group = self.group(key)
+        raw = parse_key_json(key) if isinstance(key, str | bytes) else key
+        group = self.group(raw)
         if self.spec.kind == "running":
             return group
-        raw = json.loads(key) if isinstance(key, str | bytes) else key
         if "window_start" not in raw:
             raise BadArgument("key", dict(raw), "the group keys and window_start (a point "
                                                 "query names one window)")
-        start = self._start_ms(raw["window_start"])
-        full = {**group, "window_start": start}
-        if self.windowed:
-            if self.spec.window.kind == "tumbling" and start % self.size_ms:
-                raise BadArgument("window_start", raw["window_start"],
-                                  f"the start of a {self.spec.window.size} window (a multiple "
-                                  f"of {self.size_ms} ms since the epoch)")
-            full["window_end"] = start + self.size_ms
-            if full["window_end"] > MAX_TIME_MS:
-                raise BadArgument("window_start", raw["window_start"],
-                                  f"the start of a window that ends by "
-                                  f"{ms_to_iso(MAX_TIME_MS)}")
-        return full
+        if not self.windowed:  # a session's start: any time
+            return {**group, "window_start": self._start_ms(raw["window_start"])}
+        start = self.window_start(raw["window_start"])
+        return {**group, "window_start": start, "window_end": start + self.size_ms}
+
+    def window_start(self, value: object) -> int:
+        """The start (ms) of one of this store's time windows: on the windows' grid (a
+        multiple of the slide since the epoch; tumbling: of the size) and ending by the year
+        9999, else BadArgument naming the nearest valid starts.
+
+        Example:
+            >>> from statekit.query.spec import QuerySpec, hopping
+            >>> codec = KeyCodec(QuerySpec(keys=["player"], window=hopping("10 minutes",
+            ...                  "5 minutes")), {"player": "string"}, partitions=3)
+            >>> codec.window_start("2026-01-05T10:05Z")
+            1767607500000
+            >>> try:
+            ...     codec.window_start("2026-01-05T10:07Z")
+            ... except BadArgument as exc:
+            ...     print(exc.accepted.split(": ")[-1])
+            the nearest are 2026-01-05T10:05:00.000Z and 2026-01-05T10:10:00.000Z
+        """
+        start = self._start_ms(value)
+        if start % self.slide_ms:
+            below = start - start % self.slide_ms
+            window = self.spec.window
+            sliding = f" sliding every {window.slide}" if window.kind == "hopping" else ""
+            raise BadArgument("window_start", value,
+                              f"the start of a {window.size} window{sliding} (a multiple of "
+                              f"{self.slide_ms:,} ms since the epoch): the nearest are "
+                              f"{self.iso(below)} and {self.iso(below + self.slide_ms)}")
+        if start + self.size_ms > MAX_TIME_MS:
+            raise BadArgument("window_start", value, f"the start of a window that ends by "
+                                                     f"{ms_to_iso(MAX_TIME_MS)}")
+        return start
 
     def store_key(self, key: Mapping) -> bytes:
         """The changelog key bytes of a full key (``key()``'s result)."""
@@ -215,8 +471,7 @@ class KeyCodec:
         if not self._plain:
             return None
         start = key.get("window_start")
-        if type(start) is not int or not 0 <= start <= MAX_TIME_MS or (
-                self._tumbling and start % self.size_ms):
+        if type(start) is not int or not 0 <= start <= MAX_TIME_MS or start % self.slide_ms:
             return None
         window = self._window(start)
         if window is None:

@@ -1,10 +1,13 @@
-"""One serving instance as a process: ``python -m statekit.serve instance CONFIG_JSON``.
+"""One serving instance as a process: ``python -m statekit.serve instance -``.
 
 The process builds a ``ServingInstance`` (its partitions restore in the
 background), a ``ServingClient`` that answers its own partitions locally and
 routes the rest, and serves both over REST with uvicorn until it is stopped or
 its parent dies (``statekit.processes``). It prints ``serving on <url>`` once
-the server listens. CONFIG is the JSON of ``instance_config``.
+the server listens. Its config, the JSON of ``instance_config``, comes on
+standard input, not the command line: it carries the serving token (and the
+Kafka client's settings, which may hold a password), and a command line is
+visible to every user in ``ps``.
 
 Example:
     >>> config = instance_config("i0", broker, topic, "/tmp/s", plan,   # doctest: +SKIP
@@ -23,54 +26,64 @@ from collections.abc import Mapping, Sequence
 from statekit.kafka.connection import Kafka, KafkaConnection, connect
 from statekit.processes import spawn
 from statekit.serve.assignment import Assignment
+from statekit.serve.auth import ServingSecurity
 from statekit.serve.global_store import GlobalTable
 
 
 def instance_config(name: str, kafka: Kafka, topic: str, directory: str | os.PathLike,
                     assignment: Assignment, urls: Mapping[str, str], *,
                     host: str = "127.0.0.1", port: int, allow_remote: bool = False,
-                    global_tables: Sequence[GlobalTable] = ()) -> dict:
-    """The JSON config of one instance process."""
+                    global_tables: Sequence[GlobalTable] = (),
+                    security: ServingSecurity | None = None) -> dict:
+    """The JSON config of one instance process (secrets included: see ``start_instance``)."""
     conn = connect(kafka)
     return {"name": name, "kafka": {"bootstrap_servers": conn.bootstrap_servers,
                                     "config": dict(conn.config)},
             "topic": topic, "directory": str(directory), "assignment": assignment.to_dict(),
             "urls": dict(urls), "host": host, "port": port, "allow_remote": allow_remote,
-            "globals": [table.to_dict() for table in global_tables]}
+            "globals": [table.to_dict() for table in global_tables],
+            "security": (security or ServingSecurity()).to_dict()}
 
 
 def start_instance(config: Mapping, log_path: str | os.PathLike | None = None
                    ) -> subprocess.Popen:
-    """Start an instance process (dies with this process); output to ``log_path``."""
+    """Start an instance process (dies with this process); output to ``log_path``. The
+    config goes to its standard input (never its command line, which ``ps`` shows)."""
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     try:
-        return spawn([sys.executable, "-m", "statekit.serve", "instance", json.dumps(config)],
-                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = spawn([sys.executable, "-m", "statekit.serve", "instance", "-"],
+                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE)
     finally:
         if log_path:
             out.close()
+    try:
+        proc.stdin.write(json.dumps(config).encode())
+        proc.stdin.close()
+    except BrokenPipeError:  # it died at once: its exit code and log say why
+        pass
+    return proc
 
 
 def run_instance(config: Mapping) -> None:
     """Build the instance and serve it over REST until the process ends."""
-    import uvicorn
-
     from statekit.serve.client import ServingClient
     from statekit.serve.instance import ServingInstance
-    from statekit.serve.rest import MAX_REQUEST_LINE, check_host, create_app
+    from statekit.serve.rest import Server, check_host, create_app
 
     kafka = KafkaConnection(config["kafka"]["bootstrap_servers"], config["kafka"]["config"])
     host = check_host(config["host"], config.get("allow_remote", False))
+    security = ServingSecurity.from_dict(config.get("security"))
     tables = [GlobalTable.from_dict(t) for t in config.get("globals", [])]
     instance = ServingInstance(config["name"], kafka, config["topic"], config["directory"],
                                Assignment.from_dict(config["assignment"]),
                                global_tables=tables).start()
-    client = ServingClient(config["urls"], local=instance)
-    app = create_app(instance, client)
-    print(f"serving on http://{host}:{config['port']}", flush=True)
+    # forwarded calls carry the token and check the other instances' certificates
+    client = ServingClient(config["urls"], local=instance, token=security.token,
+                           verify=security.cafile)
+    server = Server(create_app(instance, client), host, config["port"],
+                    allow_remote=config.get("allow_remote", False), security=security)
+    print(f"serving on {server.url}", flush=True)
     try:
-        uvicorn.run(app, host=host, port=config["port"], log_level="warning",
-                    access_log=False, lifespan="off",
-                    h11_max_incomplete_event_size=MAX_REQUEST_LINE)
+        server.run()
     finally:
         instance.close()

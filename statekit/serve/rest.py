@@ -14,15 +14,27 @@ are answered from this instance's own partitions only (``partitions`` narrows
 them; a routed query reads every partition it needs).
 
 Every error is JSON ``{"detail": {"error": ..., "message": ...}}`` naming the bad
-value and what would be accepted: 400 for a bad key, time or parameter, 404 for
-an unknown store or path, 405 for a method a path does not take, 409 when the
-store has not reached the batch asked for (``min_batch``; the batch it has is
-given), 413 for a result larger than ``limit`` rows or a body larger than
-``MAX_BODY``, 414 for a URL longer than ``MAX_URL``, 422 for a parameter or body
-of the wrong shape (each problem listed in ``errors``), 503 with ``Retry-After``
-when no live instance holds a partition (named, with its state). Served on
+value and what would be accepted: 400 for a bad key, time or parameter (a key is
+parsed within bounds: ``keys.MAX_KEY_CHARS``, ``keys.MAX_KEY_DEPTH``), 404 for an
+unknown store or path, 405 for a method a path does not take, 409 when the store
+has not reached the batch asked for within ``timeout`` (``min_batch``; the batch it
+has is given), 413 for a result larger than ``limit`` rows or a body larger than
+``MAX_BODY``, 414 for a URL longer than ``MAX_URL`` (the server's own refusals are
+JSON too: ``StatekitHttpProtocol``), 421 for a key asked with ``local=true`` of a
+partition this instance does not hold (its owners named), 422 for a parameter or
+body of the wrong shape (each problem listed in ``errors``), 503 with
+``Retry-After`` when no live instance holds a partition (named, with its state).
+The OpenAPI schema states what the service takes (``_tighten``). Served on
 127.0.0.1 unless a non-loopback address is asked for explicitly
 (``allow_remote=True``).
+
+A wait for ``min_batch`` holds no thread: the query is asked without waiting, and
+when a partition it needs is behind, the request awaits that partition's next
+change (``ChangelogTail.wait_for_batch_async``; on another instance, its
+``/position``) and asks again. Queries that read a store run on ``QUERY_THREADS``
+threads of their own and an assignment that moves partitions on
+``CONTROL_THREADS`` others; lookups of keys held here, ``/health``, ``/metadata``
+and an assignment that moves nothing answer on the event loop.
 
 Example:
     >>> app = create_app(instance, client)                               # doctest: +SKIP
@@ -33,7 +45,7 @@ Example:
 
 from __future__ import annotations
 
-import ipaddress
+import asyncio
 import json
 import re
 import threading
@@ -41,33 +53,43 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
+import httpx
+from anyio import CapacityLimiter, to_thread
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from statekit.errors import BadArgument
 from statekit.serve.assignment import Assignment
+from statekit.serve.auth import ServingSecurity, announce, arm, install, is_loopback, settle
 from statekit.serve.client import ARROW_STREAM, ServingClient, call_local
-from statekit.serve.instance import PartitionNotHeld, ServingInstance
+from statekit.serve.instance import QUERIES, PartitionNotHeld, ServingInstance
+from statekit.serve.keys import MAX_KEY_CHARS, check_key_text, time_schema
 from statekit.serve.results import (
     MAX_LIMIT,
     PartitionUnavailable,
     PositionNotReached,
     QueryResult,
     ResultTooLarge,
+    TableResult,
 )
 
 DEFAULT_LIMIT = 10_000
-MAX_URL = 8192               # bytes of a request's target (path and query)
+MAX_URL = 60_000             # bytes of a request's target (path and query; httptools parses
+                             # up to 64 KiB): two keys of 5 columns of MAX_KEY_VALUE_CHARS
+                             # characters fit, however escaped
 MAX_BODY = 65_536            # bytes of a request's body
 MAX_WAIT = 30.0              # seconds a query may wait for min_batch
-MAX_REQUEST_LINE = 262_144   # bytes of a request's head uvicorn reads (h11 answers a longer
-                             # one with a plain-text 400): well over MAX_URL, so 414 is JSON
+MAX_REQUEST_LINE = 262_144   # bytes of a request's target (and h11's head) the server itself
+                             # reads: well over MAX_URL, so statekit's own 414 answers first
 MAX_ID = 2**53 - 1           # batch ids and versions: whole numbers JSON (a double) holds exactly
-PARTITIONS = r"^[0-9]{1,6}(,[0-9]{1,6})*$"  # ASCII digits: the same in Python, Rust and ECMA
+QUERY_THREADS = 32           # queries reading a store or asking other instances, at once
+CONTROL_THREADS = 4          # /metadata and POST /assignment: threads of their own
+# partitions as ASCII digits without leading zeros (the same in Python, Rust and ECMA regexes)
+PARTITIONS = r"^(0|[1-9][0-9]{0,5})(,(0|[1-9][0-9]{0,5}))*$"
 _MILLIS = re.compile(r"-?[0-9]{1,19}")
 _SHOWN = 300                 # characters of a bad value an error message shows
 
@@ -151,51 +173,150 @@ def _fail(status: int, error: str, message: str, headers: dict | None = None, **
     return HTTPException(status, {"error": error, "message": message, **extra}, headers=headers)
 
 
+#: statekit's exceptions a query answers with an HTTP error (``_error``)
+ANSWERED = (BadArgument, PositionNotReached, PartitionUnavailable, PartitionNotHeld,
+            ResultTooLarge)
+
+
 def _error(exc: Exception) -> HTTPException:
     """The HTTP error of a statekit exception."""
     if isinstance(exc, PositionNotReached):
         return _fail(409, "PositionNotReached", str(exc), partition=exc.partition,
-                     wanted=exc.wanted, current=exc.current)
+                     wanted=exc.wanted, current=exc.current, instance=exc.instance)
     if isinstance(exc, PartitionUnavailable):
         return _fail(503, "PartitionUnavailable", str(exc), {"Retry-After": str(
             max(1, round(exc.retry_after)))}, partition=exc.partition,
             retry_after=exc.retry_after)
     if isinstance(exc, ResultTooLarge):
         return _fail(413, "ResultTooLarge", str(exc), kind=exc.kind, limit=exc.limit)
-    if isinstance(exc, PartitionNotHeld):
-        return _fail(503, "PartitionNotHeld", str(exc), {"Retry-After": "1"},
-                     partition=exc.partition)
+    if isinstance(exc, PartitionNotHeld):  # asking this instance again cannot help: 421
+        return _fail(421, "PartitionNotHeld", str(exc), partition=exc.partition,
+                     instance=exc.instance, owners=exc.owners)
     if isinstance(exc, BadArgument):
         return _fail(400, "BadArgument", str(exc))
     raise exc
 
 
-def _time(value: str, what: str) -> int | str:
+def _json_response(result: QueryResult) -> JSONResponse:
+    return JSONResponse(result.to_dict())
+
+
+def _arrow_response(result: TableResult) -> Response:
+    return Response(result.to_ipc(), media_type=ARROW_STREAM)
+
+
+def _bad_argument(call: Callable, *args, **kwargs):
+    """``call(*args, **kwargs)``, its BadArgument a 400."""
+    try:
+        return call(*args, **kwargs)
+    except BadArgument as exc:
+        raise _error(exc) from None
+
+
+def _time(value: str) -> int | str:
     """A time parameter: ASCII digits are milliseconds, anything else ISO text (checked later)."""
     return int(value) if _MILLIS.fullmatch(value) else value
 
 
-def _json(value: str | None, what: str) -> Any:
-    if value is None:
-        return None
-    try:
-        return json.loads(value)
-    except ValueError:
-        raise _fail(400, "BadArgument", f"bad {what}: {_shown(value)}; accepted: a JSON object "
-                                        f"of the key columns, e.g. {{\"player\": \"p07\"}}"
-                    ) from None
+class _RemoteWaits:
+    """Waits on other instances for a batch (``GET .../position`` with the wait), asked with
+    asyncio (httpx) so that a forwarded wait holds no thread here either."""
+
+    def __init__(self, client: ServingClient):
+        self.client = client
+        self._http: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def wait(self, name: str, partition: int, batch: int, timeout: float) -> bool:
+        """Until instance ``name``'s store of ``partition`` reflects ``batch``, it no longer
+        holds it, or ``timeout`` seconds (whatever it answers, the query is asked again);
+        False when it could not ask (no address, no answer)."""
+        url = self.client.urls.get(name)
+        if not url:
+            return False
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._loop is not loop:  # bound to the loop that made it
+            self._http, self._loop = self.client.async_http(), loop
+        params = {"partitions": str(partition), "min_batch": batch, "local": "true",
+                  "timeout": f"{min(timeout, MAX_WAIT):.3f}"}
+        try:
+            await self._http.get(f"{url}/stores/{self.client.store}/position", params=params,
+                                 timeout=self.client.timeout + timeout)
+        except httpx.HTTPError:  # gone: asked again, the query goes to a standby
+            return False
+        return True
 
 
 def _partitions(value: str | None, instance: ServingInstance) -> list[int] | None:
-    """The partitions asked (each once, in the order given), each one of the store's."""
+    """The partitions asked (in the order given), each one of the store's, each once."""
     if value is None:
         return None
-    parts = list(dict.fromkeys(int(p) for p in value.split(",")))
+    parts = [int(p) for p in value.split(",")]
     bad = [p for p in parts if not 0 <= p < instance.schema.partitions]
     if bad:
         raise _fail(400, "BadArgument", f"bad partition: {bad[0]}; accepted: 0.."
                                         f"{instance.schema.partitions - 1}")
+    if len(set(parts)) < len(parts):
+        raise _fail(400, "BadArgument", f"bad partitions: {value!r}; accepted: each partition "
+                                        f"at most once")
     return parts
+
+
+def _partitions_schema(count: int) -> dict:
+    """The OpenAPI parameter of ``_partitions``: a comma-separated list of distinct partitions
+    (OpenAPI's form style, not exploded)."""
+    return {"style": "form", "explode": False, "schema": {
+        "type": "array", "items": {"type": "integer", "minimum": 0, "maximum": count - 1},
+        "minItems": 1, "maxItems": count, "uniqueItems": True}}
+
+
+#: Query parameters that are times (``time_schema``), and the ranges a query takes (the one
+#: rule an OpenAPI schema cannot state: each range's first end may not come after its last)
+TIMES = ("time_from", "time_to", "earliest_end", "latest_start")
+_TIME_RANGE = ("time_from", "time_to", "")
+RANGES = {"window": {"fetch": _TIME_RANGE, "fetch_all": _TIME_RANGE, "fetch_range": _TIME_RANGE},
+          "key-value": {"range": ("key_from", "key_to", " in the store's key byte order")}}
+
+
+def _tighten(schema: dict, instance: ServingInstance) -> dict:
+    """``schema`` (FastAPI's OpenAPI) made as strict as the service: keys as JSON objects of
+    the store's key columns and types, times and window starts as the grammar and grid the
+    service checks, partitions within the store's range, and only the parameters and paths
+    this store's kind takes. What no schema can say — a range's ends in order (``RANGES``) —
+    each operation's description states, and the service answers 400 naming both ends."""
+    codec, store = instance.codec, instance.tail.store_name
+    for path, operations in schema["paths"].items():
+        kind = path.rsplit("/", 1)[-1]
+        for operation in operations.values():
+            kept = []
+            for param in operation.get("parameters", []):
+                name = param["name"]
+                if name == "enrich" and not instance.globals:
+                    continue  # no global store to enrich with: the parameter is refused
+                if name == "window_start" and kind == "top_k":
+                    if instance.kind == "key-value":
+                        continue  # a running aggregate has no windows
+                    param.update(required=True, schema=codec.window_start_schema())
+                elif name in ("key", "key_from", "key_to") and path.startswith("/stores/"):
+                    param.pop("schema", None)
+                    window = kind == "get" and instance.kind != "key-value"
+                    param["content"] = {"application/json": {
+                        "schema": codec.json_schema(window=window)}}
+                elif name in TIMES:
+                    param["schema"] = time_schema()
+                elif name == "partitions":
+                    param.update(_partitions_schema(instance.schema.partitions))
+                kept.append(param)
+            if "parameters" in operation:
+                operation["parameters"] = kept
+            ends = RANGES.get(instance.kind, {}).get(kind)
+            if ends is not None and path.startswith("/stores/"):
+                first, last, order = ends
+                operation["description"] = (f"{operation.get('description', '')}\n\n{first} "
+                                            f"no later than {last}{order}, else 400 naming "
+                                            f"both.")
+    schema["info"]["description"] += f" This instance serves {store!r}, a {instance.kind} store."
+    return schema
 
 
 def _check_assignment(assignment: Assignment, urls: dict[str, str],
@@ -231,6 +352,39 @@ def _check_assignment(assignment: Assignment, urls: dict[str, str],
     if unplaced:
         raise BadArgument("urls", urls, f"a URL for each other instance (none for "
                                         f"{unplaced[0]!r})")
+
+
+class StatekitHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, whose own refusals are JSON too: a request target longer
+    than ``MAX_REQUEST_LINE`` (httptools reads any length; its URL parser stops at 64 KiB) is
+    a 414 as statekit's own, and a request it cannot parse a 400 naming that."""
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        if len(self.url) > MAX_REQUEST_LINE:
+            raise ValueError("request target too long")  # ends the parse: send_400_response
+
+    def send_400_response(self, msg: str) -> None:
+        size = len(getattr(self, "url", b""))
+        if size > MAX_URL:
+            status, detail = 414, {"error": "URITooLong", "message": (
+                f"bad URL: {size:,}{'+' if size > MAX_REQUEST_LINE else ''} bytes long; "
+                f"accepted: at most {MAX_URL} bytes (path and query)")}
+        else:
+            status, detail = 400, {"error": "BadRequest", "message": (
+                f"bad request: not HTTP/1.1 the server can read ({msg})")}
+        body = json.dumps({"detail": detail}).encode("ascii")
+        phrase = {400: b"Bad Request", 414: b"URI Too Long"}[status]
+        self.transport.write(b"".join([
+            b"HTTP/1.1 %d %s\r\n" % (status, phrase),
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body), b"connection: close\r\n\r\n", body]))
+        self.transport.close()
+
+
+#: How every statekit REST server runs uvicorn (``Server`` and the instance processes).
+SERVER_OPTIONS = {"http": StatekitHttpProtocol, "h11_max_incomplete_event_size": MAX_REQUEST_LINE,
+                  "log_level": "warning", "access_log": False, "lifespan": "off"}
 
 
 async def _limit_url(request: Request) -> None:
@@ -348,6 +502,8 @@ def _responses(*statuses: int) -> dict:
             413: "a result larger than limit, or a body larger than the service takes",
             414: "a URL longer than the service takes",
             422: "a parameter or body of the wrong shape (each problem in errors)",
+            421: "this instance does not hold the key's partition (local=true): ask one of "
+                 "the owners named",
             503: "no live instance holds a partition (retry after Retry-After seconds)"}
     out: dict[int | str, dict] = {}
     for status in statuses:
@@ -358,7 +514,7 @@ def _responses(*statuses: int) -> dict:
     return out
 
 
-QUERY_ERRORS = _responses(400, 404, 409, 413, 414, 422, 503)
+QUERY_ERRORS = _responses(400, 404, 409, 413, 414, 421, 422, 503)
 
 
 def create_app(instance: ServingInstance, client: ServingClient | None = None,
@@ -373,60 +529,121 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _server_error)
+
+    def openapi() -> dict:
+        """The schema FastAPI makes from the routes, made as strict as the service."""
+        if app.openapi_schema is None:
+            app.openapi_schema = _tighten(FastAPI.openapi(app), instance)
+        return app.openapi_schema
+
+    app.openapi = openapi
+    # the token check (armed by the Server that binds the app): it documents the security
+    # schemes on top of the strict schema above
+    install(app, ErrorModel)
     store = instance.tail.store_name
+    codec = instance.codec
     values = list(instance.schema.spec.value_columns)
     globals_held = sorted(instance.globals)
+    served = QUERIES[instance.kind]
+    # threads of their own: queries never wait behind /metadata or POST /assignment, nor those
+    # behind queries (a wait holds no thread at all: see answer())
+    queries, control = CapacityLimiter(QUERY_THREADS), CapacityLimiter(CONTROL_THREADS)
+    remote = _RemoteWaits(client)
 
     def check_store(name: str) -> None:
         if name != store:
             raise _fail(404, "UnknownStore", f"no store {name!r} here; stores: {store}")
 
     def run(kind: str, params: dict, partitions: list[int] | None, local: bool,
-            partial: bool = False, limit: int | None = None) -> dict:
-        try:
-            if local:  # scans read limit + 1 rows a partition: a longer answer is refused
-                result = call_local(instance, kind, params, partitions)
-                if limit is not None and len(result.rows) > limit:
-                    raise ResultTooLarge(kind, limit)
-            else:
-                result = route(kind, params, partial)
-        except (BadArgument, PositionNotReached, PartitionUnavailable, PartitionNotHeld,
-                ResultTooLarge) as exc:
-            raise _error(exc) from None
-        return result.to_dict()
+            partial: bool = False, limit: int | None = None) -> QueryResult | TableResult:
+        """The query's answer, here (``local``, or a key this instance owns) or routed;
+        statekit's errors raised as they are."""
+        if not local and not (kind == "get" and owns(params["key"])):
+            return route(kind, params, partial)
+        # scans read limit + 1 rows a partition: a longer answer is refused
+        result = call_local(instance, kind, params, partitions)
+        if limit is not None and len(result.rows) > limit:
+            raise ResultTooLarge(kind, limit)
+        return result
 
-    def route(kind: str, params: dict, partial: bool) -> QueryResult:
-        p = params
+    async def answer(kind: str, params: dict, partitions: list[int] | None = None,
+                     local: bool = False, partial: bool = False, limit: int | None = None,
+                     *, inline: bool = False, respond: Callable = _json_response
+                     ) -> Response:
+        """``respond(run(...))`` asked without waiting, again each time a partition it needs
+        moves on, until ``params["timeout"]``: a wait for ``min_batch`` is a coroutine
+        awaiting that partition's progress (here, or ``position`` on the instance that
+        answered), holding no thread. ``inline``: on the event loop (a lookup here:
+        microseconds), else in one of the query threads, the answer's body written there
+        too (a large one would hold the event loop for milliseconds)."""
+        def ask() -> Response:
+            return respond(run(kind, {**params, "timeout": 0.0}, partitions, local, partial,
+                               limit))
+
+        deadline = time.monotonic() + (params.get("timeout") or 0.0)
+        while True:
+            try:
+                return ask() if inline else await to_thread.run_sync(ask, limiter=queries)
+            except PositionNotReached as exc:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise _error(exc) from None
+                if exc.instance in ("", instance.name):
+                    waited = await instance.wait_for_batch_async(exc.partition, exc.wanted,
+                                                                 remaining)
+                else:
+                    waited = await remote.wait(exc.instance, exc.partition, exc.wanted,
+                                               remaining)
+                if not waited:  # (not held there, or no answer): asked again, not at once
+                    await asyncio.sleep(min(remaining, 0.05))
+            except ANSWERED as exc:
+                raise _error(exc) from None
+
+    def route(kind: str, params: dict, partial: bool) -> QueryResult | TableResult:
+        p, wait = params, {"min_batch": params.get("min_batch"), "timeout": params["timeout"]}
         if kind == "get":
-            return client.get(p["key"], min_batch=p["min_batch"], timeout=p["timeout"])
+            return client.get(p["key"], **wait)
         if kind == "fetch":
-            return client.fetch(p["key"], p["time_from"], p["time_to"],
-                                min_batch=p["min_batch"], timeout=p["timeout"])
+            return client.fetch(p["key"], p["time_from"], p["time_to"], **wait)
         if kind == "find_sessions":
-            return client.find_sessions(p["key"], p["earliest_end"], p["latest_start"],
-                                        min_batch=p["min_batch"], timeout=p["timeout"])
+            return client.find_sessions(p["key"], p["earliest_end"], p["latest_start"], **wait)
         if kind == "all":
-            return client.all(limit=p["limit"], min_batch=p["min_batch"], partial=partial)
+            return client.all(limit=p["limit"], partial=partial, **wait)
         if kind == "fetch_all":
             return client.fetch_all(p["time_from"], p["time_to"], limit=p["limit"],
-                                    min_batch=p["min_batch"], partial=partial)
+                                    partial=partial, **wait)
         if kind == "fetch_range":
             return client.fetch_range(p["key_from"], p["key_to"], p["time_from"],
-                                      p["time_to"], limit=p["limit"],
-                                      min_batch=p["min_batch"], partial=partial)
+                                      p["time_to"], limit=p["limit"], partial=partial, **wait)
         if kind == "range":
-            return client.range(p["key_from"], p["key_to"], limit=p["limit"],
-                                min_batch=p["min_batch"], partial=partial)
+            return client.range(p["key_from"], p["key_to"], limit=p["limit"], partial=partial,
+                                **wait)
         if kind == "table":
-            return client.table(min_batch=p["min_batch"], partial=partial)
+            return client.table(partial=partial, **wait)
         if kind == "top_k":
-            return client.top_k(p["window_start"], p["k"], p["by"], min_batch=p["min_batch"],
-                                partial=partial, enrich=p.get("enrich"))
+            return client.top_k(p["window_start"], p["k"], p["by"], partial=partial,
+                                enrich=p.get("enrich"), **wait)
+        if kind == "position":
+            return client.position(partial=partial, **wait)
         return client.approximate_num_entries(partial=partial)
+
+    def key_of(text: str | None, what: str, window: bool) -> dict | None:
+        """A key parameter: a JSON object of the group keys (and, ``window``, window_start)."""
+        return None if text is None else _bad_argument(codec.parse, text, what, window=window)
+
+    def owns(key: object) -> bool:
+        """True when this instance is the active owner of ``key``'s partition (a bad key:
+        True too, so that the lookup here names what is wrong with it)."""
+        try:
+            partition = codec.locate(key)[0]
+        except BadArgument:
+            return True
+        return instance.role(partition) == "active"
 
     key_doc = ('the key as a JSON object, e.g. {"player": "p07", '
                '"window_start": "2026-01-05T10:00Z"}')
     time_doc = "milliseconds since the epoch or ISO-8601 text"
+
     # one Query object per parameter: FastAPI binds each to the first parameter it meets
     def Store():  # noqa: N802
         return Path(description=f"the store (here: {store}; any other name is 404)",
@@ -437,7 +654,8 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
                      description="answer only once the store reflects at least this batch")
 
     def Wait():  # noqa: N802
-        return Query(0.0, ge=0.0, le=MAX_WAIT, description="seconds to wait for min_batch")
+        return Query(0.0, ge=0.0, le=MAX_WAIT, description=(
+            "seconds to wait for min_batch (the wait holds no thread: any number may wait)"))
 
     def Local():  # noqa: N802
         return Query(False, description="answer from this instance's partitions only "
@@ -460,158 +678,164 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
                      examples=["2026-01-05T10:00:00Z", "1767607200000"])
 
     def Key(required: bool = True):  # noqa: N802
-        return Query(... if required else None, max_length=4096, description=key_doc)
+        return Query(... if required else None, max_length=MAX_KEY_CHARS, description=key_doc)
+
+    def listed(kind: str) -> dict:
+        """A query route's settings: in the schema only when this store answers it."""
+        return {"response_model": ResultModel, "responses": QUERY_ERRORS,
+                "include_in_schema": kind in served}
 
     @app.get("/health", responses=_responses(414))
     async def health() -> HealthModel:  # on the event loop: nothing here waits
         return HealthModel(status="ok", instance=instance.name)
 
     @app.get("/metadata", responses=_responses(414))
-    def metadata() -> dict[str, Any]:
-        """This instance, the assignment, and every held partition's state and batch."""
+    async def metadata() -> dict[str, Any]:  # on the event loop: statuses are read lock-free
+        """This instance (its process id and start time), the assignment, and every held
+        partition's state and batch."""
         return {**instance.metadata(), "urls": client.urls}
 
     @app.post("/assignment", responses=_responses(400, 413, 414, 422))
-    def set_assignment(body: AssignmentModel) -> AssignmentAnswer:
+    async def set_assignment(body: AssignmentModel) -> AssignmentAnswer:
         """Take a new assignment (sent by the cluster after an instance died)."""
         try:
             assignment = Assignment.from_dict(body.assignment.model_dump())
             _check_assignment(assignment, body.urls, instance)
         except BadArgument as exc:
             raise _error(exc) from None
-        instance.set_assignment(assignment)
-        client.set_assignment(assignment, body.urls)
-        if on_assignment is not None:
-            on_assignment(assignment)
-        return AssignmentAnswer(instance=instance.name, version=assignment.version,
-                                held={str(p): r for p, r in instance.roles.items()})
 
-    @app.get("/stores/{name}/get", response_model=ResultModel, responses=QUERY_ERRORS)
+        def take() -> AssignmentAnswer:
+            instance.set_assignment(assignment)
+            client.set_assignment(assignment, body.urls)
+            if on_assignment is not None:
+                on_assignment(assignment)
+            return AssignmentAnswer(instance=instance.name, version=assignment.version,
+                                    held={str(p): r for p, r in instance.roles.items()})
+
+        if set(assignment.held_by(instance.name)) == set(instance.roles) and \
+                on_assignment is None:
+            return take()  # no partition comes or goes: nothing to restore or close
+        return await to_thread.run_sync(take, limiter=control)
+
+    @app.get("/stores/{name}/get", **listed("get"))
     async def get(name: str = Store(), key: str = Key(), min_batch: int | None = MinBatch(),
                   timeout: float = Wait(), local: bool = Local()):
         """One state row by its full key (group keys and window_start)."""
         check_store(name)
-        params = {"key": _json(key, "key"), "min_batch": min_batch, "timeout": timeout}
-        if timeout == 0 and (local or owns(params["key"])):  # a lookup here: microseconds,
-            return JSONResponse(run("get", params, None, True))  # answered on the event loop
-        # forwarded to the owner, or waiting for min_batch: off the event loop
-        return JSONResponse(await run_in_threadpool(run, "get", params, None, local))
+        found = key_of(key, "key", instance.kind != "key-value")
+        params = {"key": found, "min_batch": min_batch, "timeout": timeout}
+        # a lookup here takes microseconds: answered on the event loop
+        return await answer("get", params, None, local, inline=local or owns(found))
 
-    def owns(key: object) -> bool:
-        """True when this instance is the active owner of ``key``'s partition (a bad key:
-        True too, so that the lookup here names what is wrong with it)."""
-        try:
-            partition = instance.codec.locate(key)[0]
-        except BadArgument:
-            return True
-        return instance.role(partition) == "active"
-
-    @app.get("/stores/{name}/fetch", response_model=ResultModel, responses=QUERY_ERRORS)
-    def fetch(name: str = Store(), key: str = Key(), time_from: str = Time(),
-              time_to: str = Time(), min_batch: int | None = MinBatch(),
-              timeout: float = Wait(), partitions: str | None = Parts(), local: bool = Local()):
+    @app.get("/stores/{name}/fetch", **listed("fetch"))
+    async def fetch(name: str = Store(), key: str = Key(), time_from: str = Time(),
+                    time_to: str = Time(), min_batch: int | None = MinBatch(),
+                    timeout: float = Wait(), partitions: str | None = Parts(),
+                    local: bool = Local()):
         """A key's windows starting in [time_from, time_to], in time order."""
         check_store(name)
-        params = {"key": _json(key, "key"), "time_from": _time(time_from, "time_from"),
-                  "time_to": _time(time_to, "time_to"), "min_batch": min_batch,
-                  "timeout": timeout}
-        return JSONResponse(run("fetch", params, _partitions(partitions, instance), local))
+        params = {"key": key_of(key, "key", False), "time_from": _time(time_from),
+                  "time_to": _time(time_to), "min_batch": min_batch, "timeout": timeout}
+        return await answer("fetch", params, _partitions(partitions, instance), local)
 
-    @app.get("/stores/{name}/find_sessions", response_model=ResultModel,
-             responses=QUERY_ERRORS)
-    def find_sessions(name: str = Store(), key: str = Key(),
-                      earliest_end: str = Time(), latest_start: str = Time(),
-                      min_batch: int | None = MinBatch(), timeout: float = Wait(),
-                      partitions: str | None = Parts(), local: bool = Local()):
+    @app.get("/stores/{name}/find_sessions", **listed("find_sessions"))
+    async def find_sessions(name: str = Store(), key: str = Key(),
+                            earliest_end: str = Time(), latest_start: str = Time(),
+                            min_batch: int | None = MinBatch(), timeout: float = Wait(),
+                            partitions: str | None = Parts(), local: bool = Local()):
         """A key's sessions ending at or after earliest_end and starting at or before
         latest_start (session stores)."""
         check_store(name)
-        if instance.kind != "session":  # before routing: a time window's key has no partition
+        if "find_sessions" not in served:  # before routing: a window's key has no partition
             raise _error(BadArgument("query", "find_sessions", f"the queries of a "
-                                     f"{instance.kind} store (this store holds windows)"))
-        params = {"key": _json(key, "key"),
-                  "earliest_end": _time(earliest_end, "earliest_end"),
-                  "latest_start": _time(latest_start, "latest_start"),
-                  "min_batch": min_batch, "timeout": timeout}
-        return JSONResponse(run("find_sessions", params, _partitions(partitions, instance),
-                                local))
+                                     f"{instance.kind} store: {', '.join(served)}"))
+        params = {"key": key_of(key, "key", False), "earliest_end": _time(earliest_end),
+                  "latest_start": _time(latest_start), "min_batch": min_batch,
+                  "timeout": timeout}
+        return await answer("find_sessions", params, _partitions(partitions, instance),
+                            local)
 
-    @app.get("/stores/{name}/all", response_model=ResultModel, responses=QUERY_ERRORS)
-    def all_rows(name: str = Store(), limit: int = Limit(),
-                 min_batch: int | None = MinBatch(), partitions: str | None = Parts(),
-                 local: bool = Local(), partial: bool = Partial()):
+    @app.get("/stores/{name}/all", **listed("all"))
+    async def all_rows(name: str = Store(), limit: int = Limit(),
+                       min_batch: int | None = MinBatch(), timeout: float = Wait(),
+                       partitions: str | None = Parts(), local: bool = Local(),
+                       partial: bool = Partial()):
         """Every state row, gathered from every partition."""
         check_store(name)
-        params = {"limit": limit, "min_batch": min_batch}
-        return JSONResponse(run("all", params, _partitions(partitions, instance), local,
-                                partial, limit))
+        params = {"limit": limit, "min_batch": min_batch, "timeout": timeout}
+        return await answer("all", params, _partitions(partitions, instance), local,
+                            partial, limit)
 
-    @app.get("/stores/{name}/fetch_all", response_model=ResultModel, responses=QUERY_ERRORS)
-    def fetch_all(name: str = Store(), time_from: str = Time(),
-                  time_to: str = Time(), limit: int = Limit(),
-                  min_batch: int | None = MinBatch(), partitions: str | None = Parts(),
-                  local: bool = Local(), partial: bool = Partial()):
+    @app.get("/stores/{name}/fetch_all", **listed("fetch_all"))
+    async def fetch_all(name: str = Store(), time_from: str = Time(),
+                        time_to: str = Time(), limit: int = Limit(),
+                        min_batch: int | None = MinBatch(), timeout: float = Wait(),
+                        partitions: str | None = Parts(), local: bool = Local(),
+                        partial: bool = Partial()):
         """Every window starting in [time_from, time_to]."""
         check_store(name)
-        params = {"time_from": _time(time_from, "time_from"),
-                  "time_to": _time(time_to, "time_to"), "limit": limit,
-                  "min_batch": min_batch}
-        return JSONResponse(run("fetch_all", params, _partitions(partitions, instance), local,
-                                partial, limit))
+        params = {"time_from": _time(time_from), "time_to": _time(time_to), "limit": limit,
+                  "min_batch": min_batch, "timeout": timeout}
+        return await answer("fetch_all", params, _partitions(partitions, instance), local,
+                            partial, limit)
 
-    @app.get("/stores/{name}/fetch_range", response_model=ResultModel,
-             responses=QUERY_ERRORS)
-    def fetch_range(name: str = Store(), time_from: str = Time(),
-                    time_to: str = Time(), key_from: str | None = Key(required=False),
-                    key_to: str | None = Key(required=False), limit: int = Limit(),
-                    min_batch: int | None = MinBatch(), partitions: str | None = Parts(),
-                    local: bool = Local(), partial: bool = Partial()):
+    @app.get("/stores/{name}/fetch_range", **listed("fetch_range"))
+    async def fetch_range(name: str = Store(), time_from: str = Time(),
+                          time_to: str = Time(), key_from: str | None = Key(required=False),
+                          key_to: str | None = Key(required=False), limit: int = Limit(),
+                          min_batch: int | None = MinBatch(), timeout: float = Wait(),
+                          partitions: str | None = Parts(), local: bool = Local(),
+                          partial: bool = Partial()):
         """Windows of the keys from key_from to key_to (store byte order) in time."""
         check_store(name)
-        params = {"key_from": _json(key_from, "key_from"), "key_to": _json(key_to, "key_to"),
-                  "time_from": _time(time_from, "time_from"),
-                  "time_to": _time(time_to, "time_to"), "limit": limit,
-                  "min_batch": min_batch}
-        return JSONResponse(run("fetch_range", params, _partitions(partitions, instance),
-                                local, partial, limit))
+        params = {"key_from": key_of(key_from, "key_from", False),
+                  "key_to": key_of(key_to, "key_to", False), "time_from": _time(time_from),
+                  "time_to": _time(time_to), "limit": limit, "min_batch": min_batch,
+                  "timeout": timeout}
+        return await answer("fetch_range", params, _partitions(partitions, instance),
+                            local, partial, limit)
 
-    @app.get("/stores/{name}/range", response_model=ResultModel, responses=QUERY_ERRORS)
-    def key_range(name: str = Store(), key_from: str | None = Key(required=False),
-                  key_to: str | None = Key(required=False), limit: int = Limit(),
-                  min_batch: int | None = MinBatch(), partitions: str | None = Parts(),
-                  local: bool = Local(), partial: bool = Partial()):
+    @app.get("/stores/{name}/range", **listed("range"))
+    async def key_range(name: str = Store(), key_from: str | None = Key(required=False),
+                        key_to: str | None = Key(required=False), limit: int = Limit(),
+                        min_batch: int | None = MinBatch(), timeout: float = Wait(),
+                        partitions: str | None = Parts(), local: bool = Local(),
+                        partial: bool = Partial()):
         """Keys from key_from to key_to (store byte order) of a key-value store (a running
         aggregate)."""
         check_store(name)
-        params = {"key_from": _json(key_from, "key_from"), "key_to": _json(key_to, "key_to"),
-                  "limit": limit, "min_batch": min_batch}
-        return JSONResponse(run("range", params, _partitions(partitions, instance), local,
-                                partial, limit))
+        params = {"key_from": key_of(key_from, "key_from", False),
+                  "key_to": key_of(key_to, "key_to", False), "limit": limit,
+                  "min_batch": min_batch, "timeout": timeout}
+        return await answer("range", params, _partitions(partitions, instance), local,
+                            partial, limit)
 
-    @app.get("/stores/{name}/top_k", response_model=ResultModel, responses=QUERY_ERRORS)
-    def top_k(name: str = Store(),
-              window_start: str | None = Query(None, max_length=64, description=(
-                  "the window (milliseconds since the epoch or ISO-8601 text); left out for "
-                  "a running aggregate, which has no windows"),
-                  examples=["2026-01-05T10:00:00Z"]),
-              k: int = Query(10, ge=1, le=MAX_LIMIT),
-              by: str = Query(..., max_length=256, json_schema_extra={"enum": values},
-                              description=f"the value column to rank by ({', '.join(values)})"),
-              min_batch: int | None = MinBatch(), partitions: str | None = Parts(),
-              local: bool = Local(), partial: bool = Partial(),
-              enrich: str | None = Query(None, max_length=256, json_schema_extra={
-                  "enum": globals_held or ["(none)"]}, description=(
-                  "a global store whose entries' columns are added to each row"))):
+    @app.get("/stores/{name}/top_k", **listed("top_k"))
+    async def top_k(name: str = Store(),
+                    window_start: str | None = Query(None, max_length=64, description=(
+                        "the window (milliseconds since the epoch or ISO-8601 text); left out "
+                        "for a running aggregate, which has no windows"),
+                        examples=["2026-01-05T10:00:00Z"]),
+                    k: int = Query(10, ge=1, le=MAX_LIMIT),
+                    by: str = Query(..., max_length=256, json_schema_extra={"enum": values},
+                                    description=f"the value column to rank by "
+                                                f"({', '.join(values)})"),
+                    min_batch: int | None = MinBatch(), timeout: float = Wait(),
+                    partitions: str | None = Parts(), local: bool = Local(),
+                    partial: bool = Partial(),
+                    enrich: str | None = Query(None, max_length=256, json_schema_extra={
+                        "enum": globals_held or ["(none)"]}, description=(
+                        "a global store whose entries' columns are added to each row"))):
         """The leaderboard: the k rows of one window with the largest ``by``."""
         check_store(name)
         if enrich is not None and enrich not in instance.globals:
             raise _fail(400, "BadArgument", f"bad global store: {enrich!r}; accepted: "
                                             f"{', '.join(globals_held) or '(none held)'}")
-        params = {"window_start": None if window_start is None else _time(
-                      window_start, "window_start"), "k": k, "by": by,
-                  "min_batch": min_batch, "enrich": enrich}
-        return JSONResponse(run("top_k", params, _partitions(partitions, instance), local,
-                                partial))
+        params = {"window_start": None if window_start is None else _time(window_start),
+                  "k": k, "by": by, "min_batch": min_batch, "timeout": timeout,
+                  "enrich": enrich}
+        return await answer("top_k", params, _partitions(partitions, instance), local,
+                            partial)
 
     @app.get("/stores/{name}/table", response_class=Response, responses={
         200: {"content": {ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}}},
@@ -619,99 +843,120 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
                              "column first; the per-partition report in the schema "
                              "metadata (statekit.partitions)"},
         **QUERY_ERRORS})
-    def table(name: str = Store(), min_batch: int | None = MinBatch(),
-              partitions: str | None = Parts(), local: bool = Local(),
-              partial: bool = Partial()):
+    async def table(name: str = Store(), min_batch: int | None = MinBatch(),
+                    timeout: float = Wait(), partitions: str | None = Parts(),
+                    local: bool = Local(), partial: bool = Partial()):
         """The whole state, columnar (Arrow IPC), with no row limit: the bulk read."""
         check_store(name)
-        try:
-            if local:
-                result = instance.table(partitions=_partitions(partitions, instance),
-                                        min_batch=min_batch)
-            else:
-                result = client.table(min_batch=min_batch, partial=partial)
-        except (BadArgument, PositionNotReached, PartitionUnavailable, PartitionNotHeld
-                ) as exc:
-            raise _error(exc) from None
-        return Response(result.to_ipc(), media_type=ARROW_STREAM)
+        return await answer("table", {"min_batch": min_batch, "timeout": timeout},
+                            _partitions(partitions, instance), local, partial,
+                            respond=_arrow_response)
 
-    @app.get("/stores/{name}/approximate_num_entries", response_model=ResultModel,
-             responses=QUERY_ERRORS)
-    def approximate_num_entries(name: str = Store(),
-                                partitions: str | None = Parts(),
-                                local: bool = Local(), partial: bool = Partial()):
-        """About how many state rows each partition holds."""
+    @app.get("/stores/{name}/approximate_num_entries", **listed("approximate_num_entries"))
+    async def approximate_num_entries(name: str = Store(), partitions: str | None = Parts(),
+                                      local: bool = Local(), partial: bool = Partial()):
+        """About how many state rows each partition holds (RocksDB's estimate; a small
+        store, or one whose estimate is below what it surely holds, is counted)."""
         check_store(name)
-        return JSONResponse(run("approximate_num_entries", {},
-                                _partitions(partitions, instance), local, partial))
+        return await answer("approximate_num_entries", {},
+                            _partitions(partitions, instance), local, partial)
 
-    @app.get("/global/{name}/get", response_model=ResultModel, responses=QUERY_ERRORS)
-    def global_get(name: str = Path(description="a global store held here", json_schema_extra={
-                       "enum": globals_held or ["(none)"]}),
-                   key: str = Query(..., max_length=4096, description=(
-                       "the key: a JSON object of the global store's key columns, or the "
-                       "plain key (p07)"))):
+    @app.get("/stores/{name}/position", **listed("position"))
+    async def position(name: str = Store(), min_batch: int | None = MinBatch(),
+                       timeout: float = Wait(), partitions: str | None = Parts(),
+                       local: bool = Local(), partial: bool = Partial()):
+        """The batch each partition reflects, once it reaches min_batch: a wait for the
+        store to catch up (rows: partition, batch), without reading it."""
+        check_store(name)
+        return await answer("position", {"min_batch": min_batch, "timeout": timeout},
+                            _partitions(partitions, instance), local, partial,
+                            inline=local)
+
+    @app.get("/global/{name}/get", response_model=ResultModel, responses=QUERY_ERRORS,
+             include_in_schema=bool(globals_held))
+    async def global_get(name: str = Path(description="a global store held here",
+                                          json_schema_extra={"enum": globals_held or
+                                                             ["(none)"]}),
+                         key: str = Query(..., max_length=MAX_KEY_CHARS, description=(
+                             "the key: a JSON object of the global store's key columns, or "
+                             "the plain key (p07)"))):
         """One row of a global store: every instance holds all of it, so it answers here."""
         if name not in instance.globals:
             raise _fail(404, "UnknownStore", f"no global store {name!r} here; global stores: "
                                              f"{', '.join(globals_held) or '(none)'}")
+        _bad_argument(check_key_text, key)  # bounded: never too deep for json.loads
         try:
             value = json.loads(key)
         except ValueError:
             value = key  # a plain key
         if not isinstance(value, dict | str):
             value = key
-        try:
-            return JSONResponse(instance.global_get(name, value).to_dict())
-        except BadArgument as exc:
-            raise _error(exc) from None
+        return JSONResponse(_bad_argument(instance.global_get, name, value).to_dict())
 
     return app
 
 
 def check_host(host: str, allow_remote: bool) -> str:
     """``host`` when it is a loopback address, or when remote serving is asked for."""
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback and not allow_remote:
+    if not is_loopback(host) and not allow_remote:
         raise BadArgument("host", host, "a loopback address such as 127.0.0.1 (pass "
                                         "allow_remote=True to listen on other interfaces)")
     return host
 
 
 class Server:
-    """A uvicorn server for ``app`` on a background thread (stop() ends it)."""
+    """A uvicorn server for ``app``: on a background thread (``start``, ``stop``) or in the
+    foreground (``run``).
+
+    Bound beyond loopback (``allow_remote=True``) it answers only calls with the token:
+    ``security.token``, or one generated and printed with the URL at ``start``. With
+    ``security.certfile`` / ``keyfile`` it serves HTTPS. ``url`` is the URL to use from
+    this machine; ``security`` what it checks.
+
+    Example:
+        >>> server = Server(app, "0.0.0.0", allow_remote=True).start()  # doctest: +SKIP
+        statekit serving on http://127.0.0.1:8123 needs its token (generated): ...
+    """
 
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, *,
-                 allow_remote: bool = False):
+                 allow_remote: bool = False, security: ServingSecurity | None = None):
         import uvicorn
 
         from statekit.kafka.broker import free_port
 
         self.host = check_host(host, allow_remote)
         self.port = port or free_port(self.host)
-        config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning",
-                                access_log=False, lifespan="off",
-                                h11_max_incomplete_event_size=MAX_REQUEST_LINE)
+        self.security, self._generated = settle(self.host, security)
+        arm(app, self.security)
+        config = uvicorn.Config(app, host=self.host, port=self.port, **SERVER_OPTIONS,
+                                **self.security.uvicorn_options())
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name=f"rest-{self.port}",
-                                        daemon=True)
+        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return self.security.url(self.host, self.port)
 
     def start(self, timeout: float = 30.0) -> Server:
+        self._thread = threading.Thread(target=self._server.run, name=f"rest-{self.port}",
+                                        daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError(f"the REST server on {self.url} did not start")
             time.sleep(0.01)
+        if self._generated:
+            announce(self.url, self.security)
         return self
+
+    def run(self) -> None:
+        """Serve in this thread until the process is told to stop (SIGTERM, SIGINT)."""
+        if self._generated:
+            announce(self.url, self.security)
+        self._server.run()
 
     def stop(self) -> None:
         self._server.should_exit = True
-        self._thread.join(10)
+        if self._thread is not None:
+            self._thread.join(10)

@@ -43,6 +43,7 @@ class PositionNotReached(StatekitError):
 
     def __init__(self, partition: int, wanted: int, current: int, instance: str = ""):
         self.partition, self.wanted, self.current = partition, wanted, current
+        self.instance = instance  # the instance that answered (a forwarded wait asks it again)
         at = f" on instance {instance!r}" if instance else ""
         super().__init__(f"not yet: partition {partition}{at} reflects batch {current}, the "
                          f"query asked for at least batch {wanted}; retry later or wait longer")

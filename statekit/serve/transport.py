@@ -13,6 +13,12 @@ more on a new one: nothing was answered on the old one. ``Reply`` carries what
 the callers read of an answer, and ``HttpError`` is the one exception a call
 that got no answer raises.
 
+Given a ``token``, every request carries it (``Authorization: Bearer``), and a
+401 answer raises ``TokenRefused`` naming the instance that refused it;
+https:// URLs are verified against ``verify`` (a CA file or an
+``ssl.SSLContext``; the system's trust store without one). See
+``statekit.serve.auth``.
+
 Example:
     >>> pool = HttpPool(timeout=5.0)
     >>> reply = pool.get(f"{url}/health")                                # doctest: +SKIP
@@ -24,13 +30,16 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import select
+import ssl
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit
 
 from statekit.errors import BadArgument
+from statekit.serve.auth import bearer, client_context, refused
 
 #: What a failed call raises: the standard library's own errors of a call that got no answer.
 _FAILED = (OSError, http.client.HTTPException)
@@ -87,10 +96,16 @@ class HttpPool:
         timeout: seconds to connect and, separately, to wait for each part of the answer.
         maxsize: idle connections kept per instance (threads asking one instance at once
             each take their own; those beyond it are closed after their call).
+        token: sent with every request as ``Authorization: Bearer <token>``.
+        verify: how https:// instances' certificates are checked: a CA file (PEM) or an
+            ``ssl.SSLContext``; None: the system's trust store.
     """
 
-    def __init__(self, timeout: float = 5.0, maxsize: int = 32):
+    def __init__(self, timeout: float = 5.0, maxsize: int = 32, *, token: str | None = None,
+                 verify: str | os.PathLike | ssl.SSLContext | None = None):
         self.timeout, self.maxsize = timeout, maxsize
+        self._headers = bearer(token)
+        self._context = client_context(verify)
         self._idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
         self._lock = threading.Lock()
 
@@ -110,7 +125,8 @@ class HttpPool:
     def _call(self, method: str, url: str, body: bytes | None, timeout: float | None
               ) -> Reply:
         where, target = _split(url)
-        headers = {"Content-Type": "application/json"} if body is not None else {}
+        headers = {**self._headers, "Content-Type": "application/json"} if body is not None \
+            else self._headers
         limit = self.timeout if timeout is None else timeout
         conn, kept = self._take(where)
         try:
@@ -131,6 +147,8 @@ class HttpPool:
             self._give_back(where, conn)
         else:
             conn.close()
+        if status == 401:
+            raise refused(method, url, content, bool(self._headers))
         return Reply(url, status, kind, content)
 
     def _take(self, where: tuple[str, str, int]) -> tuple[http.client.HTTPConnection, bool]:
@@ -147,8 +165,12 @@ class HttpPool:
 
     def _new(self, where: tuple[str, str, int]) -> http.client.HTTPConnection:
         scheme, host, port = where
-        kind = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-        return kind(host, port, timeout=self.timeout)
+        if scheme != "https":
+            return http.client.HTTPConnection(host, port, timeout=self.timeout)
+        if self._context is None:  # the system's trust store, loaded once, when first needed
+            self._context = ssl.create_default_context()
+        return http.client.HTTPSConnection(host, port, timeout=self.timeout,
+                                           context=self._context)
 
     def _give_back(self, where: tuple[str, str, int], conn: http.client.HTTPConnection
                    ) -> None:

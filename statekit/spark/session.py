@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import shutil
 import sys
@@ -67,9 +68,45 @@ def state_store_log() -> Path:
     return Path(tempfile.gettempdir()) / f"statekit-{os.getpid()}" / "state-store.log"
 
 
+def spark_log() -> Path:
+    """The file where this process's Spark driver logs its errors (with their Java traces and,
+    for a failed streaming query, its plan), Py4J's own messages, and the full text of every
+    Spark failure statekit turned into a short error; nothing of it reaches a notebook.
+
+    Example:
+        >>> spark_log().name
+        'spark.log'
+    """
+    return Path(tempfile.gettempdir()) / f"statekit-{os.getpid()}" / "spark.log"
+
+
 def _java_options() -> str:
     return (f"-Dlog4j2.configurationFile=file:{LOG_CONFIG} "
-            f"-Dstatekit.state.log={state_store_log()}")
+            f"-Dstatekit.state.log={state_store_log()} -Dstatekit.spark.log={spark_log()}")
+
+
+def quiet_py4j() -> None:
+    """Send Py4J's Python-side log records (a listener callback that failed, a lost gateway)
+    to ``spark_log()`` instead of the notebook (once per process)."""
+    logger = logging.getLogger("py4j")
+    if any(getattr(h, "_statekit", False) for h in logger.handlers):
+        return
+    with contextlib.suppress(OSError):
+        spark_log().parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(spark_log(), delay=True)
+        handler._statekit = True
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
+def log_failure(what: str, exc: BaseException) -> None:
+    """Append ``exc``'s full text (Spark's plan and traces included) to ``spark_log()``; a
+    full disk just loses it."""
+    with contextlib.suppress(OSError):
+        spark_log().parent.mkdir(parents=True, exist_ok=True)
+        with open(spark_log(), "a", encoding="utf-8") as out:
+            out.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} statekit: {what}\n{exc}\n\n")
 
 
 def spark_session(
@@ -99,6 +136,7 @@ def spark_session(
             PySpark from site-packages rather than from ``pyspark.zip`` (see the module
             docstring and ``worker_spark_home``). False keeps Spark's own layout.
     """
+    quiet_py4j()
     settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": _java_options()}
     if shuffle_partitions is not None:
         settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)

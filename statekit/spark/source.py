@@ -40,10 +40,13 @@ Parsing in the source:
     ``from_json(value, schema)`` gives: the value is one JSON object on one line, every
     declared field present holds a value of exactly its type (string, bigint, int,
     double, boolean, or a timestamp written as ISO 8601 with a zone, e.g.
-    ``2024-01-01T00:00:00.001Z``), all text valid UTF-8. Anything else (not JSON, a
-    wrong type, a number for a timestamp, NaN, duplicate keys, a pretty-printed value,
-    blanks before the object, a tombstone) is left with ``parsed`` null, for
-    ``from_json`` to parse and explain as before. Every row keeps its raw ``value``.
+    ``2024-01-01T00:00:00.001Z``, its offset within Java's ±18:00 — Arrow alone would
+    read up to ±23:59, which Spark makes null), the whole value valid UTF-8. Anything
+    else (not JSON, a wrong type, a number for a timestamp, NaN, duplicate keys, a
+    pretty-printed value, blanks before the object or text after it, a tombstone, bytes
+    that are not UTF-8) is left with ``parsed`` null, for ``from_json`` to parse and
+    explain as before. Every row keeps its raw ``value``. ``tests/test_bad_input.py``
+    feeds both parsers the same edge cases and compares them row by row.
     Other field types (dates, decimals, nested types) are not parsed here: ``parsed``
     is then always null.
 
@@ -570,7 +573,10 @@ def _read_one(consumer, part: KafkaInputPartition, schema, parser) -> Iterator:
             if idle > 60:  # 30 s without a record for a range the broker said exists
                 raise StatekitError(
                     f"timed out reading {part.topic}-{part.partition} offsets "
-                    f"{position}..{part.end - 1} from {part.bootstrap_servers!r}")
+                    f"{position}..{part.end - 1} from {part.bootstrap_servers!r}: the Kafka "
+                    f"broker at that address is not answering (no record for 30 s where it "
+                    f"said records exist); check that it is up and reachable, then start the "
+                    f"query again with the same checkpoint: it resumes from its last commit")
             continue
         idle = 0
         for msg in messages:
@@ -620,7 +626,9 @@ def _read_one(consumer, part: KafkaInputPartition, schema, parser) -> Iterator:
 
 # --- JSON values parsed in the source (option valueSchema) --------------------------------
 # An ISO 8601 instant with an explicit zone: parsed by Spark's from_json and by Arrow alike.
-_ISO_INSTANT = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$"
+# The offset stays within Java's ZoneOffset range, ±18:00 (Arrow reads up to ±23:59).
+_ISO_INSTANT = (r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?"
+                r"(Z|[+-](0\d|1[0-7]):[0-5]\d|[+-]18:00)$")
 _MAX_READS = 200  # Arrow reads per chunk spent isolating bad values; the rest go to from_json
 
 
@@ -709,6 +717,10 @@ class JsonValues:
         import pyarrow.json as pj
 
         buffer = b"\n".join(values)
+        try:  # Spark would read bytes that are not UTF-8 as U+FFFD; statekit keeps them aside
+            buffer.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
         try:
             table = pj.read_json(
                 pa.BufferReader(buffer),
@@ -719,7 +731,7 @@ class JsonValues:
             return None
         if table.num_rows != len(values):
             return None
-        try:  # Arrow's reader keeps bytes that are not UTF-8; Spark would replace them
+        try:  # an escaped lone surrogate (\ud800) unescapes to bytes that are not UTF-8
             for name in self.texts:
                 table.column(name).validate(full=True)
         except pa.ArrowInvalid:

@@ -22,6 +22,7 @@ statekit writes, all under ``<checkpoint>/_statekit/`` and never into Spark's ow
     malformed/data/*.parquet         malformed input rows kept aside (the side output)
     malformed/checkpoint/            that side output's own Spark checkpoint
     changelog/<topic>.json           the changelog writer's ledger (``statekit.changelog.ledger``)
+    late/<batch:010d>.json           late events counted in one batch (``late_events()``)
 
 Every module that needs one of these paths asks a ``Checkpoint``; files statekit
 writes go through ``statekit.atomic`` (temp file, fsync, rename).
@@ -192,18 +193,36 @@ class Checkpoint:
         if not self.path.is_dir():
             raise CheckpointError(f"checkpoint {str(self.path)!r} does not exist or is not a "
                                   f"directory")
+        if self.state_dir.exists() and not self.state_dir.is_dir():
+            raise CheckpointError(f"the state folder {str(self.state_dir)!r} is a file, not a "
+                                  f"folder: restore it from a copy of the checkpoint")
         if not self.has_state():
+            committed = self.committed_batches()
+            if committed:
+                raise CheckpointError(
+                    f"the state folder {str(self.state_dir)!r} is gone, but the query committed "
+                    f"batches {committed[0]}..{committed[-1]}: it was deleted, or not copied "
+                    f"with the checkpoint; restore it from a copy")
             raise CheckpointError(
                 f"no state in checkpoint {str(self.path)!r} (missing {str(self.state_dir)!r}): "
-                f"has the query committed a batch?")
+                f"the query has not committed a batch yet")
 
     # --- the commit log -------------------------------------------------------------------
     def committed_batches(self) -> list[int]:
         """Ids of the batches in the commit log, ascending (empty before the first)."""
+        return self._log_batches(self.commits_dir, "commit log")
+
+    def _log_batches(self, folder: Path, what: str) -> list[int]:
+        """Batch ids named in a log folder, ascending; CheckpointError naming it when it is a
+        file."""
         try:
-            names = os.listdir(self.commits_dir)
+            names = os.listdir(folder)
         except FileNotFoundError:
             return []
+        except NotADirectoryError:
+            raise CheckpointError(f"the {what} {str(folder)!r} is a file, not a folder: the "
+                                  f"checkpoint was changed by hand or by a tool that does not "
+                                  f"know Spark's layout; restore it from a copy") from None
         return sorted(int(name) for name in names if name.isdigit())
 
     @property
@@ -231,17 +250,18 @@ class Checkpoint:
         number = batch_id(batch, what)
         if span is None or not span[0] <= number <= span[1]:
             raise BatchNotRetained(number, span, str(self.path))
+        if not (self.commits_dir / str(number)).is_file():
+            raise CheckpointError(
+                f"batch {number} has no commit file {str(self.commits_dir / str(number))!r}: a "
+                f"hole in the commit log between committed batches {span[0]} and {span[1]} (the "
+                f"file was deleted); restore it from a copy of the checkpoint")
         return number
 
     # --- the offset log -------------------------------------------------------------------
     def offset_batches(self) -> list[int]:
         """Ids of the batches in the offset log, ascending (planned ones too: the last may not
         be committed yet)."""
-        try:
-            names = os.listdir(self.offsets_dir)
-        except FileNotFoundError:
-            return []
-        return sorted(int(name) for name in names if name.isdigit())
+        return self._log_batches(self.offsets_dir, "offset log")
 
     def _log_lines(self, folder: Path, batch: int, what: str) -> tuple[Path, int, list[str]]:
         """(path, version, the lines after the version line) of ``<folder>/<batch>``."""
@@ -329,6 +349,25 @@ class Checkpoint:
     @property
     def malformed_checkpoint_dir(self) -> Path:
         return self.statekit_dir / "malformed" / "checkpoint"
+
+    @property
+    def late_dir(self) -> Path:
+        return self.statekit_dir / "late"
+
+    def late_count(self, batch: int) -> int | None:
+        """The late events counted in ``batch`` and kept (None: not counted yet, or the file
+        cannot be read: it is counted again)."""
+        try:
+            data = json.loads((self.late_dir / f"{batch:010d}.json").read_text(encoding="utf-8"))
+            return int(data["late_events"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write_late_count(self, batch: int, late_events: int, late_watermark_ms: int) -> None:
+        """Keep the late events counted in ``batch`` (and the watermark they were judged by)."""
+        write_atomic(self.late_dir / f"{batch:010d}.json", json.dumps(
+            {"batch": batch, "late_events": late_events,
+             "late_watermark_ms": late_watermark_ms}))
 
     def ledger_path(self, topic: str) -> Path:
         """Where the changelog writer keeps its ledger for ``topic``."""

@@ -23,10 +23,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from statekit.errors import BatchNotRetained, CheckpointError, StatekitError
+from statekit.errors import BatchNotRetained, StatekitError
 from statekit.query.spec import BUFFER_WIDTH, QuerySpec
 from statekit.state.checkpoint import Checkpoint
+from statekit.state.integrity import reading, require_readable, restore_problems
 from statekit.state.spark_files import require_state_files_visible
+from statekit.state.times import table_for_pandas
 from statekit.validate import batch_id
 
 CHANGE_NAMES = {"update": "put", "delete": "delete"}
@@ -62,12 +64,8 @@ class StateReader:
     def metadata(self) -> pd.DataFrame:
         """One row per stateful operator and store: partitions and the retained batch range."""
         self.checkpoint.require_state()
-        try:
+        with reading(f"the state metadata of checkpoint {self.path!r}"):
             meta = self.spark.read.format("state-metadata").load(self.path).toPandas()
-        except Exception as exc:  # Spark's AnalysisException and friends
-            raise CheckpointError(
-                f"cannot read state metadata of checkpoint {self.path!r}: "
-                f"{_first_line(exc)}") from None
         return meta.rename(columns={
             "operatorId": "operator_id", "operatorName": "operator", "stateStoreName": "store",
             "numPartitions": "partitions", "minBatchId": "min_batch", "maxBatchId": "max_batch",
@@ -84,7 +82,11 @@ class StateReader:
 
     # --- reading --------------------------------------------------------------------
     def _load(self, **options) -> DataFrame:
+        # not one state file but the driver's commits: a checkpoint on unshared disks, named
+        # as such before the file check reports every partition folder as missing
         require_state_files_visible(self.checkpoint, self.operator_id)
+        require_readable(self.checkpoint, self.operator_id,
+                         f"the state of operator {self.operator_id} in {self.path!r}")
         reader = self.spark.read.format("statestore").option("operatorId", self.operator_id)
         if self.spec.ttl is not None:  # transformWithState: the aggregate's value state
             from statekit.query.running import STATE_NAME
@@ -107,14 +109,11 @@ class StateReader:
         Rows come in the store's own order (partition by partition, RocksDB key
         order within each); ``sort=True`` sorts them by window and keys.
         """
-        try:
+        self.checkpoint.require_state()
+        batch = self.checkpoint.check_batch(batch)
+        with reading(f"the state of batch {batch} of checkpoint {self.path!r}",
+                     self._bad_files(batch + 1, batch + 1)):
             frame = to_pandas(self.snapshot_frame(batch))
-        except StatekitError:
-            raise
-        except Exception as exc:
-            raise CheckpointError(
-                f"reading state of batch {batch} from {self.path!r} failed: "
-                f"{_first_line(exc)}") from None
         if sort:
             frame = frame.sort_values(self.spec.key_columns, kind="stable", ignore_index=True)
         return frame
@@ -138,8 +137,53 @@ class StateReader:
     def changes(self, from_batch: int, to_batch: int | None = None) -> pd.DataFrame:
         """Every put and delete committed by batches ``from_batch..to_batch``, in order."""
         # deletes have no value: nullable integers keep integer columns integer
-        frame = to_pandas(self.changes_frame(from_batch, to_batch), nullable_ints=True)
+        self.checkpoint.require_state()
+        last = self.checkpoint.check_batch(to_batch, "to_batch")
+        first = batch_id(from_batch, "from_batch")
+        with reading(f"the change feed of batches {first}..{last} of checkpoint {self.path!r}",
+                     self._bad_files(first + 1, last + 1, deltas_only=True)):
+            frame = to_pandas(self.changes_frame(first, last), nullable_ints=True)
         return frame.sort_values(["batch", "partition"], kind="stable").reset_index(drop=True)
+
+    def batch_counts(self, batches: list[int]) -> pd.DataFrame:
+        """What Spark's progress reports say of the state, read back from the state itself for
+        the retained ``batches`` (two Spark jobs): ``batch``, ``state_rows_total`` (rows after
+        the batch), ``state_rows_updated`` and ``state_rows_removed`` (its puts and deletes in
+        the change feed). Batches the checkpoint no longer holds are left out.
+
+        Example:
+            >>> reader.batch_counts([3, 4])                              # doctest: +SKIP
+               batch  state_rows_total  state_rows_updated  state_rows_removed
+            0      3               118                  79                  40
+        """
+        span = self.batch_range()
+        kept = set(self.checkpoint.committed_batches())
+        chosen = sorted(b for b in set(batches) if span and span[0] <= b <= span[1] and b in kept)
+        columns = ["batch", "state_rows_total", "state_rows_updated", "state_rows_removed"]
+        if not chosen:
+            return pd.DataFrame(columns=columns, dtype="int64")
+        what = f"the state of batches {chosen[0]}..{chosen[-1]} of checkpoint {self.path!r}"
+        with reading(what, self._bad_files(chosen[0] + 1, chosen[-1] + 1, deltas_only=True)):
+            frames = [self._load(batchId=b).select(F.lit(b).alias("batch")) for b in chosen]
+            union = frames[0]
+            for frame in frames[1:]:
+                union = union.unionByName(frame)
+            totals = union.groupBy("batch").count().toPandas()
+            feed = self._load(readChangeFeed=True, changeStartBatchId=chosen[0],
+                              changeEndBatchId=chosen[-1])
+            changes = feed.groupBy("batch_id", "change_type").count().toPandas()
+        out = pd.DataFrame({"batch": chosen})
+        out = out.merge(totals.rename(columns={"count": "state_rows_total"}), "left", "batch")
+        for kind, column in (("update", "state_rows_updated"), ("delete", "state_rows_removed")):
+            part = changes[changes["change_type"] == kind].rename(
+                columns={"batch_id": "batch", "count": column})[["batch", column]]
+            out = out.merge(part, "left", "batch")
+        return out.fillna(0).astype("int64")[columns]
+
+    def _bad_files(self, first_version: int, last_version: int, deltas_only: bool = False):
+        store = "default"
+        return lambda: restore_problems(self.checkpoint, self.operator_id, store, first_version,
+                                        last_version, deltas_only)
 
     # --- flattening -----------------------------------------------------------------
     def _flat_columns(self, raw: DataFrame) -> list[Column]:
@@ -214,18 +258,14 @@ def to_pandas(frame: DataFrame, nullable_ints: bool = False) -> pd.DataFrame:
 
 
 def arrow_to_pandas(table: pa.Table, nullable_ints: bool = False) -> pd.DataFrame:
-    """An Arrow table of Spark's as pandas: timestamps as naive UTC (nanoseconds), integer
+    """An Arrow table of Spark's as pandas: timestamps as naive UTC (``datetime64[ns]``, or
+    ``[us]`` for a column with a time beyond 2262: ``statekit.state.times``), integer
     columns as ``Int64`` when ``nullable_ints``."""
-    fields = [pa.field(f.name, pa.timestamp("ns")) if pa.types.is_timestamp(f.type) else f
-              for f in table.schema]
-    table = table.cast(pa.schema(fields))
+    table = table_for_pandas(table)
     mapper = None
     if nullable_ints:
         ints = {pa.int8(), pa.int16(), pa.int32(), pa.int64()}
         mapper = {t: pd.Int64Dtype() for t in ints}.get
-    return table.to_pandas(types_mapper=mapper, split_blocks=True, self_destruct=True)
+    # no self_destruct: a caller may still hold the table (the inspector reads its schema after)
+    return table.to_pandas(types_mapper=mapper, split_blocks=True)
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

@@ -23,10 +23,8 @@ and replays the delta files after it, up to ``V``. An executor that already hold
 Layout read: ``<checkpoint>/state/<operator>/<partition>/`` for an operator's default store,
 ``<checkpoint>/state/<operator>/<partition>/<store>/`` for a named one (a stream-stream
 join's ``left-keyToNumValues`` and the rest); ``.crc`` files, ``SSTs/`` and ``_metadata/``
-are not listed, SST files are counted in ``files.attrs["sst_files"]``. ``verify_checksums``
-checks each file against the ``.crc`` file Hadoop's local file system wrote beside it, and so
-names a truncated or corrupt file that Spark only reports as "an error occurred during
-loading state".
+are not listed, SST files are counted in ``files.attrs["sst_files"]``. Whether the files are
+whole (checksums, truncation) is ``statekit.state.integrity``'s to say.
 
 Example:
     >>> files = state_files("/tmp/ck")                                   # doctest: +SKIP
@@ -40,8 +38,6 @@ from __future__ import annotations
 
 import os
 import re
-import struct
-import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -178,66 +174,6 @@ def state_files(checkpoint: str | os.PathLike, operator_id: int = 0,
     files.attrs = {"checkpoint": str(root), "operator_id": operator_id, "store": store,
                    "providers": sorted(providers), "sst_files": ssts}
     return files
-
-
-def checksum_problem(path: str | os.PathLike) -> str | None:
-    """Why ``path`` does not match the ``.<name>.crc`` file beside it, or None when it does
-    (or when there is no such file: a file system that keeps no checksums).
-
-    Hadoop's local file system writes ``.<name>.crc`` with every file: ``crc\\0``, the bytes
-    per checksum (4 bytes, big-endian), then one CRC-32 per chunk.
-
-    Example:
-        >>> import tempfile, zlib
-        >>> folder = Path(tempfile.mkdtemp())
-        >>> _ = (folder / "1.delta").write_bytes(b"state")
-        >>> crc = b"crc\\0" + (512).to_bytes(4, "big") + zlib.crc32(b"state").to_bytes(4, "big")
-        >>> _ = (folder / ".1.delta.crc").write_bytes(crc)
-        >>> checksum_problem(folder / "1.delta") is None
-        True
-        >>> _ = (folder / "1.delta").write_bytes(b"sta")
-        >>> checksum_problem(folder / "1.delta")
-        'its bytes do not match its checksum file .1.delta.crc (truncated or changed)'
-    """
-    path = Path(path)
-    crc_path = path.with_name(f".{path.name}.crc")
-    try:
-        crc = crc_path.read_bytes()
-    except FileNotFoundError:
-        return None
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return "it is missing"
-    if len(crc) < 8 or crc[:4] != b"crc\0" or (len(crc) - 8) % 4:
-        return f"its checksum file {crc_path.name} is not in Hadoop's format"
-    chunk = struct.unpack(">i", crc[4:8])[0]
-    if chunk <= 0:
-        return f"its checksum file {crc_path.name} is not in Hadoop's format"
-    expected = [struct.unpack(">I", crc[i:i + 4])[0] for i in range(8, len(crc), 4)]
-    actual = [zlib.crc32(data[i:i + chunk]) for i in range(0, len(data), chunk)]
-    if expected != actual:
-        return f"its bytes do not match its checksum file {crc_path.name} (truncated or changed)"
-    return None
-
-
-def verify_checksums(files: pd.DataFrame) -> pd.DataFrame:
-    """``files`` (as ``state_files`` gives) plus a column ``checksum``: ``"ok"``, ``"no crc"``
-    (no checksum file beside it) or what is wrong (``checksum_problem``).
-
-    Example:
-        >>> checked = verify_checksums(state_files("/tmp/ck"))           # doctest: +SKIP
-        >>> checked[checked["checksum"] != "ok"]                         # doctest: +SKIP
-    """
-    _require_files(files)
-    out = files.copy()
-    results = []
-    for path in out["file"]:
-        problem = checksum_problem(path)
-        has_crc = Path(path).with_name(f".{Path(path).name}.crc").exists()
-        results.append(problem or ("ok" if has_crc else "no crc"))
-    out["checksum"] = pd.Series(results, index=out.index, dtype=object)
-    return out
 
 
 def _require_files(files: pd.DataFrame) -> None:

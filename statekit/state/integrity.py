@@ -1,0 +1,602 @@
+"""Is a checkpoint whole? Every check of its files, in one place, each problem naming its file.
+
+Spark reports a damaged checkpoint as "An error occurred during loading state", an
+``EOFException``, an internal planning error or a bare Py4J trace, without the file at
+fault. statekit's readers (``StateReader``, ``statekit.inspect``) and ``describe()`` all ask
+this module instead, so the same damage gets the same answer everywhere:
+
+==================  =========================================================================
+problem             found how
+==================  =========================================================================
+not_a_folder        ``commits``, ``offsets``, ``state`` or a partition folder is a file
+commit_log_gap      a batch is missing from the commit log between two committed batches
+offset_log_gap      a committed batch has no offset log file
+missing_state       a stateful query committed batches but its ``state`` folder is gone
+missing_partition   an operator's partition folder (or a join store's folder in it) is gone;
+                    the operator metadata says how many partitions it has
+missing_delta       a restore of the last committed batch needs a delta file that is gone,
+                    and no snapshot covers it
+no_checksum         a state file has no ``.crc`` file where the files beside it have one, so
+                    a change to it cannot be seen (content checks below still run)
+corrupt_file        a state file fails its ``.crc``; a delta or Spark snapshot whose LZ4
+                    stream is cut short; a RocksDB snapshot ``N.zip`` that is not a whole
+                    zip, or whose SST files are missing or of another size than it lists;
+                    an SST file without RocksDB's closing magic number
+==================  =========================================================================
+
+``structure_problems`` lists only folders (cheap: every read runs it first);
+``checkpoint_problems`` also reads every state file (``describe()`` runs it);
+``restore_problems`` reads the files a restore of one version would read (a read that
+Spark failed runs it to name the file). ``reading`` turns a failed Spark read into a
+``CheckpointError`` that names the damaged files.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> ck = pathlib.Path(tempfile.mkdtemp())
+    >>> for name in ("offsets", "commits"): (ck / name).mkdir()
+    >>> for b in (0, 1, 3): _ = (ck / "commits" / str(b)).write_text("v1\\n{}")
+    >>> for b in (0, 1, 2, 3): _ = (ck / "offsets" / str(b)).write_text("v1\\n{}")
+    >>> [p.kind for p in structure_problems(ck)]
+    ['commit_log_gap']
+    >>> print(structure_problems(ck)[0].detail)
+    batch 2 is missing from the commit log between committed batches 1 and 3 (the file was \
+deleted or never written): Spark resumes after the last commit, so this batch's commit is lost
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import struct
+import warnings
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from statekit.errors import CheckpointError, StatekitError
+from statekit.state.checkpoint import DEFAULT_STORE, Checkpoint
+from statekit.state.spark_files import FILE_NAME, _ranges
+from statekit.validate import require_columns
+
+PROBLEM_KINDS = ("not_a_folder", "commit_log_gap", "offset_log_gap", "missing_state",
+                 "missing_partition", "missing_delta", "no_checksum", "corrupt_file")
+LZ4_MAGIC = b"LZ4Block"
+LZ4_HEADER = 21  # magic, token, compressed length, original length, checksum
+#: RocksDB's block-based table magic number, the last 8 bytes of every SST file it writes
+SST_MAGIC = bytes.fromhex("f7cff485b741e288")
+STREAM_EXTENSIONS = (".changelog", ".delta", ".snapshot")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a checkpoint: its ``kind`` (one of ``PROBLEM_KINDS``), the file or
+    folder at fault, what is wrong, and the operator it concerns (None: the logs)."""
+
+    kind: str
+    path: str
+    detail: str
+    operator_id: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path!r}: {self.detail}"
+
+
+# --- single files -------------------------------------------------------------------------------
+def checksum_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` does not match the ``.<name>.crc`` file beside it, or None when it does
+    (or when there is no such file: a file system that keeps no checksums).
+
+    Hadoop's local file system writes ``.<name>.crc`` with every file: ``crc\\0``, the bytes
+    per checksum (4 bytes, big-endian), then one CRC-32 per chunk.
+
+    Example:
+        >>> import tempfile, zlib
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / "1.delta").write_bytes(b"state")
+        >>> crc = b"crc\\0" + (512).to_bytes(4, "big") + zlib.crc32(b"state").to_bytes(4, "big")
+        >>> _ = (folder / ".1.delta.crc").write_bytes(crc)
+        >>> checksum_problem(folder / "1.delta") is None
+        True
+        >>> _ = (folder / "1.delta").write_bytes(b"sta")
+        >>> checksum_problem(folder / "1.delta")
+        'its bytes do not match its checksum file .1.delta.crc (truncated or changed)'
+    """
+    path = Path(path)
+    crc_path = crc_file(path)
+    try:
+        crc = crc_path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return "it is missing"
+    if len(crc) < 8 or crc[:4] != b"crc\0" or (len(crc) - 8) % 4:
+        return f"its checksum file {crc_path.name} is not in Hadoop's format"
+    chunk = struct.unpack(">i", crc[4:8])[0]
+    if chunk <= 0:
+        return f"its checksum file {crc_path.name} is not in Hadoop's format"
+    expected = [struct.unpack(">I", crc[i:i + 4])[0] for i in range(8, len(crc), 4)]
+    actual = [zlib.crc32(data[i:i + chunk]) for i in range(0, len(data), chunk)]
+    if expected != actual:
+        return f"its bytes do not match its checksum file {crc_path.name} (truncated or changed)"
+    return None
+
+
+def crc_file(path: str | os.PathLike) -> Path:
+    """The checksum file Hadoop's local file system writes beside ``path``."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.crc")
+
+
+def lz4_stream_problem(data: bytes) -> str | None:
+    """Why ``data`` is not a whole LZ4 block stream (Spark's ``lz4`` codec: blocks that start
+    with ``LZ4Block``, closed by an empty block), or None when it is.
+
+    Only the framing is checked (block headers, lengths, the closing block), not the
+    compressed bytes: a file cut short anywhere is caught.
+
+    Example:
+        >>> end = LZ4_MAGIC + bytes([0x15]) + bytes(12)
+        >>> block = LZ4_MAGIC + bytes([0x15]) + (3).to_bytes(4, "little") * 2 + bytes(4) + b"abc"
+        >>> lz4_stream_problem(block + end) is None
+        True
+        >>> lz4_stream_problem(block)
+        'its LZ4 stream has no closing block (truncated)'
+        >>> lz4_stream_problem(block + block[:-1])
+        'its LZ4 stream is cut short inside a block (truncated)'
+    """
+    pos, size = 0, len(data)
+    if size == 0:
+        return "it is empty (truncated)"
+    while True:
+        if pos == size:
+            return "its LZ4 stream has no closing block (truncated)"
+        if size - pos < LZ4_HEADER:
+            return "its LZ4 stream is cut short inside a block header (truncated)"
+        if data[pos:pos + 8] != LZ4_MAGIC:
+            return (f"it is not an LZ4 block stream at byte {pos} (no 'LZ4Block' header): "
+                    f"corrupt, or written with another compression codec")
+        compressed, original = struct.unpack_from("<ii", data, pos + 9)
+        method = data[pos + 8] & 0xF0
+        if method not in (0x10, 0x20) or compressed < 0 or original < 0:
+            return f"its LZ4 block header at byte {pos} is not valid (corrupt)"
+        pos += LZ4_HEADER
+        if original == 0:  # the closing block
+            return None if pos == size else f"it has {size - pos} bytes after its closing block"
+        if size - pos < compressed:
+            return "its LZ4 stream is cut short inside a block (truncated)"
+        pos += compressed
+
+
+def sst_problem(path: str | os.PathLike, expected_size: int | None = None) -> str | None:
+    """Why an SST file is not whole (missing, another size than its snapshot lists, no
+    RocksDB closing magic number), or None."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as src:
+            src.seek(max(size - 8, 0))
+            tail = src.read(8)
+    except FileNotFoundError:
+        return "it is missing"
+    if expected_size is not None and size != expected_size:
+        return f"it has {size:,} bytes where its snapshot lists {expected_size:,} (truncated)"
+    if tail != SST_MAGIC:
+        return "it does not end with RocksDB's table magic number (truncated or corrupt)"
+    return None
+
+
+def zip_problems(path: str | os.PathLike) -> list[tuple[str, str]]:
+    """(file, problem) for a RocksDB snapshot ``N.zip``: the zip itself (whole, each member's
+    CRC) and the SST files its ``metadata`` lists under ``SSTs/`` (present, of that size)."""
+    path = Path(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+            if bad is not None:
+                return [(str(path), f"its member {bad!r} fails its CRC (corrupt)")]
+            names = archive.namelist()
+            meta = archive.read("metadata").decode("utf-8") if "metadata" in names else None
+    except (zipfile.BadZipFile, EOFError, OSError, UnicodeDecodeError) as exc:
+        return [(str(path), f"it is not a whole zip file ({exc}): truncated or corrupt")]
+    if meta is None:
+        return []  # not RocksDB's layout (no SST list to follow)
+    try:
+        listed = json.loads(meta.split("\n", 1)[1] if meta.startswith("v") else meta)
+        ssts = [(f["dfsSstFileName"], int(f["sizeBytes"])) for f in listed.get("sstFiles", [])]
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        return [(str(path), f"its 'metadata' member is not RocksDB's file list ({exc})")]
+    found = []
+    for name, size in ssts:
+        sst = path.parent / "SSTs" / name
+        problem = sst_problem(sst, size)
+        if problem:
+            found.append((str(sst), f"{problem} (an SST file of snapshot {path.name})"))
+    return found
+
+
+def file_problems(path: str | os.PathLike, codec: str = "lz4") -> list[tuple[str, str]]:
+    """(file, problem) for one state file: its checksum, then its content (a delta's or an
+    HDFS snapshot's compressed stream when ``codec`` is lz4, a zip and its SST files)."""
+    path = Path(path)
+    problem = checksum_problem(path)
+    if problem:
+        return [(str(path), problem)]
+    try:
+        if path.suffix in STREAM_EXTENSIONS and codec == "lz4":
+            problem = lz4_stream_problem(path.read_bytes())
+            return [(str(path), problem)] if problem else []
+        if path.suffix == ".zip":
+            return zip_problems(path)
+    except FileNotFoundError:
+        return [(str(path), "it is missing")]
+    return []
+
+
+def verify_checksums(files: pd.DataFrame) -> pd.DataFrame:
+    """``files`` (as ``state_files`` gives) plus a column ``checksum``: ``"ok"``, ``"no crc"``
+    (no checksum file beside it) or what is wrong (``checksum_problem``).
+
+    Example:
+        >>> checked = verify_checksums(state_files("/tmp/ck"))           # doctest: +SKIP
+        >>> checked[checked["checksum"] != "ok"]                         # doctest: +SKIP
+    """
+    require_columns(files, ("partition", "version", "kind", "file"), "state files frame",
+                    "as state_files() gives")
+    out = files.copy()
+    results = [checksum_problem(p) or ("ok" if crc_file(p).exists() else "no crc")
+               for p in out["file"]]
+    out["checksum"] = pd.Series(results, index=out.index, dtype=object)
+    return out
+
+
+# --- folders --------------------------------------------------------------------------------
+def _folder_problem(path: Path, what: str) -> Problem | None:
+    if path.exists() and not path.is_dir():
+        return Problem("not_a_folder", str(path),
+                       f"the {what} should be a folder but is a file: the checkpoint was changed "
+                       f"by hand or by a tool that does not know Spark's layout")
+    return None
+
+
+def _batches(folder: Path) -> list[int]:
+    try:
+        return sorted(int(n) for n in os.listdir(folder) if n.isdigit())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def log_problems(checkpoint: str | os.PathLike | Checkpoint) -> list[Problem]:
+    """Problems of the offset and commit logs (``not_a_folder``, ``commit_log_gap``,
+    ``offset_log_gap``)."""
+    ck = Checkpoint(checkpoint)
+    found = [p for p in (_folder_problem(ck.offsets_dir, "offset log 'offsets'"),
+                         _folder_problem(ck.commits_dir, "commit log 'commits'")) if p]
+    commits, offsets = _batches(ck.commits_dir), set(_batches(ck.offsets_dir))
+    for before, after in zip(commits, commits[1:], strict=False):
+        for batch in range(before + 1, after):
+            found.append(Problem(
+                "commit_log_gap", str(ck.commits_dir / str(batch)),
+                f"batch {batch} is missing from the commit log between committed batches "
+                f"{before} and {after} (the file was deleted or never written): Spark resumes "
+                f"after the last commit, so this batch's commit is lost"))
+    if offsets:
+        for batch in commits:
+            if batch not in offsets and batch >= min(offsets):
+                found.append(Problem(
+                    "offset_log_gap", str(ck.offsets_dir / str(batch)),
+                    f"committed batch {batch} has no offset log file: which input it read is "
+                    f"lost"))
+    return found
+
+
+def _operator_partitions(ck: Checkpoint, operator_id: int) -> int | None:
+    """How many partitions an operator's state has: its operator metadata, else the offset
+    log's ``spark.sql.shuffle.partitions``, else None."""
+    for path in ck.operator_metadata_files(operator_id):
+        with contextlib.suppress(OSError, ValueError, UnicodeDecodeError):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            meta = json.loads(lines[1]) if len(lines) > 1 else {}
+            counts = [int(s["numPartitions"]) for s in meta.get("stateStoreInfo", [])
+                      if "numPartitions" in s]
+            if counts:
+                return max(counts)
+    with contextlib.suppress(CheckpointError):
+        return ck.shuffle_partitions()
+    return None
+
+
+def is_stateful(checkpoint: str | os.PathLike | Checkpoint) -> bool | None:
+    """True when the checkpoint shows its query keeps state (a ``state`` folder, or statekit's
+    progress reports with state operators); None when nothing says (a stateless query looks the
+    same as a stateful one whose ``state`` folder was deleted)."""
+    ck = Checkpoint(checkpoint)
+    if ck.state_dir.is_dir():
+        return True
+    for path in ck.progress_files()[-1:]:
+        with contextlib.suppress(OSError, ValueError):
+            return bool(json.loads(path.read_text(encoding="utf-8")).get("stateOperators"))
+    return None
+
+
+def structure_problems(checkpoint: str | os.PathLike | Checkpoint, stateful: bool | None = None,
+                       operator_ids: list[int] | None = None, version: int | None = None
+                       ) -> list[Problem]:
+    """Problems seen from folder listings alone (no file is read): the logs (``log_problems``),
+    a missing ``state`` folder of a stateful query (``stateful``: True, False, or None to
+    judge from the checkpoint), missing partition folders, and delta files missing for a
+    restore of ``version`` (None: the last committed batch's state).
+
+    Example:
+        >>> structure_problems("/tmp/ck")                               # doctest: +SKIP
+        [Problem(kind='missing_partition', path='/tmp/ck/state/0/1', ...)]
+    """
+    ck = Checkpoint(checkpoint)
+    found = log_problems(ck)
+    committed = _batches(ck.commits_dir)
+    state_problem = _folder_problem(ck.state_dir, "state folder 'state'")
+    if state_problem:
+        return [*found, state_problem]
+    if not ck.state_dir.is_dir():
+        if committed and (stateful if stateful is not None else is_stateful(ck)):
+            found.append(Problem(
+                "missing_state", str(ck.state_dir),
+                f"the query committed batches {_ranges(committed)} but its state folder is "
+                f"gone (deleted, or not copied with the checkpoint): the state cannot be read, "
+                f"and a restart would begin again from empty state"))
+        return found
+    for operator_id in ck.operator_ids() if operator_ids is None else operator_ids:
+        found += _operator_structure(ck, operator_id, committed, version)
+    return found
+
+
+def require_readable(checkpoint: str | os.PathLike | Checkpoint, operator_id: int,
+                     what: str) -> None:
+    """CheckpointError naming the folder when a read of ``operator_id``'s state cannot work
+    whatever the batch: a log or state folder that is a file, the ``state`` folder or a
+    partition folder gone (folder listings only)."""
+    problems = [p for p in structure_problems(checkpoint, True, [operator_id], version=-1)
+                if p.kind in ("not_a_folder", "missing_state", "missing_partition")]
+    raise_problems(problems, what)
+
+
+def _operator_structure(ck: Checkpoint, operator_id: int, committed: list[int],
+                        version: int | None) -> list[Problem]:
+    folder = ck.operator_dir(operator_id)
+    if not folder.is_dir():
+        return []
+    found = []
+    present = {int(p.name): p for p in folder.iterdir() if p.name.isdigit()}
+    for number, path in sorted(present.items()):
+        problem = _folder_problem(path, f"partition folder {number} of operator {operator_id}")
+        if problem:
+            found.append(Problem(problem.kind, problem.path, problem.detail, operator_id))
+    partitions = _operator_partitions(ck, operator_id)
+    folders = {n: p for n, p in present.items() if p.is_dir()}
+    expected = range(partitions) if partitions else sorted(folders)
+    for number in expected:
+        if number not in present:
+            found.append(Problem(
+                "missing_partition", str(folder / str(number)),
+                f"partition {number} of operator {operator_id} has no folder (the operator "
+                f"has {partitions} partitions): its state files are gone, so no batch of this "
+                f"operator can be read or restored", operator_id))
+    stores = {s.name for p in folders.values() for s in p.iterdir()
+              if s.is_dir() and s.name not in ("_metadata", "SSTs")}
+    for number, path in sorted(folders.items()):
+        for store in sorted(stores - {s.name for s in path.iterdir() if s.is_dir()}):
+            found.append(Problem(
+                "missing_partition", str(path / store),
+                f"store {store!r} of partition {number} of operator {operator_id} has no folder "
+                f"(the other partitions have one): its state files are gone", operator_id))
+    target = committed[-1] + 1 if version is None and committed else version
+    if target is not None and target > 0:
+        for store in sorted(stores) or [DEFAULT_STORE]:
+            found += _missing_deltas(ck, operator_id, store, target)
+    return found
+
+
+def _versions(folder: Path) -> tuple[dict[int, Path], dict[int, Path]]:
+    """(deltas, snapshots) of one store folder: version → file (the newest of format v2's)."""
+    deltas: dict[int, Path] = {}
+    snapshots: dict[int, Path] = {}
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.stat().st_mtime)
+    except (FileNotFoundError, NotADirectoryError):
+        return deltas, snapshots
+    for entry in entries:
+        match = FILE_NAME.match(entry.name)
+        if match and entry.is_file():
+            kind = deltas if match["ext"] in ("changelog", "delta") else snapshots
+            kind[int(match["version"])] = Path(entry.path)
+    return deltas, snapshots
+
+
+def restore_files(folder: Path, version: int) -> tuple[list[Path], list[int]]:
+    """(files, missing versions) a cold restore of ``version`` reads from one store folder: the
+    newest snapshot at or below it, then every delta after it (see ``restore_plan``)."""
+    deltas, snapshots = _versions(folder)
+    base = max((v for v in snapshots if v <= version), default=0)
+    files = [snapshots[base]] if base else []
+    missing = [v for v in range(base + 1, version + 1) if v not in deltas]
+    return files + [deltas[v] for v in range(base + 1, version + 1) if v in deltas], missing
+
+
+def _missing_deltas(ck: Checkpoint, operator_id: int, store: str, version: int
+                    ) -> list[Problem]:
+    found = []
+    for partition in sorted(int(p.name) for p in ck.operator_dir(operator_id).iterdir()
+                            if p.name.isdigit() and p.is_dir()):
+        folder = ck.store_dir(operator_id, partition, store)
+        if not folder.is_dir():
+            continue
+        _, missing = restore_files(folder, version)
+        if missing:
+            found.append(Problem(
+                "missing_delta", str(folder / f"{missing[0]}.changelog"),
+                f"a restore of version {version} (the state after batch {version - 1}) of "
+                f"partition {partition} of operator {operator_id} needs the delta files of "
+                f"versions {_ranges(missing)}, which are gone, and no snapshot covers them",
+                operator_id))
+    return found
+
+
+# --- contents ---------------------------------------------------------------------------------
+def _codec(ck: Checkpoint) -> str:
+    batches = _batches(ck.offsets_dir)
+    with contextlib.suppress(CheckpointError):
+        if batches:
+            conf = ck.offset_metadata(batches[-1]).get("conf") or {}
+            return str(conf.get("spark.sql.streaming.stateStore.compression.codec", "lz4"))
+    return "lz4"
+
+
+def _content_problems(paths: list[Path], codec: str, operator_id: int) -> list[Problem]:
+    """``corrupt_file`` for damaged files among ``paths``, ``no_checksum`` for those without
+    the ``.crc`` the files beside them have."""
+    found, seen = [], set()
+    with_crc = {p.parent for p in paths if crc_file(p).exists()}
+    unchecked = []
+    for path in paths:
+        for bad, problem in file_problems(path, codec):
+            if bad not in seen:
+                seen.add(bad)
+                found.append(Problem("corrupt_file", bad, problem, operator_id))
+        if not crc_file(path).exists() and path.parent in with_crc:
+            unchecked.append(Problem(
+                "no_checksum", str(path),
+                f"it has no checksum file {crc_file(path).name} where the files beside it have "
+                f"one (copied without it, or its checksum was deleted): a change to it cannot "
+                f"be detected", operator_id))
+    return found + unchecked
+
+
+def state_file_paths(folder: Path) -> list[Path]:
+    """Every snapshot and delta file of one store folder, by version."""
+    deltas, snapshots = _versions(folder)
+    return sorted([*deltas.values(), *snapshots.values()], key=lambda p: (p.name, str(p)))
+
+
+def checkpoint_problems(checkpoint: str | os.PathLike | Checkpoint,
+                        stateful: bool | None = None) -> list[Problem]:
+    """Every problem ``structure_problems`` sees, then every state file's content checked
+    (``corrupt_file``, ``no_checksum``). Reads every state file once.
+
+    Example:
+        >>> for problem in checkpoint_problems("/tmp/ck"):              # doctest: +SKIP
+        ...     print(problem.kind, problem)
+    """
+    ck = Checkpoint(checkpoint)
+    found = structure_problems(ck, stateful)
+    if not ck.state_dir.is_dir():
+        return found
+    codec = _codec(ck)
+    for operator_id in ck.operator_ids():
+        paths = []
+        for partition in ck.operator_dir(operator_id).iterdir():
+            if not (partition.name.isdigit() and partition.is_dir()):
+                continue
+            paths += state_file_paths(partition)
+            paths += [p for s in partition.iterdir() if s.is_dir() and s.name not in
+                      ("_metadata", "SSTs") for p in state_file_paths(s)]
+        found += _content_problems(paths, codec, operator_id)
+    return found
+
+
+def restore_problems(checkpoint: str | os.PathLike | Checkpoint, operator_id: int,
+                     store: str, first_version: int, last_version: int,
+                     deltas_only: bool = False) -> list[Problem]:
+    """Problems of the files a read of versions ``first_version..last_version`` of one store
+    uses: for each partition, a restore of ``last_version`` (its snapshot and the deltas after
+    it) or, with ``deltas_only`` (a change feed), the deltas of those versions."""
+    ck = Checkpoint(checkpoint)
+    found = structure_problems(ck, True, [operator_id], -1 if deltas_only else last_version)
+    folder = ck.operator_dir(operator_id)
+    if not folder.is_dir():
+        return found
+    paths = []
+    for partition in sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()
+                            and p.is_dir()):
+        store_folder = ck.store_dir(operator_id, partition, store)
+        if deltas_only:
+            deltas, _ = _versions(store_folder)
+            paths += [deltas[v] for v in range(first_version, last_version + 1) if v in deltas]
+        else:
+            paths += restore_files(store_folder, last_version)[0]
+    return found + _content_problems(paths, _codec(ck), operator_id)
+
+
+def raise_problems(problems: list[Problem], what: str) -> None:
+    """Raise a ``CheckpointError`` about reading ``what`` that names every problem (none: no-op).
+    """
+    if not problems:
+        return
+    shown = "; ".join(str(p) for p in problems[:5])
+    more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+    raise CheckpointError(f"cannot read {what}: {shown}{more}. Restore the files (or the whole "
+                          f"checkpoint) from a copy; open_checkpoint(path).describe() lists every "
+                          f"problem of the checkpoint")
+
+
+# --- Spark's failures ---------------------------------------------------------------------
+_CONDITION = re.compile(r"\[[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*\][^\n]*")
+_CAUSE = re.compile(r"^Caused by: ([^\n]+)", re.MULTILINE)
+
+
+def spark_reason(exc: BaseException) -> str:
+    """The telling line of one of Spark's errors: its error condition (``[NAME] text``), else
+    its deepest ``Caused by``, else its first line.
+
+    Example:
+        >>> spark_reason(RuntimeError("An error occurred while calling o1.load.\\n"
+        ...     ": java.lang.IllegalStateException: [STDS_FAILED_TO_READ_STATE_SCHEMA] Failed."))
+        '[STDS_FAILED_TO_READ_STATE_SCHEMA] Failed.'
+    """
+    text = str(exc)
+    condition = _CONDITION.search(text)
+    if condition:
+        return condition.group(0).strip()[:500]
+    causes = _CAUSE.findall(text)
+    if causes:
+        return causes[-1].strip()[:500]
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not line.strip().startswith("An error occurred while calling")]
+    return (lines[0] if lines else type(exc).__name__)[:500]
+
+
+@contextlib.contextmanager
+def reading(what: str, bad_files: Callable[[], list[Problem]] | None = None) -> Iterator[None]:
+    """Run a Spark read; any failure becomes a ``CheckpointError`` about ``what``.
+
+    ``bad_files`` lists the problems of the files the read used (``restore_problems``); it is
+    asked when the read fails, and the error names them; otherwise the error gives Spark's
+    reason in one line (the full error stays in statekit's Spark log).
+    """
+    try:
+        with warnings.catch_warnings():
+            # PySpark warns with the whole Java trace before it raises; the error says it once
+            warnings.filterwarnings("ignore", message="toPandas attempted Arrow optimization")
+            yield
+    except StatekitError:
+        raise
+    except Exception as exc:  # Spark's AnalysisException, Py4JJavaError and the rest
+        text = str(exc)
+        reason = spark_reason(exc)
+        if "INVALID_LOG_VERSION" in text:
+            raise CheckpointError(f"cannot read {what}: a log file of the checkpoint was written "
+                                  f"by a newer Spark: {reason}") from None
+        bad = bad_files() if bad_files is not None else []
+        if bad:
+            named = "; ".join(str(p) for p in bad[:5])
+            raise CheckpointError(
+                f"cannot read {what}: Spark could not load it ({reason}); {named}. Restore the "
+                f"file (or the whole checkpoint) from a copy; a batch whose state does not "
+                f"need it can still be read") from None
+        raise CheckpointError(f"cannot read {what}: {reason}") from None

@@ -1,0 +1,362 @@
+"""The REST service and routing client against hostile keys, long waits and misdirected asks.
+
+Real broker, real rocksdict stores, real uvicorn servers on loopback ports; the
+changelog is written here batch by batch (``handlog``: statekit's own record
+format, no Spark), so a test decides when the store reaches the batch a query
+waits for. Each test names the defect of issue 17 it pins down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+from handlog import START, HandLog
+
+import statekit as sk
+from statekit.changelog.format import changelog_key_columns
+from statekit.kafka.broker import free_port
+from statekit.query.spec import QuerySpec, hopping, tumbling
+from statekit.serve.assignment import assign
+from statekit.serve.client import ServingClient
+from statekit.serve.global_store import GlobalTable
+from statekit.serve.instance import ServingInstance
+from statekit.serve.keys import MAX_KEY_CHARS, MAX_KEY_DEPTH, KeyCodec, time_ms
+from statekit.serve.rest import MAX_URL, Server, create_app
+from statekit.serve.results import PositionNotReached
+from statekit.serve.transport import HttpPool
+from statekit.stores.rocksdb import COUNTED_UP_TO, RocksDBKeyValueStore
+
+WAIT = 25.0  # seconds a test's waits may last; each is released long before by a new batch
+
+
+@pytest.fixture()
+def log(broker, topic_name):
+    """A hand-written changelog at batch 0."""
+    written = HandLog(broker, f"{topic_name}-changelog")
+    written.ship()
+    yield written
+    written.close()
+
+
+@contextlib.contextmanager
+def served(log: HandLog, broker, folder, names=("i0",), *, client_timeout: float = 5.0,
+           global_tables=()):
+    """Instances ``names`` (partitions round-robin, no standbys), each behind its own server
+    and router, caught up with the log: name -> (instance, server URL)."""
+    plan = assign(log.schema.partitions, list(names), 0)
+    urls = {name: f"http://127.0.0.1:{free_port('127.0.0.1')}" for name in names}
+    out = {}
+    with contextlib.ExitStack() as stack:
+        for name in names:
+            instance = ServingInstance(name, broker, log.topic, folder, plan, schema=log.schema,
+                                       global_tables=global_tables).start()
+            stack.callback(instance.close)
+            router = ServingClient(urls, local=instance, timeout=client_timeout)
+            port = int(urls[name].rsplit(":", 1)[1])
+            server = Server(create_app(instance, router), port=port).start()
+            stack.callback(server.stop)
+            out[name] = instance, urls[name]
+        for instance, _ in out.values():
+            instance.wait_ready(60)
+            for p in instance.roles:
+                assert instance.tail.wait_for_batch(p, log.batch, 60).batch == log.batch
+        yield out
+
+
+def waiting(instance: ServingInstance, count: int, timeout: float = 15.0) -> None:
+    """Until ``count`` waits are parked on the instance's partitions (each awaits the
+    partition's next change): the requests have arrived and wait."""
+    deadline = time.monotonic() + timeout
+    while sum(len(w) for w in getattr(instance.tail, "_waiters", {}).values()) < count:
+        if time.monotonic() > deadline:
+            return  # the test then fails on what it checks, not here
+        time.sleep(0.02)
+
+
+def detail(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, (response.status_code, response.text)
+    assert response.headers["content-type"] == "application/json"
+    return response.json()["detail"]
+
+
+# --- 1. hostile keys: a 4xx naming them, never a 500 ----------------------------------------
+def test_a_deeply_nested_or_overlong_key_is_a_400_naming_it_on_every_query(log, broker,
+                                                                          tmp_path):
+    whole = GlobalTable("whole", log.topic, tuple(changelog_key_columns(
+        log.schema.spec.key_columns)))
+    with served(log, broker, tmp_path, global_tables=[whole]) as running:
+        instance, url = running["i0"]
+        instance.globals["whole"].wait_running(60)
+        store = f"{url}/stores/{instance.tail.store_name}"
+        nested = "[" * 1300 + "]" * 1300  # valid JSON: a 7.9 KB URL
+        for key in (nested, "[" * 2000, '{"player": ' + "[" * 500 + "]" * 500 + "}"):
+            for local in ("false", "true"):
+                asks = [(f"{store}/get", {"key": key}),
+                        (f"{store}/fetch", {"key": key, "time_from": "0", "time_to": "0"}),
+                        (f"{store}/fetch_range", {"key_from": key, "time_from": "0",
+                                                  "time_to": "0"}),
+                        (f"{url}/global/whole/get", {"key": key})]
+                for target, params in asks:
+                    said = detail(httpx.get(target, params={**params, "local": local}), 400)
+                    assert said["error"] == "BadArgument", said
+                    assert f"nested at most {MAX_KEY_DEPTH} deep" in said["message"], said
+                    assert said["message"].startswith(f"bad {next(iter(params))}: "
+                                                      f"{key[:40]!r}"[:-1]), said
+        # in process too: a BadArgument, not a RecursionError
+        with pytest.raises(sk.BadArgument, match=f"nested at most {MAX_KEY_DEPTH} deep"):
+            instance.get("[" * 2000)
+        with pytest.raises(sk.BadArgument, match=f"at most {MAX_KEY_CHARS:,} characters"):
+            instance.get('{"player": "' + "x" * MAX_KEY_CHARS + '"}')
+        # and the keys that are right, written differently, still find their row (a row's
+        # key columns too: its window_end is a time, unused)
+        row = log.key(0)
+        for key in (json.dumps(row), json.dumps({**row, "window_start": "2026-01-05T10:00Z"}),
+                    json.dumps(row, indent=2),
+                    json.dumps({**row, "window_end": "2026-01-05T10:10:00.000Z"})):
+            answer = httpx.get(f"{store}/get", params={"key": key}).json()
+            assert answer["rows"][0]["count"] == 1, answer
+        said = detail(httpx.get(f"{store}/get", params={"key": json.dumps({**row, "count": 1})}),
+                      400)
+        assert said["message"].endswith("accepted: a JSON object of the key columns ['player', "
+                                        "'window_start', 'window_end'] (not ['count'])"), said
+
+
+# --- 2. a forwarded wait: its deadline covers the wait ------------------------------------------
+def test_a_forwarded_wait_longer_than_the_http_timeout_is_the_owners_answer(log, broker,
+                                                                           tmp_path):
+    with served(log, broker, tmp_path, ("i0", "i1"), client_timeout=1.0) as running:
+        (i0, url0), (_, url1) = running["i0"], running["i1"]
+        p = i0.active_partitions()[0]
+        key = json.dumps(log.key(p))
+        store = i0.tail.store_name
+        # i1 forwards to the owner i0, which waits 2.5 s (its router's HTTP timeout: 1 s)
+        said = detail(httpx.get(f"{url1}/stores/{store}/get", params={
+            "key": key, "min_batch": log.batch + 1, "timeout": 2.5}, timeout=30), 409)
+        assert said["error"] == "PositionNotReached", said
+        assert (said["partition"], said["wanted"], said["current"]) == (
+            p, log.batch + 1, log.batch)
+        # the Python router the same way (timeout=1.0 for HTTP, 2.5 s of wait)
+        client = ServingClient({"i0": url0, "i1": url1}, timeout=1.0)
+        with pytest.raises(PositionNotReached, match=f"reflects batch {log.batch}"):
+            client.get(log.key(p), min_batch=log.batch + 1, timeout=2.5)
+        # and a forwarded wait that the next batch ends answers with it, from the owner
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(httpx.get, f"{url1}/stores/{store}/get", params={
+                "key": key, "min_batch": log.batch + 1, "timeout": WAIT}, timeout=60)
+            waiting(i0, 1)
+            batch = log.ship()
+            answer = pending.result(60)
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["partitions"][0]["instance"] == "i0"
+        assert body["partitions"][0]["batch"] == batch and body["rows"][0]["count"] == 2
+
+
+# --- 3. waits hold no thread; control stays answered -------------------------------------------
+def test_fifty_waits_hold_no_thread_and_control_requests_are_answered_meanwhile(log, broker,
+                                                                               tmp_path):
+    with served(log, broker, tmp_path) as running:
+        instance, url = running["i0"]
+        store = f"{url}/stores/{instance.tail.store_name}"
+        keys = [json.dumps(log.key(p)) for p in sorted(instance.roles)]
+        with ThreadPoolExecutor(50) as pool:
+            waits = [pool.submit(httpx.get, f"{store}/get", params={
+                "key": keys[n % len(keys)], "min_batch": log.batch + 1, "timeout": WAIT},
+                timeout=60) for n in range(50)]
+            waiting(instance, 50)
+            assignment = instance.assignment.to_dict()
+            health = httpx.get(f"{url}/health", timeout=60)
+            meta = httpx.get(f"{url}/metadata", timeout=60)
+            taken = httpx.post(f"{url}/assignment", json={"assignment": assignment,
+                                                          "urls": {"i0": url}}, timeout=60)
+            everything = httpx.get(f"{store}/all", timeout=60)
+            # each control request was answered while all 50 waits were still waiting
+            assert not any(w.done() for w in waits), [w.result().text for w in waits
+                                                      if w.done()][:2]
+            batch = log.ship()
+            answers = [w.result(60) for w in waits]
+        assert health.status_code == meta.status_code == taken.status_code == 200
+        assert meta.json()["instance"] == "i0" and taken.json()["version"] == 1
+        assert len(everything.json()["rows"]) == len(log.players)
+        assert [a.status_code for a in answers] == [200] * 50
+        assert {a.json()["partitions"][0]["batch"] for a in answers} == {batch}
+
+
+# --- 4. every query takes a timeout for min_batch ---------------------------------------------
+def test_every_query_waits_for_min_batch_up_to_its_timeout(log, broker, tmp_path):
+    with served(log, broker, tmp_path) as running:
+        instance, url = running["i0"]
+        store = f"{url}/stores/{instance.tail.store_name}"
+        window = {"time_from": START, "time_to": START}
+        asks = {"all": {}, "fetch_all": window, "table": {},
+                "top_k": {"window_start": START, "k": 5, "by": "count"}}
+        client = ServingClient({"i0": url})
+        calls = {"client.all": lambda **w: client.all(**w),
+                 "client.fetch_all": lambda **w: client.fetch_all(START, START, **w),
+                 "client.table": lambda **w: client.table(**w),
+                 "client.to_pandas": lambda **w: client.to_pandas(**w),
+                 "client.top_k": lambda **w: client.top_k(START, 5, "count", **w),
+                 "client.position": lambda **w: client.position(**w)}
+        with ThreadPoolExecutor(len(asks) + len(calls)) as pool:
+            wait = {"min_batch": log.batch + 1, "timeout": WAIT}
+            rest = {kind: pool.submit(httpx.get, f"{store}/{kind}", params={**params, **wait},
+                                      timeout=60) for kind, params in asks.items()}
+            python = {name: pool.submit(call, **wait) for name, call in calls.items()}
+            waiting(instance, len(rest) + len(python))
+            batch = log.ship()
+            for kind, pending in rest.items():
+                answer = pending.result(60)
+                assert answer.status_code == 200, (kind, answer.text)
+                if kind != "table":
+                    assert {p["batch"] for p in answer.json()["partitions"]} == {batch}, kind
+            for name, pending in python.items():
+                answer = pending.result(60)
+                if name == "client.to_pandas":
+                    assert answer["count"].tolist() == [2, 2, 2], answer
+                else:
+                    assert answer.batch == batch, (name, answer)
+        # a wait that no batch ends answers 409 once its time is up, with the batch it has
+        said = detail(httpx.get(f"{store}/all", params={"min_batch": batch + 1,
+                                                        "timeout": 0.3}), 409)
+        assert said["current"] == batch and said["wanted"] == batch + 1
+
+
+# --- 5. window starts: numpy's datetime64, and the hopping grid ----------------------------------
+def test_a_numpy_datetime64_is_a_time_like_a_timestamp_text_or_milliseconds():
+    stamp = pd.Timestamp("2026-01-05T10:00Z")
+    expected = 1_767_607_200_000
+    column = pd.Series([stamp.tz_localize(None)]).to_numpy()  # what .to_numpy() gives
+    for value in (column[0], np.datetime64("2026-01-05T10:00"), np.datetime64(expected, "ms"),
+                  stamp, "2026-01-05T10:00:00Z", expected):
+        assert time_ms(value, "window_start") == expected, value
+    with pytest.raises(sk.BadArgument, match="bad window_start: np.datetime64\\('NaT'"):
+        time_ms(np.datetime64("NaT"), "window_start")
+
+
+def test_a_window_start_off_the_grid_is_refused_naming_the_nearest_starts():
+    hop = KeyCodec(QuerySpec(keys=["player"], window=hopping("10 minutes", "5 minutes")),
+                   {"player": "string"}, partitions=3)
+    tumble = KeyCodec(QuerySpec(keys=["player"], window=tumbling("10 minutes")),
+                      {"player": "string"}, partitions=3)
+    off = 1_767_607_200_000 + 7 * 60_000  # 10:07
+    for start in (off, "2026-01-05T10:07:00Z", pd.Timestamp(off, unit="ms"),
+                  np.datetime64(off, "ms")):
+        with pytest.raises(sk.BadArgument, match=(
+                r"sliding every 5 minutes \(a multiple of 300,000 ms since the epoch\): the "
+                r"nearest are 2026-01-05T10:05:00.000Z and 2026-01-05T10:10:00.000Z")):
+            hop.locate({"player": "p07", "window_start": start})
+        with pytest.raises(sk.BadArgument, match=(
+                r"the start of a 10 minutes window \(a multiple of 600,000 ms since the "
+                r"epoch\): the nearest are 2026-01-05T10:00:00.000Z and 2026-01-05T10:10")):
+            tumble.locate({"player": "p07", "window_start": start})
+    # starts on the grid, written any way, are the same window
+    on = [hop.locate({"player": "p07", "window_start": s}) for s in (
+        off - 2 * 60_000, "2026-01-05T10:05Z", np.datetime64(off - 2 * 60_000, "ms"))]
+    assert on[0] == on[1] == on[2]
+
+
+# --- 6. local=true for a key held elsewhere: 421 naming the owners -------------------------------
+def test_a_key_not_held_here_asked_locally_is_a_421_naming_its_owners(log, broker, tmp_path):
+    with served(log, broker, tmp_path, ("i0", "i1")) as running:
+        (i0, _), (_, url1) = running["i0"], running["i1"]
+        p = i0.active_partitions()[0]
+        response = httpx.get(f"{url1}/stores/{i0.tail.store_name}/get",
+                             params={"key": json.dumps(log.key(p)), "local": "true"})
+        said = detail(response, 421)
+        assert said["error"] == "PartitionNotHeld" and said["owners"] == ["i0"], said
+        assert said["message"] == f"instance 'i1' does not hold partition {p}; its owners: i0"
+        assert "retry-after" not in response.headers  # asking i1 again cannot help
+        # without local=true, i1 forwards it to i0
+        routed = httpx.get(f"{url1}/stores/{i0.tail.store_name}/get",
+                           params={"key": json.dumps(log.key(p))}).json()
+        assert routed["partitions"][0]["instance"] == "i0" and routed["rows"][0]["count"] == 1
+
+
+# --- 7. a request too long for the server is JSON too -----------------------------------------
+def test_an_overlong_or_unreadable_request_is_answered_in_json(log, broker, tmp_path):
+    with served(log, broker, tmp_path) as running:
+        instance, url = running["i0"]
+        pool = HttpPool(timeout=30)
+        for size in (MAX_URL, 100_000, 1_000_000):  # beyond MAX_URL, httptools' 64 KiB, ...
+            reply = pool.get(f"{url}/stores/{instance.tail.store_name}/get",
+                             params={"key": "x" * size})
+            assert reply.status == 414 and reply.content_type == "application/json", reply
+            said = reply.json()["detail"]
+            assert said["error"] == "URITooLong", said
+            assert said["message"].endswith(f"accepted: at most {MAX_URL} bytes (path and "
+                                            f"query)")
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as raw:
+            raw.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+            answer = b""
+            while chunk := raw.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and b"application/json" in head, answer
+        assert json.loads(body)["detail"]["message"].startswith("bad request: not HTTP/1.1")
+
+
+# --- 8. approximate_num_entries is never 0 for a store holding rows -----------------------------
+def test_approximate_num_entries_counts_a_store_whose_estimate_tombstones_wiped(tmp_path):
+    with RocksDBKeyValueStore(tmp_path, "counts", key_columns=["k"],
+                              value_columns=["n"]) as store:
+        rows = [(json.dumps({"k": f"k{i:05d}"}).encode(), b'{"n":1}') for i in range(2000)]
+        store.write_raw(rows)
+        store.write_checkpoint({0: 2000})  # flushed to a file
+        gone = [(key, None) for key, _ in rows[170:]]
+        store.write_raw(gone)
+        store.write_checkpoint({0: 3830})
+        store.write_raw(gone)  # tombstones again: RocksDB's estimate drops to 0
+        store.write_checkpoint({0: 5660})
+        assert store.approximate_num_entries() == 170
+        assert len(store.to_pandas()) == 170
+    with RocksDBKeyValueStore(tmp_path / "big", "counts", key_columns=["k"],
+                              value_columns=["n"]) as big:
+        big.write_raw((json.dumps({"k": f"k{i:06d}"}).encode(), b'{"n":1}')
+                      for i in range(COUNTED_UP_TO + 500))
+        assert COUNTED_UP_TO <= big.approximate_num_entries() <= COUNTED_UP_TO + 1000
+
+
+# --- 9. which process serves: in /metadata and the assignment frame -----------------------------
+def test_metadata_and_the_assignment_frame_name_each_instances_process(log, broker, tmp_path):
+    with served(log, broker, tmp_path, ("i0", "i1")) as running:
+        url0, url1 = running["i0"][1], running["i1"][1]
+        meta = httpx.get(f"{url1}/metadata").json()
+        assert meta["pid"] == os.getpid()  # in-process instances: this test's process
+        started = pd.Timestamp(meta["started"])
+        assert started.tzinfo is not None and started <= pd.Timestamp.now(tz="UTC")
+        frame = ServingClient({"i0": url0, "i1": url1}).all_metadata()
+        assert set(frame.columns) >= {"partition", "instance", "role", "url", "pid",
+                                      "started"}
+        assert (frame["pid"] == os.getpid()).all()
+        assert (frame["started"] == started).any()
+        assert str(frame["started"].dtype) == "datetime64[ns, UTC]"
+
+
+@pytest.mark.timeout(120)
+def test_a_wait_is_woken_by_the_batch_it_waits_for_in_process(log, broker, tmp_path):
+    """The in-process wait is woken by the changelog's progress (no polling), from any
+    thread; its answer is the new batch's."""
+    with served(log, broker, tmp_path) as running:
+        instance, _ = running["i0"]
+        answers = []
+        threads = [threading.Thread(target=lambda p=p: answers.append(instance.get(
+            log.key(p), min_batch=log.batch + 1, timeout=WAIT))) for p in instance.roles]
+        for thread in threads:
+            thread.start()
+        waiting(instance, len(threads))
+        batch = log.ship()
+        for thread in threads:
+            thread.join(60)
+        assert sorted(a.value["count"] for a in answers) == [2, 2, 2]
+        assert {a.batch for a in answers} == {batch}
