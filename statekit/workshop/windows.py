@@ -119,8 +119,9 @@ LATE = Choices(
     right="b",
     why={"a": "an evicted window is gone from the state (its final result may already be "
               "out); the watermark is the promise that it will not change again",
-         "b": "right: rows older than the watermark are dropped by the stateful operator "
-              "and counted (numRowsDroppedByWatermark; statekit's late_events())",
+         "b": "right: the stateful operator drops rows behind the watermark; Spark counts "
+              "the rows it dropped (numRowsDroppedByWatermark: groups after partial "
+              "aggregation), statekit's late_events() counts the events",
          "c": "malformed events are statekit's: unparseable input kept aside; a late event "
               "is well-formed, and Spark drops it (counting it)"})
 
