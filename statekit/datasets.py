@@ -323,6 +323,16 @@ FLIGHT_SPEC = QuerySpec(keys=["origin"], window=tumbling("1 hour"),
                         event_time="ts", watermark="1 day")
 
 
+_NUMERIC = {"long", "bigint", "int", "integer", "short", "double", "float"}
+_WHOLE = {"long", "bigint", "int", "integer", "short"}
+
+
+def _schema_types(schema: str | None) -> dict[str, str]:
+    """``"player string, score long"`` → ``{"player": "string", "score": "long"}``."""
+    fields = (part.split() for part in (schema or "").split(",") if part.strip())
+    return {f[0]: f[1].lower() for f in fields if len(f) >= 2}
+
+
 @dataclass
 class Dataset:
     """Kafka-ready records: ``key`` (str or None), ``value`` (str), ``timestamp`` (epoch ms).
@@ -342,6 +352,49 @@ class Dataset:
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, {len(self.records)} records)"
+
+    def events(self) -> pd.DataFrame:
+        """The events a query of this dataset counts, as a frame: one row per JSON object,
+        numbers as numbers, the event time (``spec.event_time``) as naive UTC timestamps.
+        Left out, as statekit's parsing rule leaves them out of the state: values that are
+        not a JSON object, a field whose value is not of its ``schema`` type (``"score":
+        "lots"``), and events without a group key or an event time. Plain pandas, to check
+        a query's state against.
+
+        Example:
+            >>> flights(limit=2).events()[["ts", "carrier", "flight"]]
+                               ts carrier  flight
+            0 2013-01-01 05:15:00      UA    1545
+            1 2013-01-01 05:29:00      UA    1714
+        """
+        rows = []
+        for value in self.records["value"]:
+            try:
+                row = json.loads(value)
+            except (TypeError, ValueError):
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
+        frame = pd.DataFrame(rows)
+        bad = pd.Series(False, index=frame.index)
+        for name, kind in _schema_types(self.schema).items():
+            if name not in frame.columns:
+                continue
+            given = frame[name].notna()
+            if kind == "timestamp":
+                frame[name] = pd.to_datetime(frame[name], utc=True,
+                                             errors="coerce").dt.tz_convert(None)
+            elif kind in _NUMERIC:
+                frame[name] = pd.to_numeric(frame[name], errors="coerce")
+                if kind in _WHOLE:
+                    frame[name] = frame[name].astype("Int64")
+            else:
+                continue
+            bad |= given & frame[name].isna()
+        needed = [c for c in ([*self.spec.keys, self.spec.event_time] if self.spec else [])
+                  if c in frame.columns]
+        bad |= frame[needed].isna().any(axis=1) if needed else False
+        return frame[~bad].reset_index(drop=True)
 
 
 def _game_records(lines: list[str]) -> pd.DataFrame:

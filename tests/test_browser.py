@@ -1,14 +1,18 @@
-"""A real browser: JupyterLab runs two workshop notebooks in Chromium, cell by cell.
+"""A real browser: JupyterLab runs the workshop notebooks that have widgets, in Chromium.
 
 JupyterLab starts on 127.0.0.1 (a free port, a token, the project's kernel: the
 Python running this test) on copies of the notebooks (JupyterLab saves what it
 runs; the notebooks in git keep no outputs). Debian's Chromium
 (``.ci/ensure-chromium`` installs it; ``STATEKIT_CHROMIUM`` points elsewhere) is
 driven by Playwright for Python with ``executable_path``: no browser download.
-For each notebook: run all cells, no cell errored, the charts drew (SVG or
-canvas inside vega-embed) and every widget view rendered. Screenshots go to
-build/screenshots/ (git-ignored). JupyterLab and its kernels are stopped at the
-end and the test checks that nothing it started is still running.
+For each notebook — every one with a widget: 03's changelog scrubber, 05's drill
+panel, 06's live leaderboard, 08's dashboard — run all cells as a learner does
+(solutions hidden: ``STATEKIT_SOLUTIONS=0``), then check that no cell errored, the
+charts drew (SVG or canvas inside vega-embed) and every widget view rendered; then
+*use* the widget after Run All — slide, press — and check that its view changes
+(the widgets must outlive Run All), and reveal one hidden solution with its button.
+Screenshots go to build/screenshots/ (git-ignored). JupyterLab and its kernels are
+stopped at the end and the test checks that nothing it started is still running.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -29,16 +34,22 @@ import pytest
 
 from statekit.kafka.broker import free_port
 from statekit.processes import spawn, stop
+from statekit.workshop.magic import ENV as SOLUTIONS_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ["03_changelog_and_compaction", "06_interactive_queries"]
+NOTEBOOKS = ["03_changelog_and_compaction", "05_standby_and_failover", "06_interactive_queries",
+             "08_monitoring_growth_and_ttl"]
 SCREENSHOTS = ROOT / "build" / "screenshots"
-#: Seconds one notebook may take to run all its cells in the browser (headless it takes ~1-2 min;
+#: Seconds one notebook may take to run all its cells in the browser (headless it takes ~1-3 min;
 #: on this shared machine at load average 60 one took 9 minutes).
 RUN_ALL_TIMEOUT = 900
+#: Seconds a widget may take to show the effect of a press (05's drill runs a store owner,
+#: kills it and restores a replacement).
+WIDGET_TIMEOUT = 300
 
-# Per test: starting JupyterLab and the page (module fixtures, first test) plus one run-all.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(RUN_ALL_TIMEOUT + 600)]
+# Per test: starting JupyterLab and the page (module fixtures, first test), one run-all, and
+# the widget's use.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(RUN_ALL_TIMEOUT + WIDGET_TIMEOUT + 600)]
 
 
 def chromium() -> str | None:
@@ -110,6 +121,7 @@ def lab(tmp_path_factory):
                JUPYTERLAB_SETTINGS_DIR=str(settings),
                JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env[SOLUTIONS_ENV] = "0"   # a learner's Run All: solutions stay hidden behind their button
     # The project's kernel: jupyter_client runs a kernelspec whose argv starts with "python"
     # with the server's own interpreter, which is this test's (the .venv's) Python.
     from jupyter_client.kernelspec import KernelSpecManager
@@ -257,6 +269,73 @@ def _run_all(page, base: str, token: str, stem: str) -> dict:
     pytest.fail(f"{stem}: cells still running after {RUN_ALL_TIMEOUT} s: {state}")
 
 
+def _view_of(control):
+    """The output area holding a widget control: the widget's whole view."""
+    return control.locator("xpath=ancestor::div[contains(@class, 'jp-OutputArea-output')][1]")
+
+
+def _wait_for_change(view, before: str, timeout: float, until: str | None = None) -> str:
+    """The view's text once it differs from ``before`` (and, if given, contains ``until``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = view.inner_text()
+        if now != before and (until is None or until in now):
+            return now
+        time.sleep(0.5)
+    pytest.fail(f"the widget's view did not change in {timeout:.0f} s"
+                + (f" to show {until!r}" if until else "") + f"; it shows: {before[:400]!r}")
+
+
+def _press(panel, name: str, timeout: float = 60, until: str | None = None) -> str:
+    """Press the (first) button called ``name``; the widget's view text after it changed."""
+    button = panel.get_by_role("button", name=name).first
+    button.scroll_into_view_if_needed(timeout=30_000)
+    view = _view_of(button)
+    before = view.inner_text()
+    time.sleep(1.1)   # status lines carry the time to the second: a refresh must show anew
+    button.click()
+    return _wait_for_change(view, before, timeout, until)
+
+
+def _batch_shown(text: str) -> str:
+    return re.search(r"After batch (\d+):", text).group(1)
+
+
+def _slide_the_scrubber(panel) -> None:
+    handle = panel.get_by_role("slider").first
+    handle.scroll_into_view_if_needed(timeout=30_000)
+    view = _view_of(handle)
+    before = _batch_shown(view.inner_text())
+    chart = view.locator(".vega-embed").first
+    drawn = chart.screenshot(timeout=30_000)
+    deadline = time.monotonic() + 60
+    while _batch_shown(view.inner_text()) == before:   # one batch back: summary and chart follow
+        assert time.monotonic() < deadline, f"the slider did not move off batch {before}"
+        handle.focus()
+        handle.press("ArrowLeft")
+        time.sleep(3)
+    while chart.screenshot(timeout=30_000) == drawn:   # the chart is drawn anew
+        assert time.monotonic() < deadline + 60, "the scrubber's chart did not change"
+        time.sleep(1)
+
+
+def _run_a_drill(panel) -> None:
+    for scenario in ("no standby", "stale standby"):   # one scenario keeps it short
+        panel.get_by_role("checkbox", name=scenario).first.uncheck()
+    after = _press(panel, "Run failover drill", WIDGET_TIMEOUT, until="done:")
+    assert "all correct: True" in after, after[:400]
+
+
+#: What a learner does with each notebook's widget after Run All, and what must change.
+USE = {
+    "03_changelog_and_compaction": _slide_the_scrubber,
+    "05_standby_and_failover": _run_a_drill,
+    "06_interactive_queries": lambda panel: _press(panel, "Refresh", until="answered by"),
+    "08_monitoring_growth_and_ttl": lambda panel: _press(panel, "Refresh now", 180,
+                                                         until="top 10 as of batch"),
+}
+
+
 @pytest.mark.parametrize("stem", NOTEBOOKS)
 def test_a_notebook_runs_in_jupyterlab_and_draws_its_charts_and_widgets(lab, browser, stem):
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -291,6 +370,17 @@ def test_a_notebook_runs_in_jupyterlab_and_draws_its_charts_and_widgets(lab, bro
         widgets = page.evaluate(_WIDGETS)
         assert widgets["views"] >= 1, f"{stem}: no widget view rendered"
         assert not widgets["broken"], f"{stem}: widget views not rendered: {widgets['broken']}"
+
+        # Solutions stayed hidden in Run All; a button shows and runs one on demand.
+        assert panel.get_by_role("button", name="Show and run the solution").count() >= 3
+        solved = re.compile(r"\b\d\d\.\d+ [^\n]*: right\b")   # a verdict "right"
+        assert not solved.search(panel.inner_text()), f"{stem}: a solution ran in Run All"
+        shown = _press(panel, "Show and run the solution", 120, until="right")
+        assert "workshop.check(" in shown
+
+        # The widget outlived Run All: using it changes what it shows.
+        USE[stem](panel)
+        page.screenshot(path=str(SCREENSHOTS / f"{stem}-used.png"))
     finally:
         page.close()
         for kernel in _kernels(base, token):  # the next notebook gets the machine to itself

@@ -267,3 +267,13 @@ def test_charts_take_a_changelog_and_show_its_value_columns(changelog):
         key_history_chart(changelog, {"game": "g1"})
     scrubber = ChangelogScrubber(changelog)
     assert scrubber.batch == changelog.last_batch
+
+
+def test_every_compaction_view_says_it_is_the_least_a_full_clean_keeps(raw):
+    """A real broker never cleans the active segment: the model is a lower bound, and says so."""
+    kept = compact(raw)
+    for chart in (log_vs_compacted_chart(raw, kept),
+                  log_vs_compacted_chart(raw, kept, max_points=10),
+                  compaction_stats_chart(compaction_stats(raw, kept))):
+        subtitle = " ".join(chart.to_dict()["title"]["subtitle"])
+        assert "the least a real topic keeps" in subtitle and "active segment" in subtitle

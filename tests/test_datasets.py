@@ -144,6 +144,18 @@ def test_game_events_dataset(lines):
     assert rec.timestamp.iloc[2500] == pd.Timestamp("2026-01-05T10:58:43.919Z").value // 10**6
 
 
+def test_the_events_a_query_counts_in_pandas(lines):
+    """events(): the parsing rule's good events, typed: the malformed ones left out."""
+    events = game_events().events()
+    good, bad = parse_game_events(lines)
+    assert len(events) == len(good) == 5000 - len(bad) == 4994
+    assert events["score"].dtype == "Int64" and str(events["ts"].dtype) == "datetime64[ns]"
+    assert events["player"].notna().all() and events["ts"].notna().all()
+    assert sorted(events["score"].dropna()) == sorted(good["score"].dropna())
+    flights_ = flights(limit=3).events()
+    assert flights_["dep_delay"].tolist() == [2, 4, 2] and flights_["ts"].dt.tz is None
+
+
 def test_game_events_falls_back_to_the_generator(tmp_path):
     path = tmp_path / "events.jsonl"
     path.write_text("\n".join(generate_game_events(n=150)) + "\n")

@@ -226,3 +226,17 @@ def test_slow_commits_are_batches_where_the_commit_dominates():
 def test_an_empty_description_renders():
     empty = Description("/ck", pd.DataFrame(), [], pd.DataFrame(), pd.DataFrame())
     assert "no flags" in empty._repr_html_()
+
+
+def test_the_watermark_axis_shows_whole_times():
+    """A flat watermark was labelled ':30' (Vega's seconds-only default for one value)."""
+    from statekit.charts.inspect import watermark_per_batch_chart
+
+    flat = pd.DataFrame({"batch": [0, 1, 2], "new_data": [True] * 3,
+                         "watermark": pd.to_datetime(["2026-01-05 08:59:30"] * 3)})
+    assert watermark_per_batch_chart(flat).to_dict()["encoding"]["y"]["axis"]["format"] == \
+        "%H:%M:%S"
+    days = flat.assign(watermark=pd.to_datetime(["2026-01-05 23:59", "2026-01-06 00:01",
+                                                 "2026-01-06 00:02"]))
+    assert watermark_per_batch_chart(days).to_dict()["encoding"]["y"]["axis"]["format"] == \
+        "%Y-%m-%d %H:%M:%S"

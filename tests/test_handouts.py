@@ -115,3 +115,87 @@ def test_a_failing_notebook_is_named_and_the_others_are_written(tmp_path):
     assert "state 41" in (tmp_path / "out" / "01_fine.html").read_text()
     assert not (tmp_path / "out" / "02_broken.html").exists()
     assert any(line.startswith("FAILED") and "02_broken" in line for line in said)
+
+
+# ------------------------------------------------------- what a handout must not show unasked
+def _executed(outputs, tags=()):
+    cell = new_code_cell("x", outputs=outputs)
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    return new_notebook(cells=[new_markdown_cell("# t"), cell])
+
+
+def _stderr(text):
+    return new_output("stream", name="stderr", text=text)
+
+
+def test_stderr_and_tracebacks_are_problems_named_by_cell():
+    said = handouts.output_problems(_executed([_stderr("12:01:03 ERROR WriteToDataSourceV2Exec: "
+                                                       "aborting\n")]))
+    assert said == ["cell 1: stderr: 12:01:03 ERROR WriteToDataSourceV2Exec: aborting"]
+    printed = new_output("stream", name="stdout", text="Traceback (most recent call last):\n"
+                                                      '  File "x", line 1\nZeroDivisionError\n')
+    assert handouts.output_problems(_executed([printed])) == [
+        "cell 1: a traceback: Traceback (most recent call last):"]
+    java = new_output("execute_result", data={"text/plain": "Py4JJavaError: boom\n\tat org."
+                                                            "apache.spark.sql.Dataset.show("
+                                                            "Dataset.scala:1)\n"})
+    assert "a traceback: at org.apache.spark.sql.Dataset.show" in handouts.output_problems(
+        _executed([java]))[0]
+    error = new_output("error", ename="ValueError", evalue="bad", traceback=[])
+    assert handouts.output_problems(_executed([error])) == ["cell 1: ValueError: bad"]
+
+
+def test_harmless_output_passes_and_known_noise_is_dropped():
+    fine = new_output("stream", name="stdout", text="ChangelogError · the store was restored "
+                                                    "from another topic\n")
+    noise = _stderr('WARNING: Using incubator modules: jdk.incubator.vector\nSetting default '
+                    'log level to "WARN".\nStarting Streaming TransformWithStateInPandas Python '
+                    "worker.\n\n")
+    nb = _executed([fine, noise])
+    assert handouts.output_problems(nb) == []
+    assert nb.cells[1].outputs == [fine]  # the noise is gone from the page
+    meant = _executed([_stderr("UserWarning: shown on purpose\n")], tags=["stderr"])
+    assert handouts.output_problems(meant) == []
+    assert meant.cells[1].outputs[0]["text"] == "UserWarning: shown on purpose\n"
+
+
+@pytest.mark.timeout(300)
+def test_a_notebook_with_stray_stderr_fails_its_build_and_solutions_run_only_when_asked(
+        tmp_path):
+    cells = {
+        "01_stray": [new_code_cell("import sys\nprint('12:00 ERROR Executor: lost', "
+                                   "file=sys.stderr)")],
+        "02_quiz": [new_code_cell("from statekit import workshop\nprint('learner cell')"),
+                    new_code_cell("%%solution 00.1\nprint('SOLVED ' + 'b')\n"
+                                  "workshop.check('00.1', 'b').require()",
+                                  metadata={"tags": ["solution"],
+                                            "jupyter": {"source_hidden": True}})],
+    }
+    for stem, body in cells.items():
+        nb = new_notebook(cells=[new_markdown_cell(f"# {stem}"), *body])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                     "language": "python"}
+        nbformat.write(nb, tmp_path / f"{stem}.ipynb")
+    said = []
+
+    with pytest.raises(handouts.HandoutFailed, match=r"01_stray.ipynb: shows what it did not "
+                                                     r"mean to:\n    cell 1: stderr: 12:00 "
+                                                     r"ERROR Executor: lost"):
+        handouts.build(handouts.notebooks(tmp_path), tmp_path / "out", log=said.append)
+
+    assert "12:00 ERROR" in (tmp_path / "out" / "01_stray.html").read_text()  # written, named
+    learner = (tmp_path / "out" / "02_quiz.html").read_text()
+    assert "learner cell" in learner and "SOLVED" not in learner and "%%solution" not in learner
+    executed = handouts.execute(tmp_path / "02_quiz.ipynb")   # a learner's Run All
+    shown = str(executed.cells[2].outputs)
+    assert "SOLVED" not in shown and "HiddenSolution" in shown
+    [page] = handouts.build([tmp_path / "02_quiz.ipynb"], tmp_path / "teacher", solutions=True,
+                            log=said.append)
+    assert "SOLVED b" in page.read_text()
+
+
+def test_a_widget_without_its_state_is_named_not_drawn():
+    nb = _widget_notebook()
+    nb.metadata.pop("widgets")   # a run that kept no widget state: nothing to draw
+    assert handouts.NOT_DRAWN in handouts.to_html(nb)

@@ -292,6 +292,7 @@ def test_the_dashboard_shows_what_the_query_holds_and_ends_with_it(spark, broker
     import statekit as sk
     from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
     from statekit.widgets import Dashboard
+    from statekit.widgets.dashboard import PANEL_WIDTH
 
     query = sk.start_query(games, GAME_SPEC, spark=spark, kafka=broker,
                            event_schema=GAME_EVENT_SCHEMA, checkpoint=str(tmp_path / "ck"),
@@ -321,7 +322,13 @@ def test_the_dashboard_shows_what_the_query_holds_and_ends_with_it(spark, broker
         assert {"progress", "metrics", "changelog", "snapshot"} <= set(reading.costs)
         assert {"charts", "total"} <= set(board.costs)   # (maybe the thread's later refresh)
         assert f"batch {query.last_batch}" in board.status.value
+        # every panel fits beside another in a JupyterLab output area
+        widths = [spec.get("width") for spec in (board.charts[n].spec for n in board.charts)]
+        assert PANEL_WIDTH in widths and set(widths) <= {PANEL_WIDTH, None}
         board.stop()                      # stop() ends the thread while the query runs
+        board.status.value = "pressed?"
+        board.button.click()              # "Refresh now": one refresh, snapshot included
+        assert f"top 5 as of batch {query.last_batch}" in board.status.value
         assert not board.running and query.is_active
         board.start()
         assert board.running

@@ -257,6 +257,16 @@ def test_leaderboard_takes_a_frame_keys_and_extra_subtitle_lines():
     assert rows(spec)[0]["window_start"].startswith("2026-01-05T10:50:00")
 
 
+def test_rows_of_several_windows_say_which_window_each_is():
+    """A store's top rows over all its windows: the same player may rank twice."""
+    later = [{**r, "window_start": "2026-01-05T11:00:00.000Z",
+              "window_end": "2026-01-05T11:10:00.000Z"} for r in board_rows(2)]
+    spec = leaderboard_chart([later[0], board_rows(1)[0], later[1]], "sum_score").to_dict()
+    labels = spec["layer"][0]["encoding"]["y"]["sort"]
+    assert labels == ["1. p00 · 11:00", "2. p00 · 10:50", "3. p01 · 11:00"]
+    assert len(set(labels)) == 3 and spec["title"]["subtitle"] == ["2 windows"]
+
+
 def test_an_empty_leaderboard_and_bad_input():
     spec = leaderboard_chart([], "sum_score").to_dict()
     assert rows(spec) == [] and spec["title"]["subtitle"] == ["no rows yet"]
@@ -314,6 +324,10 @@ def test_live_leaderboard_shows_the_top_k_of_the_latest_window(serving):
     assert f"as of batch {last}" in board.chart.spec["title"]["subtitle"][-1]
     again = board.refresh()          # from the latest window seen on: the same board
     assert again.rows == expected.rows and board.error is None
+    board.status.value = "pressed?"
+    board.button.click()             # the Refresh button does what refresh() does
+    assert board.status.value.count(f"as of batch {last}") == 1 and board.result.rows == \
+        expected.rows
     # a given window, asked with top_k
     first = snapshot["window_start"].min()
     fixed = LiveLeaderboard(client, window=first, k=3, by="count")

@@ -44,7 +44,7 @@ def test_rows_after_the_fix_are_compared_with_the_measure():
     assert "no data" in workshop.check("10.3", 80, **measured).points[0].text
     assert "more than the 40" in workshop.check("10.3", 120, **measured).points[0].text
     assert "fewer than the 40" in workshop.check("10.3", 0, **measured).points[0].text
-    assert "not a whole number" in workshop.check("10.3", "40", **measured).points[0].text
+    assert "not a whole number" in workshop.check("10.3", "forty", **measured).points[0].text
 
 
 def test_unanswered_exercises_do_not_raise():

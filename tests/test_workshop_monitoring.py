@@ -20,7 +20,7 @@ def test_running_rows_names_each_confusion():
     assert "watermark evicts" in _texts(check("08.1", 12, **measured))
     assert "forgets idle users" in _texts(check("08.1", 30, **measured))
     assert "distinct users" in _texts(check("08.1", 149, **measured))
-    assert "not a number" in _texts(check("08.1", "150", **measured))
+    assert "not a number" in _texts(check("08.1", "150 rows", **measured))
     assert check("08.1", ..., **measured).status == "unanswered"
 
 

@@ -3,6 +3,8 @@ wrong ones are told why."""
 
 from __future__ import annotations
 
+import pandas as pd
+
 from statekit.workshop import check, exercises
 
 
@@ -23,7 +25,7 @@ def test_compacted_restore_counts_one_record_per_key():
     assert "too few" in _texts(check("04.1", 1_000, **COMPACTED))
     assert "count the store's rows" in _texts(check("04.1", 5_000, **COMPACTED))
     assert "more than the raw log" in _texts(check("04.1", 20_000, **COMPACTED))
-    for bad in ("2029", 2029.5, True, -3):
+    for bad in ("lots", 2029.5, True, -3):
         assert "not a number of records" in _texts(check("04.1", bad, **COMPACTED))
     assert check("04.1", ..., **COMPACTED).status == "unanswered"
 
@@ -54,10 +56,13 @@ def test_spark_restart_review():
 
 
 def test_standby_lag_quotes_the_measurement_when_right():
-    right = check("05.1", "b", peak_lag=1_480, largest_batch=1_702)
-    assert right.right and "peaked at 1,480" in _texts(right)
+    t = pd.Timestamp("2026-01-05 10:00")
+    lag = pd.DataFrame({"time": [t, t + pd.Timedelta("0.1s"), t + pd.Timedelta("0.2s")],
+                        "partition": [0, 0, 0], "lag": [0, 1_480, 0]})
+    right = check("05.1", "b", lag=lag, largest_batch=1_702)
+    assert right.right and "at most 1,480 records, 87% of the largest batch" in _texts(right)
     assert check("05.1", "b").right  # without measurements: the reason only
-    assert "after Spark commits" in _texts(check("05.1", "a", peak_lag=3, largest_batch=3))
+    assert "after Spark commits" in _texts(check("05.1", "a", lag=lag, largest_batch=3))
     assert "stale standby" in _texts(check("05.1", "c"))
 
 

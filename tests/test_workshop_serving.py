@@ -7,6 +7,7 @@ tests/test_placement.py), so no Spark runs here.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -61,15 +62,35 @@ def test_a_wrong_partition_is_shown_on_a_row():
     assert "agrees with Spark for 0 of 4 rows" in str(verdict)
 
 
-def test_routing_to_the_standby_is_named():
-    def to_standby(key):
-        p, _ = spark_owner(key)
-        return p, STANDBYS[p][0]
+def test_a_wrong_partition_is_said_once_and_its_owner_judged_against_it():
+    """Judged against Spark's partition, routing to the learner's own partition's owner was
+    reported again as "'i0' is a standby of partition 2"."""
+    verdict = check_route(lambda key: (0, ACTIVE[0]))   # p07's 10:00 window lives on 2
+    partition, instance = verdict.points
+    assert not partition.ok and "agrees with Spark for 3 of 4 rows" in partition.text
+    assert instance.ok and "partition you computed" in instance.text
+    assert "standby" not in str(verdict)
 
-    verdict = check_route(to_standby)
-    assert verdict.status == "wrong"
-    assert verdict.points[0].ok  # the partition is right
-    assert "is a standby of partition 2" in str(verdict) and "'i2'" in str(verdict)
+
+def test_both_points_wrong_each_said_on_its_own():
+    verdict = check_route(lambda key: (0, STANDBYS[0][0]))
+    partition, instance = verdict.points
+    assert not partition.ok and not instance.ok
+    assert f"{STANDBYS[0][0]!r} is a standby of partition 0" in instance.text
+
+
+def test_a_partition_that_does_not_exist_is_named():
+    verdict = check_route(lambda key: (7, "i1"))
+    assert "partition 7 does not exist (partitions: [0, 1, 2])" in str(verdict)
+
+
+def test_two_ways_of_writing_the_routing_are_right():
+    def by_state_partition(key):   # the library's placement, a list instead of a tuple
+        p = state_partition(key, ["player"], windowed=True, partitions=3)
+        return [np.int64(p), ACTIVE[p]]
+
+    assert check_route(by_state_partition).right
+    assert check_route(spark_owner).right
 
 
 @pytest.mark.parametrize("answer, said", [
@@ -89,6 +110,8 @@ def test_routing_left_unanswered_does_not_raise():
 
 # --- 06.2 the incomplete count -------------------------------------------------------------
 PLAYERS = ["p01", "p02", "p03", "p04", "p05"]
+SNAPSHOT = pd.DataFrame({"window_start": [START] * 5 + [START + TEN],
+                         "player": [*PLAYERS, "p99"]})
 
 
 def answered(players, partitions, instance="i0"):
@@ -96,34 +119,38 @@ def answered(players, partitions, instance="i0"):
                        [PartitionAnswer(p, instance, "active", 7) for p in partitions])
 
 
-LOCAL = answered(["p01", "p04"], [0])
+LOCAL = pd.Series(["p01", "p04"], name="player")   # what the dashboard counted
 
 
-def check_count(answer):
-    return workshop.check("06.2", answer, expected=PLAYERS, local=LOCAL, partitions=3)
+def check_count(answer, window=START):
+    return workshop.check("06.2", answer, snapshot=SNAPSHOT, window=window, local=LOCAL,
+                          partitions=3)
 
 
-def test_the_scatter_gathered_answer_is_right():
-    verdict = check_count(answered(PLAYERS, [0, 1, 2]))
-    assert verdict.right, verdict
-    assert "every partition answered ([0, 1, 2]" in str(verdict)
+def test_the_scatter_gathered_answer_is_right_however_the_window_is_given():
+    for window in (START, "2026-01-05T10:00:00Z", START.tz_localize("UTC")):
+        verdict = check_count(answered(PLAYERS, [2, 0, 1]), window)
+        assert verdict.right, verdict
+        assert "every partition answered ([0, 1, 2]" in str(verdict)
 
 
-def test_the_players_as_a_frame_or_a_list_are_right_too():
-    assert check_count(pd.DataFrame({"player": PLAYERS[::-1]})).right
-    assert check_count(PLAYERS).right
+def test_a_copied_value_is_not_a_fix():
+    """``answer = expected`` (the players, read off the snapshot) passed."""
+    for copied in (PLAYERS, pd.Series(PLAYERS), pd.DataFrame({"player": PLAYERS})):
+        verdict = check_count(copied)
+        assert verdict.status == "wrong" and "could be copied from the snapshot" in str(verdict)
 
 
 def test_the_local_answer_unchanged_is_named():
-    verdict = check_count(LOCAL)
+    verdict = check_count(answered(["p01", "p04"], [0]))
     assert verdict.status == "wrong"
     text = str(verdict)
     assert "only partitions [0] answered; [1, 2] did not" in text
-    assert "still the one instance's local answer (2 of 5 players)" in text
+    assert "still the dashboard's local answer (2 of 5 players)" in text
 
 
 def test_missing_and_extra_players_are_named():
-    verdict = check_count(["p01", "p02", "p03", "p99"])
+    verdict = check_count(answered(["p01", "p02", "p03", "p99"], [0, 1, 2]))
     text = str(verdict)
     assert verdict.status == "wrong"
     assert "2 of 5 players missing (p04, p05)" in text
@@ -132,7 +159,7 @@ def test_missing_and_extra_players_are_named():
 
 def test_a_count_is_not_an_answer_to_the_incomplete_count():
     verdict = check_count(5)
-    assert verdict.status == "wrong" and "got int" in str(verdict)
+    assert verdict.status == "wrong" and "your int could be copied" in str(verdict)
 
 
 # --- 06.3 and 07.3 review questions --------------------------------------------------------
@@ -150,9 +177,20 @@ def test_where_a_global_store_restores_from():
 
 
 # --- 07.1 rows held ------------------------------------------------------------------------
-def test_the_predicted_ratio_is_right_within_fifteen_percent():
-    assert workshop.check("07.1", 1.6, measured=5 / 3, instances=5, standbys=2).right
-    assert workshop.check("07.1", "1.67", measured=5 / 3, instances=5, standbys=2).right
+def test_the_predicted_ratio_is_right_within_rounding_only():
+    for right in (5 / 3, "1.67", 1.7, np.float64(1.6667)):
+        verdict = workshop.check("07.1", right, measured=5 / 3, instances=5, standbys=2)
+        assert verdict.right and "within 3%" in str(verdict)
+    for wrong in (1.6, 1.5, 1.8):  # the old ±15% took answers from other reasoning
+        assert not workshop.check("07.1", wrong, measured=5 / 3, instances=5, standbys=2).right
+
+
+@pytest.mark.parametrize(("answer", "said"), [(2.5, "the active copy counts too"),
+                                              (3, "how many instances hold each partition"),
+                                              (1, "a global copy holds every row")])
+def test_each_usual_wrong_ratio_names_its_reasoning(answer, said):
+    verdict = workshop.check("07.1", answer, measured=5 / 3, instances=5, standbys=2)
+    assert verdict.status == "wrong" and said in str(verdict)
 
 
 def test_forgetting_the_standbys_is_named():
@@ -168,7 +206,7 @@ def test_a_ratio_must_be_a_positive_number(answer):
 
 def test_a_far_ratio_gives_the_measured_one():
     verdict = workshop.check("07.1", 0.5, measured=1.5, instances=3, standbys=1)
-    assert verdict.status == "wrong" and "measured 1.50×" in str(verdict)
+    assert verdict.status == "wrong" and "measured 1.500×" in str(verdict)
 
 
 # --- 07.2 which way ------------------------------------------------------------------------

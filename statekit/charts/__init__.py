@@ -33,7 +33,7 @@ from statekit.charts.monitor import (
     record_cache_chart,
     watermark_chart,
 )
-from statekit.charts.output import offline, save_chart
+from statekit.charts.output import offline, save_chart, stacked
 from statekit.charts.progress import change_feed_chart, state_growth_chart, state_rows_chart
 from statekit.charts.restore import (
     failover_chart,
@@ -74,6 +74,7 @@ __all__ = [
     "restore_rate_chart",
     "save_chart",
     "skew_chart",
+    "stacked",
     "standby_lag_chart",
     "state_files_chart",
     "state_growth_chart",

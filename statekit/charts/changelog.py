@@ -38,6 +38,9 @@ from statekit.validate import require_columns, whole_number
 
 PUT, TOMBSTONE = "put", "tombstone"
 RAW, COMPACTED = "raw log", "compacted"
+#: What every compaction view says: the compacted log is a lower bound.
+LOWER_BOUND = ("\"compacted\" = after a full clean: the least a real topic keeps (a broker never "
+               "cleans the active segment, and cleans on its own schedule)")
 RED, BLUE = "#e45756", "#4c78a8"
 _LOG_COLUMNS = ("partition", "offset", "key", "tombstone")
 
@@ -98,10 +101,16 @@ def log_vs_compacted_chart(
     compacted: Changelog | pd.DataFrame,
     max_points: int = 5000,
     bins: int = 100,
-    title: str = "The changelog topic before and after log compaction",
+    title: str = "The changelog topic, and the least a full log compaction keeps of it",
     value_columns: list[str] | None = None,
 ) -> alt.FacetChart:
     """Each partition's records by offset, raw log (left) next to the compacted log (right).
+
+    "Compacted" is what a clean of *every* segment would leave (``compact()``): the lower
+    bound. A real broker keeps more, and the chart's subtitle says so: its cleaner never
+    cleans the active segment (the one being written, rolled by ``segment.bytes`` /
+    ``segment.ms``), cleans a partition only once ``min.cleanable.dirty.ratio`` of it is
+    dirty and records are older than ``min.compaction.lag.ms``, on its own schedule.
 
     One dot per record, one line of dots per key (coloured by key); a red ``×`` is a
     tombstone. When a view has more than ``max_points`` records both views switch to
@@ -125,8 +134,9 @@ def log_vs_compacted_chart(
         data = _detail(raw, compacted, values)
         tooltip = typed_tooltips(data, ("view", "partition", "offset", "batch", "record", "key",
                                         *values))
-        subtitle = ("One dot per record, one line per key (state row). Red × = tombstone "
-                    "(the row was deleted). Compaction keeps the latest record of each key.")
+        subtitle = ["One dot per record, one line per key (state row). Red × = tombstone "
+                    "(the row was deleted). Compaction keeps the latest record of each key.",
+                    LOWER_BOUND]
         inner = alt.Chart().mark_point(filled=True, opacity=0.9).encode(
             x=alt.X("offset:Q", title="offset (position of the record in its partition)"),
             y=alt.Y("key_row:Q", title="key", axis=alt.Axis(labels=False, ticks=False,
@@ -140,9 +150,9 @@ def log_vs_compacted_chart(
         ).properties(width=360, height=120)
     else:
         data = _binned(raw, compacted, bins)
-        subtitle = (f"{len(raw):,} records: too many to draw one by one, so each partition's "
+        subtitle = [f"{len(raw):,} records: too many to draw one by one, so each partition's "
                     f"offsets are cut into {bins} bins. Darker = more records in that stretch "
-                    "of the log; white = none left.")
+                    "of the log; white = none left.", LOWER_BOUND]
         inner = alt.Chart().mark_rect().encode(
             x=alt.X("first_offset:Q", title="offset (position of the record in its partition)"),
             x2="bin_end:Q",
@@ -283,7 +293,8 @@ def compaction_stats_chart(
     text = alt.Chart(inline(labels)).mark_text(dy=-6, baseline="bottom").encode(
         x=alt.X("partition:O"), y=alt.Y("records_before:Q"), text="label:N")
     return alt.layer(bars, text).properties(
-        title=alt.Title(title, subtitle="kept = records after / records before"),
+        title=alt.Title(title, subtitle=["kept = records after / records before",
+                                         LOWER_BOUND]),
         width=max(160, 90 * len(stats)), height=220)
 
 
@@ -311,8 +322,12 @@ def state_files_chart(files: pd.DataFrame, title: str | None = None) -> alt.Char
     if title is None:
         title = "Spark's state files per partition" + (
             f": what a restore of version {target} reads" if target is not None else "")
-    subtitle = ["One delta file per version (a batch's changes; Spark names it N.changelog), "
-                "now and then a snapshot (a full copy, N.zip).",
+    providers = set(files.attrs.get("providers", ()))
+    names = {"rocksdb": "N.changelog / N.zip: RocksDB with changelog checkpointing",
+             "hdfs": "N.delta / N.snapshot: Spark's default, HDFS-backed provider"}
+    subtitle = ["One delta file per version (a batch's changes), now and then a snapshot "
+                "(a full copy): " + ("; ".join(names[p] for p in sorted(providers) if p in names)
+                                      or "names by provider") + ".",
                 "A restore loads the newest snapshot and replays the deltas after it."]
     tooltip = typed_tooltips(data, ("partition", "version", "batch", "kind", "file", "bytes",
                            "modified", "role"))

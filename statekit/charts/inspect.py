@@ -116,10 +116,14 @@ def watermark_per_batch_chart(watermarks: pd.DataFrame) -> alt.Chart:
     # Spark writes 0 (the epoch) until the first batch sets a watermark: no watermark yet.
     data = data[data["watermark"] > pd.Timestamp(0)]
     data["new_data"] = data["new_data"].astype(object).where(data["new_data"].notna(), None)
+    # A whole time on the axis: left to itself, Vega labels a flat watermark ":30" (seconds).
+    days = data["watermark"].dt.normalize().nunique() if len(data) else 1
+    shape = "%H:%M:%S" if days <= 1 else "%Y-%m-%d %H:%M:%S"
     return alt.Chart(inline(data), title="Watermark per batch (batches with one)").mark_line(
         point=True, interpolate="step-after").encode(
         x=alt.X("batch:O", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("watermark:T", title="watermark", scale=alt.Scale(zero=False)),
+        y=alt.Y("watermark:T", title="watermark", scale=alt.Scale(zero=False),
+                axis=alt.Axis(format=shape, tickCount=4)),
         tooltip=typed_tooltips(data, needed),
     ).properties(width=660, height=110)
 

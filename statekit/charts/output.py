@@ -3,6 +3,7 @@
 Example:
     >>> offline()                                                        # doctest: +SKIP
     >>> save_chart(chart, "out/state_rows")  # writes out/state_rows.html and .png  # doctest: +SKIP
+    >>> stacked(input_chart(progress), state_rows_chart(progress))     # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -40,3 +41,20 @@ def save_chart(chart: alt.TopLevelMixin, path: str | Path, formats=("html", "png
             chart.save(str(target), format=fmt, scale_factor=2 if fmt == "png" else 1)
         written.append(target)
     return written
+
+
+def stacked(*charts: alt.TopLevelMixin) -> alt.VConcatChart:
+    """``charts`` one under the other, each with its own colour legend and scale.
+
+    Altair's ``a & b`` shares colour scales across the charts: two charts that colour
+    different things ("input rows" in one, "updated" in the other) end up with one merged
+    legend that names a colour of the one after the other. Here every scale is
+    independent.
+
+    Example:
+        >>> a = alt.Chart().mark_point().encode(color=alt.value("red"))
+        >>> stacked(a, a).to_dict()["resolve"]["scale"]["color"]
+        'independent'
+    """
+    return alt.vconcat(*charts).resolve_scale(color="independent", shape="independent",
+                                              size="independent", opacity="independent")

@@ -30,7 +30,9 @@ def state_rows_chart(
         raise BadArgument("progress frame columns", sorted(progress.columns),
                           f"a frame from StatefulQuery.progress() (needs {', '.join(_NEEDED)})")
     data = progress[list(_NEEDED)].copy()
-    total = alt.Chart(data, title=title).mark_line(point=True).encode(
+    # The line in a colour of its own, the bars' legend under the bars: beside the line, the
+    # legend read as if it named the line ("input rows").
+    total = alt.Chart(data, title=title).mark_line(point=True, color="#333333").encode(
         x=alt.X("batch:O", title="batch", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("state_rows_total:Q", title="rows in state"),
         tooltip=list(_NEEDED),
@@ -44,7 +46,7 @@ def state_rows_chart(
         x=alt.X("batch:O", title="batch", axis=alt.Axis(labelAngle=0)),
         xOffset="kind:N",
         y=alt.Y("rows:Q", title="rows"),
-        color=alt.Color("kind:N", title=None,
+        color=alt.Color("kind:N", title=None, legend=alt.Legend(orient="bottom"),
                         scale=alt.Scale(domain=["input rows", "updated", "evicted"])),
         tooltip=["batch", "kind", "rows"],
     ).properties(width=520, height=140)

@@ -406,9 +406,10 @@ def leaderboard_chart(
 
     ``rows``: the ranked rows (``ServingClient.top_k(...).rows`` or a frame), drawn in
     the order given. ``keys`` label the bars (default: the text columns other than
-    ``window_start``/``window_end``). The subtitle names the window, then the lines of
-    ``subtitle``. Every column goes to the tooltip. No rows draws an empty board (a
-    window with no state yet).
+    ``window_start``/``window_end``); rows of several windows also carry their window's
+    start, so a key that ranks in two windows is told apart. The subtitle names the window,
+    then the lines of ``subtitle``. Every column goes to the tooltip. No rows draws an empty
+    board (a window with no state yet).
 
     Example:
         >>> rows = [{"player": "p07", "window_start": "2026-01-05T10:50:00.000Z",
@@ -444,6 +445,11 @@ def leaderboard_chart(
     data["label"] = [f"{rank}. " + " · ".join(str(row[k]) for k in keys if k in data.columns)
                      if keys else str(rank)
                      for rank, (_, row) in zip(data["rank"], data.iterrows(), strict=True)]
+    if "window_start" in data.columns and data["window_start"].nunique() > 1:
+        # Rows of several windows: a player may rank twice, once per window; say which.
+        starts = pd.to_datetime(data["window_start"], utc=True).dt.tz_localize(None)
+        shape = "%H:%M" if starts.dt.normalize().nunique() == 1 else "%m-%d %H:%M"
+        data["label"] = data["label"] + " · " + starts.dt.strftime(shape)
     order = data["label"].tolist()
     y = alt.Y("label:N", title=None, sort=order, axis=alt.Axis(labelLimit=240))
     tooltip = _tips(data, ("rank", *keys, by, *[c for c in data.columns if c not in (

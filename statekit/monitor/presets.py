@@ -93,7 +93,7 @@ def compare_presets(spark: SparkSession, configs: Sequence[str] = CONFIGS, *, ba
                             keys=["player"], window=tumbling("1 hour"),
                             aggregates=["count", "sum(score)"], watermark="1 day",
                             name=f"preset_{name}", checkpoint=str(checkpoint),
-                            trigger="100 milliseconds")
+                            trigger="1 second")  # batches take less: stopped between two
         try:
             query.wait_for_batches(batches, timeout=timeout)
         finally:

@@ -103,3 +103,38 @@ def windowed_reference(
     if watermark is not None and spec.kind != "running":
         out = out[out["window_end"] > pd.Timestamp(watermark)]
     return out.sort_values(spec.key_columns, kind="stable").reset_index(drop=True)
+
+
+def rows_differing(store: pd.DataFrame, expected: pd.DataFrame,
+                   key_columns: list[str] | tuple[str, ...]) -> pd.DataFrame:
+    """The rows where ``store`` and ``expected`` disagree, by key: one row per key that is in
+    only one of them (``where``: ``"store only"`` / ``"expected only"``) or whose values
+    differ (``"values differ"``); empty when both hold the same rows. Values are compared on
+    ``expected``'s columns, numbers with a relative tolerance of 1e-9, nulls equal.
+
+    Example:
+        >>> want = pd.DataFrame({"k": ["a", "b"], "n": [1.0, 2.0]})
+        >>> rows_differing(want.iloc[::-1], want, ["k"]).empty
+        True
+        >>> rows_differing(want.assign(n=[1.0, 3.0]), want, ["k"])[["k", "where"]]
+           k          where
+        0  b  values differ
+    """
+    import numpy as np
+
+    keys = list(key_columns)
+    values = [c for c in expected.columns if c not in keys]
+    both = expected[[*keys, *values]].merge(store[[*keys, *values]], on=keys, how="outer",
+                                            suffixes=("", "_store"), indicator=True)
+    differ = np.zeros(len(both), dtype=bool)
+    for column in values:
+        a, b = both[column], both[f"{column}_store"]
+        try:
+            same = np.isclose(a.astype(float), b.astype(float), rtol=1e-9, equal_nan=True)
+        except (TypeError, ValueError):
+            same = (a.astype(object) == b.astype(object)).to_numpy() | (a.isna() & b.isna())
+        differ |= ~np.asarray(same, dtype=bool)
+    where = np.where(both["_merge"] == "left_only", "expected only",
+                     np.where(both["_merge"] == "right_only", "store only", "values differ"))
+    out = both.assign(where=where)[(both["_merge"] != "both") | differ]
+    return out.drop(columns="_merge").reset_index(drop=True)

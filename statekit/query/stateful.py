@@ -53,6 +53,7 @@ from statekit.query.progress import (
 )
 from statekit.query.spec import Aggregate, QuerySpec, WindowSpec
 from statekit.spark.connect import default_parallelism
+from statekit.spark.stopping import stop_between_batches
 from statekit.state.checkpoint import Checkpoint
 from statekit.state.reader import StateReader, to_pandas
 from statekit.state.spark_files import _ranges
@@ -327,15 +328,15 @@ class StatefulQuery:
         return self.query.isActive
 
     def stop(self) -> None:
-        """Stop the query (and ship its last committed batches); the checkpoint stays.
+        """Stop the query between two batches (and ship its last committed batches); the
+        checkpoint stays.
 
         Raises:
             DiskFull: after stopping, when the changelog's ledger could not be written (the
                 folder is named; the query and its checkpoint are fine).
         """
         self._stopped_here = True
-        if self.query.isActive:
-            self.query.stop()
+        stop_between_batches(self.query)
         with contextlib.suppress(OSError, StatekitError):  # kept only for Connect's late events
             self.keep_reports()
         if self.changelog is not None:

@@ -3,9 +3,16 @@
 ``StandbyReplica`` first restores its stores (from their checkpoints, so a warm
 directory replays only the tail), then keeps consuming the changelog in a
 background thread, writing each poll as one write batch and checkpointing its
-offsets. It samples its lag (records behind the end of each partition) so the
-lag can be drawn over time. ``promote()`` stops tailing, catches up the last
-records and hands over the stores: that is a failover.
+offsets. ``promote()`` stops tailing, catches up the last records and hands over
+the stores: that is a failover.
+
+Its **lag** is measured as a consumer-lag monitor measures a consumer group's: on
+a timer of its own (every ``sample_every`` seconds, in a second thread with its own
+consumer), the end offset of each partition — the true end, found by reading the
+last record batch (``statekit.kafka.topics.end_offsets``), since some brokers report
+a high watermark short of it — minus the next offset the replica will read. A
+sample taken right after each read (as this class once did) is always 0: it never
+sees the records shipped between two reads.
 
 Example:
     >>> standby = StandbyReplica(broker, topic, spec, "/tmp/standby").start()  # doctest: +SKIP
@@ -25,7 +32,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from statekit.changelog.reader import topic_partitions
 from statekit.kafka.connection import Kafka, connect
-from statekit.kafka.topics import plain_consumer
+from statekit.kafka.topics import end_offsets, plain_consumer
 from statekit.query.spec import QuerySpec
 from statekit.restore.changelog import RestoreResult, restore_stores
 from statekit.stores import StateStore
@@ -41,7 +48,7 @@ class StandbyReplica:
         spec: what the state holds.
         partitions: the partitions to keep (all by default).
         name: a ``replica`` column in ``lag()`` (to draw several replicas).
-        sample_every: seconds between lag samples.
+        sample_every: seconds between lag samples (taken on a timer, apart from the reads).
     """
 
     def __init__(self, kafka: Kafka, topic: str, spec: QuerySpec,
@@ -58,6 +65,7 @@ class StandbyReplica:
         self._positions: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._sampler: threading.Thread | None = None
         self._error: BaseException | None = None
 
     # --- lifecycle ------------------------------------------------------------------
@@ -71,15 +79,19 @@ class StandbyReplica:
         self._stop.clear()
         self._thread = threading.Thread(target=self._tail, name=f"standby-{self.topic}",
                                         daemon=True)
+        self._sampler = threading.Thread(target=self._sample_on_a_timer,
+                                         name=f"standby-lag-{self.topic}", daemon=True)
         self._thread.start()
+        self._sampler.start()
         return self
 
     def stop(self) -> None:
         """Stop tailing (the stores stay open and checkpointed); raise the tailer's error."""
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
+        self._stop.set()
+        for thread in (self._thread, self._sampler):
+            if thread is not None:
+                thread.join()
+        self._thread = self._sampler = None
         if self._error is not None:
             raise self._error
 
@@ -112,7 +124,6 @@ class StandbyReplica:
         try:
             consumer.assign([TopicPartition(self.topic, p, self._positions[p])
                              for p in self.partitions])
-            next_sample = 0.0
             while not self._stop.is_set():
                 messages = consumer.consume(10_000, timeout=0.1)
                 by_partition: dict[int, list] = {}
@@ -126,26 +137,54 @@ class StandbyReplica:
                     self.stores[p].write_raw([(m.key(), m.value()) for m in batch])
                     self._positions[p] = batch[-1].offset() + 1
                     self.stores[p].write_checkpoint({p: self._positions[p]})
-                if time.monotonic() >= next_sample:
-                    self._sample(consumer)
-                    next_sample = time.monotonic() + self.sample_every
         except BaseException as exc:  # surfaced by stop()
             self._error = exc
         finally:
             consumer.close()
 
-    def _sample(self, consumer) -> None:
+    def _sample_on_a_timer(self) -> None:
+        consumer = plain_consumer(self.kafka)
+        try:
+            while True:
+                started = time.monotonic()
+                self.sample(consumer)
+                if self._stop.wait(max(0.0, self.sample_every - (time.monotonic() - started))):
+                    return
+        except BaseException as exc:  # surfaced by stop()
+            self._error = exc
+        finally:
+            consumer.close()
+
+    def sample(self, consumer=None) -> pd.DataFrame:
+        """Take one lag sample now (the timer does it every ``sample_every`` seconds): per
+        partition, the topic's end offset minus the replica's next offset. Returns it."""
+        own = consumer is None
+        consumer = plain_consumer(self.kafka) if own else consumer
+        try:
+            ends = end_offsets(consumer, self.topic, list(self.partitions), timeout=5)
+        finally:
+            if own:
+                consumer.close()
         now = pd.Timestamp.now("UTC").tz_localize(None)
-        # the consumer's position also steps over commit markers, which the watermark counts
-        fetched = {tp.partition: tp.offset for tp in consumer.position(
-            [TopicPartition(self.topic, p) for p in self.partitions])}
-        for p in self.partitions:
-            _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                     timeout=5, cached=False)
-            position = max(self._positions[p], fetched[p])
-            # some brokers report the high watermark a batch short: never a negative lag
-            end = max(high, position)
-            self._samples.append((now, p, end - position, position, end))
+        positions = dict(self._positions)  # one look: the tail thread moves them
+        rows = [(now, p, max(ends[p][1] - positions[p], 0), positions[p], ends[p][1])
+                for p in self.partitions]
+        self._samples.extend(rows)
+        return pd.DataFrame(rows, columns=LAG_COLUMNS).assign(replica=self.name)
+
+    def wait_caught_up(self, timeout: float = 30.0) -> pd.DataFrame:
+        """Wait until a sample (``sample()``) finds the replica at the end of every partition;
+        that sample. ``TimeoutError`` with the lag still left after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            now = self.sample()
+            if (now["lag"] == 0).all():
+                return now
+            if time.monotonic() > deadline:
+                behind = dict(zip(now["partition"], now["lag"], strict=True))
+                raise TimeoutError(f"standby of {self.topic!r} still behind after "
+                                   f"{timeout:.0f} s: records per partition {behind}")
+            time.sleep(0.1)
 
     def lag(self) -> pd.DataFrame:
         """Lag samples: time, partition, lag (records behind), position, end_offset, replica."""

@@ -12,6 +12,7 @@ _NAMES = {
     "Dashboard": "statekit.widgets.dashboard",
     "show_dashboard": "statekit.widgets.dashboard",
     "DrillPanel": "statekit.widgets.drill_panel",
+    "HiddenSolution": "statekit.widgets.solution",
     "LiveLeaderboard": "statekit.widgets.leaderboard",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)

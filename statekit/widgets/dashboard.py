@@ -47,6 +47,9 @@ from statekit.monitor.live import Monitor, Reading
 from statekit.validate import non_negative_number
 
 PANELS = ("input", "state", "memory", "changelog", "watermark", "top")
+#: Each panel's plot width (px): two panels side by side fit a JupyterLab output area of
+#: about 1,100 px with their axes and legends; a narrower one puts them one under the other.
+PANEL_WIDTH = 380
 
 
 def _placeholder(text: str) -> alt.Chart:
@@ -101,32 +104,42 @@ class Dashboard(widgets.VBox):
         self.error: Exception | None = None
         self.offline = offline()
         self.status = widgets.Label(value="not refreshed yet")
+        self.button = widgets.Button(description="Refresh now", icon="refresh",
+                                     tooltip="read the query once, now (snapshot included)")
+        self.button.on_click(self._pressed)
         self.charts = {name: alt.JupyterChart(_placeholder(f"{name}: waiting for a batch"))
                        for name in PANELS}
         grid = widgets.GridBox(list(self.charts.values()), layout=widgets.Layout(
-            grid_template_columns="repeat(2, auto)", grid_gap="8px 16px"))
-        super().__init__([self.status, grid])
+            grid_template_columns=f"repeat(auto-fill, minmax({PANEL_WIDTH + 140}px, 1fr))",
+            grid_gap="8px 16px", width="100%"))
+        super().__init__([widgets.HBox([self.button, self.status]), grid],
+                         layout=widgets.Layout(width="100%"))
         if start:
             self.start()
 
     # --- one update -------------------------------------------------------------------------
+    def _show(self, panel: str, chart: alt.TopLevelMixin) -> None:
+        if isinstance(chart, alt.Chart | alt.LayerChart):   # a concat sizes its parts itself
+            chart = chart.properties(width=PANEL_WIDTH)
+        self.charts[panel].chart = chart
+
     def _draw(self, reading: Reading) -> None:
         progress, metrics = reading.progress, reading.metrics
         if len(progress):
-            self.charts["input"].chart = input_chart(progress)
-            self.charts["state"].chart = state_rows_chart(progress)
-            self.charts["watermark"].chart = watermark_chart(progress)
+            self._show("input", input_chart(progress))
+            self._show("state", state_rows_chart(progress))
+            self._show("watermark", watermark_chart(progress))
         if len(metrics) and "memory_used" in set(metrics["metric"]):
-            self.charts["memory"].chart = memory_chart(metrics)
+            self._show("memory", memory_chart(metrics))
         if reading.changelog is not None and len(reading.changelog):
-            self.charts["changelog"].chart = changelog_growth_chart(reading.changelog)
+            self._show("changelog", changelog_growth_chart(reading.changelog))
         elif reading.changelog is None:
-            self.charts["changelog"].chart = _placeholder("the query keeps no changelog")
+            self._show("changelog", _placeholder("the query keeps no changelog"))
         if reading.top is not None:
-            self.charts["top"].chart = leaderboard_chart(
+            self._show("top", leaderboard_chart(
                 reading.top, self.monitor.by, keys=list(self.query.spec.keys),
                 title=f"Top {self.monitor.top} rows by {self.monitor.by}",
-                subtitle=f"store as of batch {reading.top_batch}")
+                subtitle=f"store as of batch {reading.top_batch}"))
 
     def _describe(self, reading: Reading) -> str:
         parts = [time.strftime("%H:%M:%S"), f"batch {reading.last_batch}",
@@ -171,6 +184,10 @@ class Dashboard(widgets.VBox):
             self.reading, self.error = reading, None
             self.status.value = self._describe(reading)
             return reading
+
+    def _pressed(self, _button) -> None:
+        with contextlib.suppress(Exception):  # shown in the status line
+            self.refresh(snapshot=True)
 
     # --- the thread -------------------------------------------------------------------------
     @property
@@ -221,7 +238,8 @@ class Dashboard(widgets.VBox):
     def close(self) -> None:
         """Stop the thread, then close the charts and the box."""
         self.stop()
-        for child in [*getattr(self, "charts", {}).values(), getattr(self, "status", None)]:
+        for child in [*getattr(self, "charts", {}).values(), getattr(self, "status", None),
+                      getattr(self, "button", None)]:
             if child is not None:
                 child.close()
         super().close()

@@ -28,10 +28,12 @@ class DrillPanel(widgets.VBox):
         self.kafka, self.topic, self.spec = connect(kafka), topic, spec
         self.workdir = workdir
         self.offline = offline()
-        self.choices = {s: widgets.Checkbox(value=True, description=s, indent=False)
+        self.choices = {s: widgets.Checkbox(value=True, description=s, indent=False,
+                                            layout=widgets.Layout(width="auto"))
                         for s in SCENARIOS}
         self.button = widgets.Button(description="Run failover drill", icon="bolt",
-                                     button_style="warning")
+                                     button_style="warning",
+                                     layout=widgets.Layout(width="auto"))  # its whole label
         self.status = widgets.Label(value=f"ready: changelog {topic!r}")
         self.chart = alt.JupyterChart(alt.Chart(pd.DataFrame({"x": []})).mark_point())
         self.table = widgets.HTML()

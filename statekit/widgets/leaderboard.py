@@ -135,9 +135,13 @@ class LiveLeaderboard(widgets.VBox):
         self._since = 0        # epoch ms: the latest window start seen
         self._lock = threading.Lock()
         self.offline = offline()
-        self.status = widgets.Label(value="not refreshed yet: call refresh() or start()")
+        self.status = widgets.Label(value="not refreshed yet: press Refresh, or call refresh() "
+                                          "or start()")
+        self.button = widgets.Button(description="Refresh", icon="refresh",
+                                     tooltip="ask the serving instances again, now")
+        self.button.on_click(self._pressed)
         self.chart = alt.JupyterChart(leaderboard_chart([], by, keys=self.key_columns))
-        super().__init__([self.chart, self.status])
+        super().__init__([self.chart, widgets.HBox([self.button, self.status])])
 
     # --- one update -----------------------------------------------------------------------
     def _latest(self) -> tuple[QueryResult, str | None]:
@@ -178,6 +182,10 @@ class LiveLeaderboard(widgets.VBox):
                                                  subtitle=subtitle)
             self.status.value = _describe(result, window, spark_batch)
             return result
+
+    def _pressed(self, _button) -> None:
+        with contextlib.suppress(Exception):  # shown in the status line
+            self.refresh()
 
     # --- the thread -------------------------------------------------------------------------
     @property
@@ -225,7 +233,8 @@ class LiveLeaderboard(widgets.VBox):
     def close(self) -> None:
         """Stop the thread, then close the widget and its chart and status line."""
         self.stop()
-        for child in (getattr(self, "chart", None), getattr(self, "status", None)):
+        for child in (getattr(self, "chart", None), getattr(self, "status", None),
+                      getattr(self, "button", None)):
             if child is not None:
                 child.close()
         super().close()

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from statekit.changelog.log import Changelog
 from statekit.errors import BadArgument
 from statekit.stores.migration import live_values
+from statekit.workshop.answers import count
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
-from statekit.workshop.windows import whole
 
 NOTEBOOK = "03_changelog_and_compaction"
 #: The new value format of the migration exercise: the old columns plus ``avg_score``.
@@ -23,7 +23,7 @@ NEW_COLUMNS = (*OLD_COLUMNS, "avg_score")
 @exercise("03.1", "What does compaction keep?", NOTEBOOK, "predict")
 def compacted_size(answer: object, *, compacted: int | None = None, raw: int | None = None,
                    store_rows: int | None = None, tombstones: int | None = None):
-    guess = whole(answer)
+    guess = count(answer)
     if guess is None:
         return [Point(False, f"{answer!r}: answer with a whole number of records")]
     if None in (compacted, raw, store_rows, tombstones):
@@ -124,9 +124,7 @@ NO_LOGGING = Choices(
               "statekit's Kafka topic"})
 
 
-@exercise("03.3", "What does changelog=False switch off?", NOTEBOOK, "review")
-def no_logging(answer: object):
-    return NO_LOGGING.judge(answer)
+review("03.3", "What does changelog=False switch off?", NOTEBOOK, NO_LOGGING)
 
 
 WHICH_COMPACTION = Choices(
@@ -142,28 +140,59 @@ WHICH_COMPACTION = Choices(
               "after it); they do not touch the Kafka topic"})
 
 
-@exercise("03.4", "A restore from the topic got faster: which compaction?", NOTEBOOK, "review")
-def which_compaction(answer: object):
-    return WHICH_COMPACTION.judge(answer)
+review("03.4", "A restore from the topic got faster: which compaction?", NOTEBOOK, WHICH_COMPACTION)
 
 
-EXPIRY = Choices(
-    {"a": "nothing: expired windows vanish from the changelog without a record",
-     "b": "a tombstone for that window's key, so replaying the log deletes it too",
-     "c": "a put with a count of zero"},
-    right="b",
-    why={"a": "that is Kafka Streams: its window stores drop whole expired segments and "
-              "write no tombstones (the topic's retention, compact,delete, ages them out); "
-              "statekit's changelog writes a tombstone for each window the watermark evicts",
-         "b": "right: Spark's change feed reports the eviction as a delete, and statekit "
-              "ships it as a tombstone",
-         "c": "an evicted window is deleted, not zeroed"})
+EXPIRY_OPTIONS = {
+    "a": "nothing: the expired window vanishes without a record (time-based retention ages "
+         "its records out of the topic later)",
+    "b": "a tombstone for that window's key, so replaying the log deletes it too",
+    "c": "a put with a count of zero"}
+#: The same question asked of each engine: they differ, and both answers are judged.
+EXPIRY = {
+    "statekit": Choices(EXPIRY_OPTIONS, right="b", why={
+        "a": "that is Kafka Streams; statekit ships Spark's change feed, where an eviction is "
+             "a delete",
+        "b": "right: Spark's change feed reports the eviction as a delete, and statekit ships "
+             "it as a tombstone",
+        "c": "an evicted window is deleted, not zeroed"}),
+    "kafka streams": Choices(EXPIRY_OPTIONS, right="a", why={
+        "a": "right: a window store keeps its windows in time segments and drops a whole "
+             "segment once stream time passes its retention, writing no tombstone; the "
+             "changelog topic (compact,delete) deletes the old records by its retention.ms",
+        "b": "that is statekit's topic; Kafka Streams' window stores drop expired segments "
+             "without writing a tombstone per window",
+        "c": "an expired window is dropped, not zeroed"}),
+}
+_ENGINES = {"statekit": "statekit", "spark": "statekit", "kafka streams": "kafka streams",
+            "kafka_streams": "kafka streams", "kafkastreams": "kafka streams",
+            "streams": "kafka streams"}
 
 
-@exercise("03.5", "The watermark evicts a window: what reaches the changelog?", NOTEBOOK,
-          "review")
+@exercise("03.5", "The watermark evicts a window: what reaches the changelog, in each engine?",
+          NOTEBOOK, "review", choices=EXPIRY["statekit"])
 def expiry(answer: object):
-    return EXPIRY.judge(answer)
+    """``answer``: ``{"statekit": letter, "kafka streams": letter}``; each engine is judged on
+    its own, and when both are right the check says why they differ."""
+    if not isinstance(answer, Mapping):
+        return [Point(False, f"answer with a dict, one letter per engine: {{'statekit': ..., "
+                             f"'kafka streams': ...}}; got {answer!r}")]
+    given = {_ENGINES.get(str(k).strip().lower()): v for k, v in answer.items()}
+    unknown = [k for k in answer if _ENGINES.get(str(k).strip().lower()) is None]
+    points = [Point(False, f"{k!r} is not an engine of this question: 'statekit', "
+                           "'kafka streams'") for k in unknown]
+    for engine, choices in EXPIRY.items():
+        if engine not in given:
+            points.append(Point(False, f"{engine}: not answered"))
+            continue
+        judged = choices.judge(given[engine])[0]
+        points.append(Point(judged.ok, f"{engine}: {judged.text}"))
+    if all(p.ok for p in points):
+        points.append(Point(True, "they differ because the changelog is written differently: "
+                                  "Kafka Streams logs the store's own writes (segments dropped "
+                                  "on expiry are not writes), statekit ships Spark's change "
+                                  "feed, where the watermark's eviction is a delete"))
+    return points
 
 
 CONSUMING = Choices(
@@ -178,6 +207,4 @@ CONSUMING = Choices(
          "c": "statekit ships a batch's changes only after Spark commits it"})
 
 
-@exercise("03.6", "A dashboard that reads the changelog topic", NOTEBOOK, "review")
-def consuming(answer: object):
-    return CONSUMING.judge(answer)
+review("03.6", "A dashboard that reads the changelog topic", NOTEBOOK, CONSUMING)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from statekit.workshop.answers import count
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
 
 NOTEBOOK = "10_debug_a_checkpoint"
@@ -52,16 +53,15 @@ THE_FIX = Choices(
               "still grows batch after batch"})
 
 
-@exercise("10.2", "Fix the job", NOTEBOOK, "debug")
-def the_fix(answer: object):
-    return THE_FIX.judge(answer)
+review("10.2", "Fix the job", NOTEBOOK, THE_FIX, kind="debug")
 
 
 @exercise("10.3", "Predict, then run: state rows after the fix", NOTEBOOK, "predict")
-def rows_after_the_fix(answer: object, rows: int, users: int, batches: int):
+def rows_after_the_fix(given: object, rows: int, users: int, batches: int):
     """State rows after the fixed job's last batch (``rows`` as measured)."""
-    if isinstance(answer, bool) or not isinstance(answer, int):
-        return [Point(False, f"{answer!r} is not a whole number of rows")]
+    answer = count(given)
+    if answer is None:
+        return [Point(False, f"{given!r} is not a whole number of rows")]
     if answer == rows:
         return [Point(True, f"right: {rows} rows, the users of the windows the watermark has "
                             f"not passed: after the last file Spark ran one more batch, with no "

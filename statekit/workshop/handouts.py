@@ -4,7 +4,15 @@ A handout reads with no network and no Jupyter: no ``<script src>`` or
 ``<link href>`` points outside the file. Charts are drawn as SVG (vl-convert,
 from the Vega-Lite spec each offline ``alt.JupyterChart`` carries in its widget
 state); other widgets show as a note with their values, since a static page
-cannot run them. Solutions stay out unless ``solutions=True``.
+cannot run them. Solutions stay out unless ``solutions=True`` (then the
+``%%solution`` cells run: ``STATEKIT_SOLUTIONS=1`` in the kernel's environment).
+
+A handout shows what the notebook means to show, nothing else: a build fails
+(``HandoutFailed``, naming notebook, cell and first line) when a cell's output
+holds a traceback (Python's or a Java stack), an error, or text on stderr —
+unless the cell is tagged ``stderr`` (it shows stderr on purpose). A few lines
+known to be harmless start-up chatter of the JVM and of Spark's Python workers
+(``KNOWN_NOISE``) are dropped from the page instead.
 
 From a shell (``make html``)::
 
@@ -16,6 +24,12 @@ Example:
     ['https://cdn.example/vega.js']
     >>> external_urls('<a href="https://spark.apache.org">docs</a>')  # links to read are fine
     []
+    >>> unintended_output("x = 1 / 0  # Traceback (most recent call last):", stderr=False)
+    >>> unintended_output("Traceback (most recent call last):", stderr=False)
+    'Traceback (most recent call last):'
+    >>> unintended_output("WARNING: Using incubator modules: jdk.incubator.vector", stderr=True)
+    >>> unintended_output("12:00:01 ERROR MicroBatchExecution: aborting", stderr=True)
+    '12:00:01 ERROR MicroBatchExecution: aborting'
 """
 
 from __future__ import annotations
@@ -55,8 +69,85 @@ _TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 """
 
 
+#: Cells tagged so show stderr on purpose (e.g. a warning the notebook explains).
+STDERR_TAG = "stderr"
+#: Harmless lines some processes write to the kernel's stderr; dropped from handouts. The
+#: JVM's module warning and Spark's log-level banner at start-up; the prints of PySpark's
+#: transformWithState driver-side Python worker (``transform_with_state_driver_worker``).
+KNOWN_NOISE = (
+    re.compile(r"^WARNING: Using incubator modules: jdk\.incubator\.vector$"),
+    re.compile(r'^Setting default log level to "\w+"\.$'),
+    re.compile(r"^To adjust logging level use sc\.setLogLevel\(newLevel\)\..*$"),
+    re.compile(r"^(Starting )?Streaming TransformWithStateInPandas Python worker\b.*$"),
+    re.compile(r"^\s*$"),
+)
+# A Python traceback's first line, or a Java stack frame ("\tat org.apache.spark.…(File:1)").
+_TRACEBACK = re.compile(r"^(Traceback \(most recent call last\):|\s+at [\w$.<>]+\(.*\)$)",
+                        re.MULTILINE)
+
+
+#: What a widget (a chart among them) whose state the run did not keep shows in a handout.
+NOT_DRAWN = "(widget: run the notebook to see it)"
+
+
 class HandoutFailed(StatekitError):
-    """Some notebooks raised while running; the others' handouts were written."""
+    """Some notebooks raised while running, or showed output they did not mean to (a
+    traceback, stderr); the others' handouts were written."""
+
+
+def _noise(line: str) -> bool:
+    return any(pattern.match(line) for pattern in KNOWN_NOISE)
+
+
+def unintended_output(text: str, stderr: bool) -> str | None:
+    """The first line of ``text`` that a handout must not show unasked, or None.
+
+    On stderr every line that is not ``KNOWN_NOISE``; elsewhere a traceback's first line
+    (Python) or a Java stack frame.
+    """
+    if stderr:
+        return next((line for line in text.splitlines() if not _noise(line)), None)
+    found = _TRACEBACK.search(text)
+    return found.group(0).strip() if found else None
+
+
+def _output_text(output: dict) -> str:
+    if output.get("output_type") == "stream":
+        return "".join(output.get("text", ""))
+    data = output.get("data", {})
+    return "".join(data.get("text/plain", "")) + "".join(data.get("text/html", ""))
+
+
+def output_problems(nb) -> list[str]:
+    """What the executed ``nb`` shows that it did not mean to: one line per problem, naming
+    the cell (its index) and the first offending line. Drops ``KNOWN_NOISE`` lines from
+    stderr outputs (and outputs left empty) as it goes."""
+    problems = []
+    for index, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code":
+            continue
+        allowed = STDERR_TAG in cell.get("metadata", {}).get("tags", [])
+        kept = []
+        for output in cell.get("outputs", []):
+            kind = output.get("output_type")
+            stderr = kind == "stream" and output.get("name") == "stderr"
+            if stderr and not allowed:
+                lines = "".join(output.get("text", "")).splitlines(keepends=True)
+                output["text"] = "".join(line for line in lines if not _noise(line.rstrip("\n")))
+                if not output["text"]:
+                    continue
+            kept.append(output)
+            if kind == "error":
+                problems.append(f"cell {index}: {output.get('ename')}: {output.get('evalue')}")
+                continue
+            if allowed:
+                continue
+            line = unintended_output(_output_text(output), stderr)
+            if line is not None:
+                where = "stderr" if stderr else "a traceback"
+                problems.append(f"cell {index}: {where}: {line[:200]}")
+        cell["outputs"] = kept
+    return problems
 
 
 def external_urls(page: str) -> list[str]:
@@ -75,21 +166,28 @@ def notebooks(folder: str | Path = NOTEBOOKS_DIR) -> list[Path]:
     return found
 
 
-def execute(path: str | Path, timeout: int = CELL_TIMEOUT, kernel_name: str = "python3"):
+def execute(path: str | Path, timeout: int = CELL_TIMEOUT, kernel_name: str = "python3",
+            solutions: bool = False):
     """Run the notebook at ``path`` top to bottom in its folder; the executed notebook.
 
     Widget state is kept (``widgets_to_html`` draws it). A failing cell raises
-    nbclient's ``CellExecutionError`` naming the cell and the error.
+    nbclient's ``CellExecutionError`` naming the cell and the error. ``solutions``: run the
+    ``%%solution`` cells too (else they only show their button, as for a learner).
     """
+    import os
+
     import nbformat
     from nbclient import NotebookClient
+
+    from statekit.workshop.magic import ENV
 
     path = Path(path)
     if path.suffix != ".ipynb" or not path.is_file():
         raise BadArgument("notebook", str(path), "an existing .ipynb file")
     nb = nbformat.read(path, as_version=4)
+    env = {**os.environ, ENV: "1" if solutions else "0"}
     NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, store_widget_state=True,
-                   resources={"metadata": {"path": str(path.parent.resolve())}}).execute()
+                   resources={"metadata": {"path": str(path.parent.resolve())}}).execute(env=env)
     return nb
 
 
@@ -152,7 +250,7 @@ def widgets_to_html(nb) -> int:
             if view is None:
                 continue
             body = _widget_html(view.get("model_id", ""), state)
-            output["data"] = {"text/html": body or "<i>(widget: run the notebook to see it)</i>"}
+            output["data"] = {"text/html": body or f"<i>{NOT_DRAWN}</i>"}
             replaced += 1
     return replaced
 
@@ -188,8 +286,9 @@ def build(paths: Iterable[str | Path] | None = None, out_dir: str | Path = OUT_D
     """Run each notebook (all of the series by default) and write ``<stem>.html`` to ``out_dir``.
 
     Also writes ``index.html`` linking them. A notebook that raises is reported and
-    skipped; ``HandoutFailed`` names them all at the end. ``BadArgument`` if a page
-    would still load something from the network.
+    skipped; one that shows a traceback or stderr it did not mean to (``output_problems``)
+    is written and reported; ``HandoutFailed`` names them all at the end. ``BadArgument``
+    if a page would still load something from the network.
     """
     from statekit.atomic import write_atomic
 
@@ -200,13 +299,20 @@ def build(paths: Iterable[str | Path] | None = None, out_dir: str | Path = OUT_D
     for path in chosen:
         started = time.monotonic()
         try:
-            page = to_html(execute(path, timeout=timeout), solutions=solutions)
+            nb = execute(path, timeout=timeout, solutions=solutions)
         except BadArgument:
             raise
         except Exception as exc:  # noqa: BLE001 - a failing notebook must not stop the others
             failed[path.name] = _reason(exc)
             log(f"FAILED {path}: {failed[path.name]}")
             continue
+        problems = output_problems(nb)
+        page = to_html(nb, solutions=solutions)
+        if NOT_DRAWN in page:
+            problems.append(f"{page.count(NOT_DRAWN)} widget(s) or chart(s) not drawn inline")
+        if problems:
+            failed[path.name] = "shows what it did not mean to:\n    " + "\n    ".join(problems)
+            log(f"FAILED {path}: {failed[path.name]}")
         loads = external_urls(page)
         if loads:
             raise BadArgument(f"handout of {path.name}", loads[0],

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import pandas as pd
 
+from statekit.workshop.answers import number
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
 
 NOTEBOOK = "08_monitoring_growth_and_ttl"
-
-
-def _number(answer: object) -> float | None:
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
-        return None
-    return float(answer)
 
 
 @exercise("08.1", "How many rows does the running aggregate keep?", NOTEBOOK, "predict")
@@ -25,7 +18,7 @@ def running_rows(answer: object, *, events: int, per_user: int, rows: int, windo
                  ttl: int = -1):
     """``rows``: the running query's last ``state_rows_total``; ``windowed`` and ``ttl`` the
     other two queries' (to name the confusion when the answer is theirs)."""
-    value = _number(answer)
+    value = number(answer)
     if value is None:
         return [Point(False, f"{answer!r} is not a number of rows")]
     if value == rows:
@@ -67,9 +60,8 @@ STALLED = Choices(
               "window's end"})
 
 
-@exercise("08.2", "Debug this: a windowed query whose state only grows", NOTEBOOK, "debug")
-def stalled_watermark(answer: object):
-    return STALLED.judge(answer)
+review("08.2", "Debug this: a windowed query whose state only grows", NOTEBOOK, STALLED,
+       kind="debug")
 
 
 #: The dashboard frame of exercise 08.3: column → what it holds.
@@ -161,16 +153,14 @@ UNBOUNDED = Choices(
               "grows"})
 
 
-@exercise("08.4", "Review: a state store that grows without bound", NOTEBOOK, "review")
-def unbounded_state(answer: object):
-    return UNBOUNDED.judge(answer)
+review("08.4", "Review: a state store that grows without bound", NOTEBOOK, UNBOUNDED)
 
 
 TTL_CLOCK = Choices(
-    {"a": "10 minutes of event time without an event for the key (the watermark)",
-     "b": "10 minutes of processing time since the key's state was last written",
+    {"a": "10 minutes of event time pass without an event for the key (the watermark)",
+     "b": "10 minutes of processing time pass since the key's state was last written",
      "c": "10 minutes after the key first entered the store, updates or not",
-     "d": "when Kafka deletes the key's changelog records (retention.ms)"},
+     "d": "Kafka deletes the key's changelog records (retention.ms)"},
     right="b",
     why={"a": "that is how windows end (watermark); Spark's state TTL is not event time",
          "b": "right: transformWithState's TTL counts processing time (the batch's timestamp) "
@@ -181,6 +171,4 @@ TTL_CLOCK = Choices(
               "ideas); its state and its TTL live in the checkpoint's state store"})
 
 
-@exercise("08.5", "Review: which clock does ttl='10 minutes' follow?", NOTEBOOK, "review")
-def ttl_clock(answer: object):
-    return TTL_CLOCK.judge(answer)
+review("08.5", "Review: which clock does ttl='10 minutes' follow?", NOTEBOOK, TTL_CLOCK)

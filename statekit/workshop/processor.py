@@ -7,7 +7,7 @@ import pandas as pd
 from statekit.errors import BadArgument
 from statekit.workshop._frames import compare_rows
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
 
 NOTEBOOK = "11_write_a_stateful_processor"
@@ -27,10 +27,7 @@ SCOPE = Choices(
          "c": "Spark does not keep state by input partition: it shuffles the events by the "
               "grouping key, and the state is per grouping key within a state partition"})
 
-
-@exercise("11.1", "What does all() see inside process(key='p07')?", NOTEBOOK, "review")
-def store_scope(answer: object):
-    return SCOPE.judge(answer)
+review("11.1", "What does all() see inside process(key='p07')?", NOTEBOOK, SCOPE)
 
 
 def _session_plan_points(plan) -> tuple[list[Point], object]:
@@ -93,11 +90,12 @@ def session_processor(answer: object, *, events: pd.DataFrame | None = None):
 
 RETENTION = Choices(
     {"a": "10:20: a window store refuses a put whose window_start + retention is behind the "
-          "clock (10:20 + 30 minutes = 10:50, before 11:00)",
+          "clock",
      "b": "none: Spark keeps every window until the query stops",
      "c": "10:40 and 10:20: both windows have started before the watermark"},
     right="a",
-    why={"a": "right: statekit raises a ProcessorError that names the window start and the "
+    why={"a": "right: 10:20 + 30 minutes = 10:50, before 11:00; statekit raises a "
+              "ProcessorError that names the window start and the "
               "earliest one accepted (10:30). Kafka Streams drops such a record from its "
               "window store silently (a log line and a dropped-records metric)",
          "b": "statekit's window store removes a window with a timer once window_start + "
@@ -105,10 +103,7 @@ RETENTION = Choices(
          "c": "10:40 + 30 minutes = 11:10 is still ahead of the clock; only the window start "
               "plus the retention counts, not the start alone"})
 
-
-@exercise("11.3", "Which put is refused?", NOTEBOOK, "review")
-def retention(answer: object):
-    return RETENTION.judge(answer)
+review("11.3", "Which put is refused?", NOTEBOOK, RETENTION)
 
 
 PUNCTUATION = Choices(
@@ -127,16 +122,13 @@ PUNCTUATION = Choices(
          "c": "the processor runs on event time (time = 'event'): its timers follow the "
               "watermark, not the wall clock; and a player with no state left gets no timer"})
 
-
-@exercise("11.4", "How often does forget_stale_games run?", NOTEBOOK, "review")
-def punctuation(answer: object):
-    return PUNCTUATION.judge(answer)
+review("11.4", "How often does forget_stale_games run?", NOTEBOOK, PUNCTUATION)
 
 
 TTL = Choices(
-    {"a": "add ttl='1 hour' to the 'best' store of the event-time processor",
+    {"a": "add ttl=\"1 hour\" to the best store of the event-time processor",
      "b": "give it a store of its own in a processor on processing time (time = "
-          "'processing'): Spark allows state TTLs only in ProcessingTime mode, one time mode "
+          "\"processing\"): Spark allows state TTLs only in ProcessingTime mode, one time mode "
           "per operator",
      "c": "TTLs are not possible in Spark; use a punctuation"},
     right="b",
@@ -148,7 +140,4 @@ TTL = Choices(
          "c": "Spark has TTLs on state variables (processing time); Kafka Streams is the one "
               "whose key-value stores have none (a punctuator deletes old entries)"})
 
-
-@exercise("11.5", "Forget ids an hour after they were seen", NOTEBOOK, "review")
-def ttl(answer: object):
-    return TTL.judge(answer)
+review("11.5", "Forget ids an hour after they were seen", NOTEBOOK, TTL)

@@ -24,10 +24,12 @@ from dataclasses import dataclass
 import pandas as pd
 
 from statekit.errors import BadArgument
+from statekit.workshop.choices import Choices
 from statekit.workshop.verdict import Point, Verdict
 
 #: Modules of this package that hold no exercises; every other module is a topic.
-MACHINERY = frozenset({"choices", "handouts", "registry", "verdict"})
+MACHINERY = frozenset({"answers", "choices", "handouts", "leaderboard", "magic", "measure",
+                       "registry", "verdict"})
 
 
 def topics() -> list[str]:
@@ -46,25 +48,35 @@ class Exercise:
     notebook: str
     kind: str  # "predict", "build", "debug" or "review"
     check: Callable[..., Sequence[Point]]
+    #: The options of a multiple-choice exercise (the notebook lists the same texts).
+    choices: Choices | None = None
 
 
 EXERCISES: dict[str, Exercise] = {}
 _KINDS = ("predict", "build", "debug", "review")
 
 
-def exercise(id: str, title: str, notebook: str, kind: str
+def exercise(id: str, title: str, notebook: str, kind: str, choices: Choices | None = None
              ) -> Callable[[Callable[..., Sequence[Point]]], Callable[..., Sequence[Point]]]:
-    """Register a check under ``id`` (a decorator, used by the topic modules)."""
+    """Register a check under ``id`` (a decorator, used by the topic modules); ``choices``
+    when the answer is one of a question's lettered options."""
     if kind not in _KINDS:
         raise BadArgument("exercise kind", kind, _KINDS)
 
     def register(fn: Callable[..., Sequence[Point]]) -> Callable[..., Sequence[Point]]:
         if id in EXERCISES:
             raise ValueError(f"exercise {id} is registered twice")
-        EXERCISES[id] = Exercise(id, title, notebook, kind, fn)
+        EXERCISES[id] = Exercise(id, title, notebook, kind, fn, choices)
         return fn
 
     return register
+
+
+def review(id: str, title: str, notebook: str, choices: Choices, kind: str = "review"
+           ) -> Choices:
+    """Register a multiple-choice exercise judged by ``choices`` alone; returns ``choices``."""
+    exercise(id, title, notebook, kind, choices)(lambda answer: choices.judge(answer))
+    return choices
 
 
 def _load() -> None:

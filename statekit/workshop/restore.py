@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import numbers
-
+from statekit.workshop.answers import count
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
 
 NOTEBOOK = "04_restore"
-
-
-def _records(answer: object) -> int | None:
-    """A whole number of records, or None (bools and fractions are not counts)."""
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
-        return None
-    if float(answer) != int(answer) or answer < 0:
-        return None
-    return int(answer)
 
 
 @exercise("04.1", "Predict, then run: how many records does a compacted restore read?",
@@ -27,7 +17,7 @@ def compacted_restore(answer: object, *, raw_records: int, compacted_records: in
                       compacted_seconds: float = float("nan")):
     """``raw_records``/``compacted_records``: what the two restores read; ``rows``: the
     restored store's rows; the seconds, if given, are quoted in the verdict."""
-    value = _records(answer)
+    value = count(answer)
     if value is None:
         return [Point(False, f"{answer!r} is not a number of records")]
     timing = ""
@@ -60,7 +50,7 @@ def compacted_restore(answer: object, *, raw_records: int, compacted_records: in
 def tail_replay(answer: object, *, tail_records: int, total_records: int, stopped_batch: int):
     """``tail_records``: what the second restore replayed; ``total_records``: the whole log;
     ``stopped_batch``: the batch the first restore stopped at."""
-    value = _records(answer)
+    value = count(answer)
     if value is None:
         return [Point(False, f"{answer!r} is not a number of records")]
     if value == tail_records:
@@ -104,6 +94,4 @@ SPARK_RESTART = Choices(
               "statekit's changelog topic, for statekit's stores, not Spark's"})
 
 
-@exercise("04.3", "What does Spark do when a stateful query restarts?", NOTEBOOK, "review")
-def spark_restart(answer: object):
-    return SPARK_RESTART.judge(answer)
+review("04.3", "What does Spark do when a stateful query restarts?", NOTEBOOK, SPARK_RESTART)

@@ -1,9 +1,13 @@
 """Exercises of notebook 06 (interactive queries and routing).
 
 06.1 builds the routing: a function ``owner(key) -> (partition, instance)`` checked
-against Spark's own placement on every state row of a snapshot. 06.2 is the seeds'
-"debug this": a count that looks incomplete because one instance answered from
-its own partitions only. 06.3 asks why one player's windows are spread out.
+against Spark's own placement on every state row of a snapshot; each point on its
+own (a wrong partition is said once; the instance is judged against the learner's
+partition). 06.2 is the seeds' "debug this": a count that looks incomplete because
+a dashboard counted from the stores of its own partitions only; the fix is judged
+by the query's own report (every partition answered), not by a copied value. 06.3
+asks why one player's windows are spread out. ``wait_for_event`` and
+``ask_until_served`` are the notebook's waits (a failover; a rebalance).
 
 Example:
     >>> import pandas as pd
@@ -17,13 +21,14 @@ Example:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
 from statekit.serve.placement import state_partition
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
 
 NOTEBOOK = "06_interactive_queries"
@@ -107,16 +112,24 @@ def route_a_key(answer: object, *, rows: pd.DataFrame, active: Mapping[int, str]
                                        f"it in {spark[i]} (hash window_start, window_end, then "
                                        f"the keys, as Spark types them: timestamp, timestamp, "
                                        f"string; then pmod by the partitions)"))
-    owner_right = [g[1] == active.get(s) for g, s in zip(got, spark, strict=True)]
+    # The instance is judged against the learner's own partition: a wrong partition is one
+    # mistake, said once above; routing it to that partition's owner is still right.
+    owner_right = [g[1] == active.get(g[0]) for g in got]
     if all(owner_right):
-        points.append(Point(True, "each key goes to the active instance of its partition"))
+        points.append(Point(True, "each key goes to the active instance of the partition you "
+                                  "computed (cluster.assignment.active)"))
     else:
         i = owner_right.index(False)
-        said, owner = got[i][1], active.get(spark[i])
-        held = (standbys or {}).get(spark[i], ())
-        why = (f"{said!r} is a standby of partition {spark[i]}: route to the active owner "
-               f"{owner!r}; a standby answers only when the owner is gone") if said in held \
-            else f"partition {spark[i]}'s active owner is {owner!r}, not {said!r}"
+        (partition, said), owner = got[i], active.get(got[i][0])
+        held = (standbys or {}).get(partition, ())
+        if owner is None:
+            why = (f"partition {partition} does not exist (partitions: "
+                   f"{sorted(active)}); pmod by the number of partitions")
+        elif said in held:
+            why = (f"{said!r} is a standby of partition {partition}: route to the active owner "
+                   f"{owner!r}; a standby answers only when the owner is gone")
+        else:
+            why = f"partition {partition}'s active owner is {owner!r}, not {said!r}"
         points.append(Point(False, f"instance wrong for {owner_right.count(False)} of {n} "
                                    f"rows; e.g. {wanted[i]}: {why}"))
     return points
@@ -134,23 +147,35 @@ def _players(value: object, key: str) -> set[str] | None:
     return {str(v) for v in value}
 
 
+def window_players(snapshot: pd.DataFrame, window: object, key: str = "player") -> set[str]:
+    """The players Spark's snapshot holds in the window starting at ``window``."""
+    start = pd.Timestamp(window)
+    if start.tzinfo is not None:
+        start = start.tz_convert("UTC").tz_localize(None)
+    return set(snapshot.loc[snapshot["window_start"] == start, key].astype(str))
+
+
 @exercise("06.2", "Debug this: the incomplete count", NOTEBOOK, "debug")
-def incomplete_count(answer: object, *, expected: Iterable[object], local: object = None,
-                     partitions: int | None = None, key: str = "player") -> list[Point]:
-    """``answer``: the fixed answer (a ``QueryResult`` from the client, a frame with a
-    ``player`` column, or the players). ``expected``: the players of the window in Spark's
-    snapshot; ``local``: the one-instance answer that looked incomplete."""
-    got = _players(answer, key)
+def incomplete_count(answer: object, *, snapshot: pd.DataFrame, window: object,
+                     local: object = None, partitions: int | None = None,
+                     key: str = "player") -> list[Point]:
+    """``answer``: the fixed query's result (a ``QueryResult`` from the routing client), so
+    that the check sees which partitions answered: a list or a table of players proves
+    nothing (it could be copied from the snapshot). ``snapshot``: Spark's snapshot (the
+    players of ``window`` in it are the truth); ``local``: what the dashboard counted."""
+    report = getattr(answer, "partitions", None)
+    got = _players(answer, key) if report is not None else None
     if got is None:
-        return [Point(False, f"answer with the fixed query's result (client.fetch_all(...)), "
-                             f"a DataFrame with a {key!r} column, or the list of players; "
-                             f"got {type(answer).__name__}")]
-    want = {str(v) for v in expected}
+        shown = type(answer).__name__
+        return [Point(False, f"answer with what the fixed query returns — a QueryResult from "
+                             f"the routing client (client.fetch_all(...)) — so the check can "
+                             f"see which partitions answered; your {shown} could be copied "
+                             f"from the snapshot, and says nothing about the fix")]
+    want = window_players(snapshot, window, key)
     mine = _players(local, key) if local is not None else None
     points = []
-    report = getattr(answer, "partitions", None)
-    if report is not None and partitions is not None:
-        answered = sorted({a.partition for a in report})
+    answered = sorted({a.partition for a in report})
+    if partitions is not None:
         if answered == list(range(partitions)):
             by = sorted({a.instance for a in report})
             points.append(Point(True, f"every partition answered ({answered}, by "
@@ -158,11 +183,12 @@ def incomplete_count(answer: object, *, expected: Iterable[object], local: objec
         else:
             absent = sorted(set(range(partitions)) - set(answered))
             points.append(Point(False, f"only partitions {answered} answered; {absent} did not: "
-                                       f"one instance answers only for the partitions it owns"))
+                                       f"the dashboard's own stores hold only its partitions — "
+                                       f"ask every partition's owner"))
     if mine is not None and got == mine and mine != want:
-        points.append(Point(False, f"this is still the one instance's local answer "
-                                   f"({len(mine)} of {len(want)} players): ask every partition's "
-                                   f"owner — the client's fetch_all scatters and gathers"))
+        points.append(Point(False, f"this is still the dashboard's local answer ({len(mine)} "
+                                   f"of {len(want)} players): ask every partition's owner — the "
+                                   f"client's fetch_all scatters and gathers"))
         return points
     missing, extra = want - got, got - want
     if not missing and not extra:
@@ -177,6 +203,50 @@ def incomplete_count(answer: object, *, expected: Iterable[object], local: objec
                                    f"snapshot ({_names(extra)}): ask for one window only "
                                    f"(time_from = time_to = its start)"))
     return points
+
+
+# --- what notebook 06 does between its questions --------------------------------------------
+def wait_for_event(cluster, event: str, timeout: float = 60.0) -> pd.DataFrame:
+    """Wait until ``cluster.timeline()`` has an ``event`` (e.g. ``"standby ready"``); the
+    timeline. ``TimeoutError`` naming the event and the events seen, after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        timeline = cluster.timeline()
+        if event in set(timeline["event"]):
+            return timeline
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {event!r} in the cluster's timeline after {timeout:.0f} s; "
+                               f"events so far: {list(timeline['event'])}")
+        time.sleep(0.2)
+
+
+def ask_until_served(ask: Callable, *args, timeout: float = 60.0, **kwargs):
+    """``ask(*args, **kwargs)`` until it answers, waiting as long as each
+    ``PartitionUnavailable`` says (its ``retry_after``: the REST service's ``Retry-After``).
+
+    Returns ``(answer, attempts)``: ``attempts`` has one row per try — ``seconds`` since the
+    first, ``outcome`` (``"answered"`` or the error's name) and ``detail``. ``TimeoutError``
+    after ``timeout`` seconds of refusals.
+    """
+    from statekit.serve.results import PartitionUnavailable
+
+    started, attempts = time.monotonic(), []
+    while True:
+        at = time.monotonic() - started
+        try:
+            answer = ask(*args, **kwargs)
+        except PartitionUnavailable as exc:
+            attempts.append({"seconds": round(at, 3), "outcome": type(exc).__name__,
+                             "detail": str(exc)})
+            if time.monotonic() - started > timeout:
+                raise TimeoutError(f"still unavailable after {timeout:.0f} s: {exc}") from exc
+            time.sleep(min(max(exc.retry_after, 0.1), 5.0))
+            continue
+        report = getattr(answer, "partitions", [])
+        who = ", ".join(f"p{a.partition} by {a.instance} ({a.role}, batch {a.batch})"
+                        for a in report)
+        attempts.append({"seconds": round(at, 3), "outcome": "answered", "detail": who})
+        return answer, pd.DataFrame(attempts, columns=["seconds", "outcome", "detail"])
 
 
 WHY_SPREAD = Choices(
@@ -198,6 +268,4 @@ WHY_SPREAD = Choices(
               "a row never changes for a given checkpoint"})
 
 
-@exercise("06.3", "Why are one player's windows on several partitions?", NOTEBOOK, "review")
-def why_spread(answer: object) -> list[Point]:
-    return WHY_SPREAD.judge(answer)
+review("06.3", "Why are one player's windows on several partitions?", NOTEBOOK, WHY_SPREAD)

@@ -20,16 +20,18 @@ import re
 
 import pandas as pd
 
+from statekit.workshop.answers import whole
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise, exercises
+from statekit.workshop.registry import exercise, exercises, review
 from statekit.workshop.verdict import Point
 
 #: Each notebook of the series and the idea it teaches (in the reading material's words).
 SERIES: dict[str, str] = {
     "00_index": "setup check and the map of the workshop",
     "01_state_store_basics": "what a state store is: snapshots and the change feed",
-    "02_windows_sessions_and_watermarks": "window and session stores, watermark and eviction",
-    "03_changelog_and_compaction": "changelog topics and compaction",
+    "02_windows_sessions_and_watermarks": "window and session stores, watermark and eviction, "
+                                          "the session store API",
+    "03_changelog_and_compaction": "changelog topics and compaction; Spark's state files",
     "04_restore": "restore: rebuilding a store from its changelog or checkpoint",
     "05_standby_and_failover": "standby replicas and failover",
     "06_interactive_queries": "interactive queries and query routing",
@@ -72,14 +74,13 @@ WHERE_STATE_LIVES = Choices(
               "commit also reaches the checkpoint, and a restart reloads it from there"})
 
 
-@exercise("00.1", "Where does Spark keep its state?", "00_index", "review")
-def where_state_lives(answer: object):
-    return WHERE_STATE_LIVES.judge(answer)
+review("00.1", "Where does Spark keep its state?", "00_index", WHERE_STATE_LIVES)
 
 
 def _notebook(answer: object) -> str | None:
     """The series' stem ``answer`` names: a stem, its number ("4", "04") or a prefix of it."""
-    text = str(answer).strip().removesuffix(".ipynb").lower()
+    number = whole(answer)
+    text = str(answer if number is None else number).strip().removesuffix(".ipynb").lower()
     if re.fullmatch(r"\d{1,2}", text):
         text = f"{int(text):02d}_"
     found = [stem for stem in SERIES if stem.startswith(text)] if text else []

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 
+import pandas as pd
+
+from statekit.workshop.answers import count
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
 
 NOTEBOOK = "05_standby_and_failover"
@@ -28,26 +30,59 @@ STANDBY_LAG = Choices(
               "consuming, so promoting it replays almost nothing"})
 
 
-@exercise("05.1", "Predict, then run: how far behind is a standby?", NOTEBOOK, "predict")
-def standby_lag(answer: object, *, peak_lag: int | None = None,
+def lag_episodes(lag: pd.DataFrame) -> dict:
+    """What a standby's lag samples (``StandbyReplica.lag()``) show, summed over partitions
+    at each sample time: ``peak`` (records), ``rises`` (stretches above 0), ``final`` (the
+    last sample), ``samples``, and ``every`` (median seconds between samples).
+
+    Example:
+        >>> t = pd.Timestamp("2026-01-05 10:00")
+        >>> ms = pd.Timedelta("100ms")
+        >>> lag = pd.DataFrame({"time": [t, t, t + ms, t + 2 * ms],
+        ...                     "partition": [0, 1, 0, 0], "lag": [0, 0, 120, 0]})
+        >>> lag_episodes(lag)
+        {'peak': 120, 'rises': 1, 'final': 0, 'samples': 3, 'every': 0.1}
+    """
+    total = lag.groupby("time", sort=True)["lag"].sum()
+    above = (total > 0).astype(int)
+    rises = int(((above.diff().fillna(above) > 0)).sum())
+    gaps = total.index.to_series().diff().dt.total_seconds().dropna()
+    return {"peak": int(total.max()) if len(total) else 0, "rises": rises,
+            "final": int(total.iloc[-1]) if len(total) else 0, "samples": len(total),
+            "every": round(float(gaps.median()), 3) if len(gaps) else 0.0}
+
+
+@exercise("05.1", "Predict, then run: how far behind is a standby?", NOTEBOOK, "predict",
+          choices=STANDBY_LAG)
+def standby_lag(answer: object, *, lag: pd.DataFrame | None = None,
                 largest_batch: int | None = None):
-    """``peak_lag``: the largest lag sampled; ``largest_batch``: the most changelog records
-    one batch wrote (both quoted in the verdict when given)."""
+    """``lag``: the standby's lag samples (``StandbyReplica.lag()``, taken on a timer from the
+    topic's end offsets); ``largest_batch``: the most changelog records one batch wrote. The
+    verdict quotes what was measured and never contradicts it."""
     points = STANDBY_LAG.judge(answer)
-    if points[0].ok and peak_lag is not None and largest_batch is not None:
-        points.append(Point(True, f"measured: the lag peaked at {peak_lag:,} record"
-                                  f"{'' if peak_lag == 1 else 's'}; the "
-                                  f"largest batch shipped {largest_batch:,} (a loaded "
-                                  f"machine can leave the standby a batch or two behind)"))
+    said = answer if points[0].text[:2] in ("a)", "b)", "c)") else None
+    if said is None or lag is None or largest_batch is None or lag.empty:
+        return points
+    seen = lag_episodes(lag)
+    letter = points[0].text[0]
+    share = f"{seen['peak'] / largest_batch:.0%} of " if largest_batch else ""
+    if seen["final"] > 0:
+        points.append(Point(letter == "c", f"measured: still {seen['final']:,} records behind "
+                                           f"at the last sample (did the standby get time to "
+                                           f"read the last batch?)"))
+    elif seen["peak"] > 0:
+        points.append(Point(letter == "b", f"measured: the lag rose above 0 {seen['rises']} "
+                                           f"time(s) — at most {seen['peak']:,} records, "
+                                           f"{share}the largest batch ({largest_batch:,}) — and "
+                                           f"fell back to 0 each time; it is 0 at the end "
+                                           f"(samples every {seen['every']:g} s from the "
+                                           f"topic's end offsets)"))
+    else:
+        points.append(Point(True, f"measured: no sample (every {seen['every']:g} s) caught the "
+                                  f"standby behind — it read each batch within one sampling "
+                                  f"interval; with more batches, or a busier machine, the "
+                                  f"samples catch it"))
     return points
-
-
-def _count(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return None
-    if float(value) != int(value) or value < 0:
-        return None
-    return int(value)
 
 
 @exercise("05.2", "Predict, then run: records replayed at failover", NOTEBOOK, "predict")
@@ -65,7 +100,7 @@ def failover_records(answer: object, *, changelog_records: int, lag_at_kill: int
     if missing or extra:
         return [Point(False, f"the dict needs exactly the keys {list(SCENARIOS)}; "
                              f"missing {missing}, unknown {extra}")]
-    values = {s: _count(answer[s]) for s in SCENARIOS}
+    values = {s: count(answer[s]) for s in SCENARIOS}
     bad = [s for s, v in values.items() if v is None]
     if bad:
         return [Point(False, f"{answer[bad[0]]!r} ({bad[0]!r}) is not a number of records")]
@@ -115,10 +150,8 @@ SPARK_HAS_NO_STANDBY = Choices(
               "changes, for the Kafka Streams ideas"})
 
 
-@exercise("05.3", "What does a statekit standby change for Spark's own recovery?", NOTEBOOK,
-          "review")
-def spark_has_no_standby(answer: object):
-    return SPARK_HAS_NO_STANDBY.judge(answer)
+review("05.3", "What does a statekit standby change for Spark's own recovery?", NOTEBOOK,
+       SPARK_HAS_NO_STANDBY)
 
 
 RETENTION = Choices(
@@ -137,6 +170,4 @@ RETENTION = Choices(
               "names the store directory, the offsets and the topic"})
 
 
-@exercise("05.4", "A standby that was stopped for a week", NOTEBOOK, "review")
-def retention_caveat(answer: object):
-    return RETENTION.judge(answer)
+review("05.4", "A standby that was stopped for a week", NOTEBOOK, RETENTION)

@@ -7,7 +7,7 @@ import pandas as pd
 from statekit.errors import BadArgument
 from statekit.workshop._frames import compare_rows
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
 
 NOTEBOOK = "01_state_store_basics"
@@ -88,9 +88,7 @@ OLD_VERSIONS = Choices(
               "reads them"})
 
 
-@exercise("01.3", "The leaderboard three batches ago", NOTEBOOK, "review")
-def old_versions(answer: object):
-    return OLD_VERSIONS.judge(answer)
+review("01.3", "The leaderboard three batches ago", NOTEBOOK, OLD_VERSIONS)
 
 
 IN_MEMORY = Choices(
@@ -107,6 +105,4 @@ IN_MEMORY = Choices(
               "the one statekit ships) is a backup to rebuild from, not where reads go"})
 
 
-@exercise("01.4", "Does a state store keep everything in memory?", NOTEBOOK, "review")
-def in_memory(answer: object):
-    return IN_MEMORY.judge(answer)
+review("01.4", "Does a state store keep everything in memory?", NOTEBOOK, IN_MEMORY)

@@ -3,28 +3,22 @@ micro-batch as record cache)."""
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 
 from statekit.monitor.rocksdb import RocksDBSizes
 from statekit.spark.tuning import PREFIX, SPARK_DEFAULTS
+from statekit.workshop.answers import number
 from statekit.workshop.choices import Choices
-from statekit.workshop.registry import exercise
+from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
 
 NOTEBOOK = "09_rocksdb_tuning"
 
 
-def _number(answer: object) -> float | None:
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
-        return None
-    return float(answer)
-
-
 @exercise("09.1", "Predict, then run: gets per put under write_heavy", NOTEBOOK, "predict")
 def gets_per_put(answer: object, *, measured: Mapping[str, float]):
     """``measured``: configuration → RocksDB gets per put (``compare_presets``)."""
-    value = _number(answer)
+    value = number(answer)
     if value is None:
         return [Point(False, f"{answer!r} is not a number")]
     want, default = measured["write_heavy"], measured["default"]
@@ -57,7 +51,7 @@ def memory_ceiling_mib(partitions: int = PARTITIONS, operators: int = OPERATORS,
 def memory_ceiling(answer: object):
     """``answer``: MiB that RocksDB may reach, 8 shuffle partitions × 2 stateful operators,
     Spark's defaults."""
-    value = _number(answer)
+    value = number(answer)
     if value is None:
         return [Point(False, f"{answer!r} is not a number of MiB")]
     want = memory_ceiling_mib()
@@ -89,8 +83,8 @@ def memory_ceiling(answer: object):
                          f"each with a block cache and its write buffers")]
 
 
-#: Exercise 09.3's budget.
-BUDGET_MB = 128
+#: Exercise 09.3's budget, and the memtables' share of it.
+BUDGET_MB, HALF = 128, 0.5
 
 
 def _text(value: object) -> str:
@@ -125,24 +119,32 @@ def memory_constrained(answer: object):
                         "without boundedMemoryUsage=true each store instance has its own "
                         "block cache and memtables, so memory grows with the partitions"))
     budget = settings.get(f"{PREFIX}maxMemoryUsageMB".lower())
-    try:
-        budget_ok = budget is not None and float(str(budget)) == BUDGET_MB
-    except ValueError:
-        budget_ok = False
+    budget_ok = number(budget) == BUDGET_MB
     points.append(Point(budget_ok, f"maxMemoryUsageMB={BUDGET_MB}: the shared budget"
                         if budget_ok else
                         f"maxMemoryUsageMB must be {BUDGET_MB} (it is {budget!r}; Spark's "
                         f"default is 500)"))
-    ratio = settings.get(f"{PREFIX}writeBufferCacheRatio".lower())
-    if ratio is not None:
-        try:
-            fine = 0 < float(str(ratio)) < 1
-        except ValueError:
-            fine = False
-        points.append(Point(fine, f"writeBufferCacheRatio={ratio}: the memtables' share of "
-                                  f"the budget" if fine else
-                            f"writeBufferCacheRatio={ratio!r} must be a fraction between 0 "
-                            f"and 1 (the memtables' share of the budget)"))
+    ratio_key = f"{PREFIX}writeBufferCacheRatio"
+    ratio = settings.get(ratio_key.lower())
+    default = number(SPARK_DEFAULTS[ratio_key])
+    if ratio is None:
+        points.append(Point(default == HALF, f"writeBufferCacheRatio left out: Spark's default "
+                                             f"is {default:g}, so memtables may take half of "
+                                             f"the budget, as asked (writing it out says so "
+                                             f"to the next reader)"))
+    else:
+        share = number(ratio)
+        if share == HALF:
+            points.append(Point(True, f"writeBufferCacheRatio={ratio}: half of the budget for "
+                                      f"the memtables (Spark's default is {default:g} too)"))
+        elif share is not None and 0 < share < 1:
+            points.append(Point(False, f"writeBufferCacheRatio={ratio}: {share:.0%} of the "
+                                       f"budget for the memtables; the exercise asks for half "
+                                       f"({HALF:g})"))
+        else:
+            points.append(Point(False, f"writeBufferCacheRatio={ratio!r} must be a fraction "
+                                       f"between 0 and 1 (the memtables' share of the budget); "
+                                       f"half is {HALF:g}"))
     return points
 
 
@@ -150,7 +152,7 @@ def memory_constrained(answer: object):
 def records_per_key(answer: object, *, measured: float, events_per_key: float):
     """``measured``: the highest changelog records per key in any batch (``summarize``);
     ``events_per_key``: events folded into each record at the biggest batch size."""
-    value = _number(answer)
+    value = number(answer)
     if value is None:
         return [Point(False, f"{answer!r} is not a number")]
     if abs(value - measured) < 1e-9:
@@ -181,9 +183,7 @@ RECORD_CACHE = Choices(
          "d": "that is a Kafka Streams setting; Spark has no record cache and no such setting"})
 
 
-@exercise("09.5", "Review: what plays the record cache's part in Spark?", NOTEBOOK, "review")
-def record_cache(answer: object):
-    return RECORD_CACHE.judge(answer)
+review("09.5", "Review: what plays the record cache's part in Spark?", NOTEBOOK, RECORD_CACHE)
 
 
 COMPACTION = Choices(
@@ -199,9 +199,7 @@ COMPACTION = Choices(
               "files), measured by the snapshot metrics, not the compaction ones"})
 
 
-@exercise("09.6", "Review: which compaction is rocksdbCommitCompactLatency?", NOTEBOOK, "review")
-def which_compaction(answer: object):
-    return COMPACTION.judge(answer)
+review("09.6", "Review: which compaction is rocksdbCommitCompactLatency?", NOTEBOOK, COMPACTION)
 
 
 SIZING = Choices(
@@ -220,7 +218,4 @@ SIZING = Choices(
               "limited by it"})
 
 
-@exercise("09.7", "Review: which terms of the sizing rule are the state store's?", NOTEBOOK,
-          "review")
-def sizing_terms(answer: object):
-    return SIZING.judge(answer)
+review("09.7", "Review: which terms of the sizing rule are the state store's?", NOTEBOOK, SIZING)
