@@ -771,11 +771,12 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
     async def health() -> HealthModel:  # on the event loop: nothing here waits
         return HealthModel(status="ok", instance=instance.name)
 
-    @app.get("/metadata", responses=_responses(414))
-    async def metadata() -> dict[str, Any]:  # on the event loop: statuses are read lock-free
+    @app.get("/metadata", response_model=dict[str, Any], responses=_responses(414))
+    async def metadata() -> JSONResponse:  # on the event loop: statuses are read lock-free
         """This instance (its process id and start time), the assignment, and every held
         partition's state and batch."""
-        return {**instance.metadata(), "urls": client.urls}
+        # plain JSON values: written as they are, not walked again by the framework's encoder
+        return JSONResponse({**instance.metadata(), "urls": client.urls})
 
     @app.post("/assignment", responses=_responses(400, 413, 414, 422))
     async def set_assignment(body: AssignmentModel) -> AssignmentAnswer:
