@@ -360,3 +360,69 @@ def test_a_wait_is_woken_by_the_batch_it_waits_for_in_process(log, broker, tmp_p
             thread.join(60)
         assert sorted(a.value["count"] for a in answers) == [2, 2, 2]
         assert {a.batch for a in answers} == {batch}
+
+
+# --- the plain lookup's own path: the framework's answers, cheaper --------------------------
+def test_a_plain_lookup_answers_what_the_framework_route_answers(log, broker, tmp_path):
+    """Every lookup below is asked twice: plainly (the fast path) and with ``local`` written
+    as ``False``/``True`` (a form only the framework route reads): same status, same body."""
+    with served(log, broker, tmp_path, ("i0", "i1")) as running:
+        (i0, url0), (i1, _) = running["i0"], running["i1"]
+        store = f"{url0}/stores/{i0.tail.store_name}/get"
+        mine, theirs = i0.active_partitions()[0], i1.active_partitions()[0]
+        row = log.key(mine)
+        asks = [
+            {"key": json.dumps(row)},                                     # held here
+            {"key": json.dumps(log.key(theirs))},                         # forwarded to i1
+            {"key": json.dumps(log.key(theirs)), "local": "true"},        # 421, owners named
+            {"key": json.dumps({**row, "window_start": "2026-01-05T10:00Z"}), "local": "false"},
+            {"key": json.dumps({**row, "player": "nobody"}), "min_batch": "0"},  # no row
+            {"key": json.dumps(row), "min_batch": str(log.batch + 5), "timeout": "0.2"},  # 409
+            {"key": "[" * 2000},                                          # 400, nested
+            {"key": "not json", "timeout": "1"},                          # 400
+            {"key": json.dumps({**row, "count": 1})},                     # 400, not a key column
+            {"key": ""},                                                  # 400, empty
+        ]
+        for params in asks:
+            plain = httpx.get(store, params=params, timeout=30)
+            framework = httpx.get(store, timeout=30, params={
+                **params, "local": params.get("local", "false").capitalize()})
+            assert (plain.status_code, plain.headers["content-type"]) == \
+                   (framework.status_code, framework.headers["content-type"]), params
+            assert steady(plain.json()) == steady(framework.json()), params
+        statuses = [httpx.get(store, params=p, timeout=30).status_code for p in asks]
+        assert statuses == [200, 200, 421, 200, 200, 409, 400, 400, 400, 400]
+        assert httpx.get(store, params=asks[0]).json()["rows"][0]["count"] == 1
+
+
+def steady(answer: dict) -> dict:
+    """An answer without what moves between two asks (each partition's age in seconds)."""
+    return {**answer, "partitions": [{k: v for k, v in p.items() if k != "seconds"}
+                                     for p in answer.get("partitions", [])]}
+
+
+@pytest.mark.parametrize("query", [
+    b"key=k&key=k",                       # a parameter twice
+    b"key=k&token=t",                     # one the route does not read (the token check does)
+    b"min_batch=1",                       # no key
+    b"key=k&min_batch=9007199254740992",  # past MAX_ID
+    b"key=k&min_batch=-1", b"key=k&min_batch=1e3", b"key=k&timeout=30.5",
+    b"key=k&timeout=.5", b"key=k&local=yes", b"key=k&local=1", b"key=k&local=True",
+    b"key=" + b"x" * 5000,                # longer than a plain lookup's query
+])
+def test_a_lookup_not_in_the_plain_form_is_left_to_the_framework_route(query):
+    from statekit.serve.rest import plain_lookup
+
+    assert plain_lookup(query) is None
+
+
+def test_the_plain_form_reads_a_key_as_the_framework_does():
+    from urllib.parse import urlencode
+
+    from statekit.serve.rest import plain_lookup
+
+    key = '{"player": "p 1/é", "window_start": "2026-01-05T10:00Z"}'
+    for query in (urlencode({"key": key}), urlencode({"key": key}).replace("+", "%20")):
+        assert plain_lookup(query.encode()) == (key, None, 0.0, False)
+    assert plain_lookup(b"local=true&timeout=30&min_batch=007&key=k") == ("k", 7, 30.0, True)
+    assert plain_lookup(b"key=k&timeout=0.25&local=false") == ("k", None, 0.25, False)

@@ -46,12 +46,14 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import re
 import threading
 import time
 from collections.abc import Callable
 from typing import Annotated, Any
+from urllib.parse import parse_qsl
 
 import httpx
 from anyio import CapacityLimiter, to_thread
@@ -449,6 +451,84 @@ async def _too_large(scope, receive, send, message: str) -> None:
     await response(scope, receive, send)
 
 
+_PLAIN_BATCH = re.compile(r"[0-9]{1,16}")
+_PLAIN_SECONDS = re.compile(r"[0-9]{1,2}(\.[0-9]{1,6})?")
+_PLAIN_FLAGS = {"true": True, "false": False}
+_PLAIN_QUERY_BYTES = 4096
+
+
+def plain_lookup(query_string: bytes) -> tuple[str, int | None, float, bool] | None:
+    """``(key, min_batch, timeout, local)`` of a lookup's query string when every parameter is
+    of the plain form clients send (each at most once, a key of at most 4,096 bytes, digits,
+    ``true``/``false``) and within the route's bounds; None for anything else, which the
+    framework's route then validates and answers (its errors are the documented ones).
+
+    The query string is split as Starlette splits it (``parse_qsl``), so the key is the same.
+
+    Example:
+        >>> plain_lookup(b"key=%7B%22player%22%3A%22p1%22%7D&min_batch=4&timeout=2.5")
+        ('{"player":"p1"}', 4, 2.5, False)
+        >>> plain_lookup(b"key=x&local=yes") is None     # pydantic's forms: the route's job
+        True
+    """
+    if len(query_string) > _PLAIN_QUERY_BYTES:
+        return None
+    pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
+    found = dict(pairs)
+    if len(found) != len(pairs) or "key" not in found or \
+            not found.keys() <= {"key", "min_batch", "timeout", "local"}:
+        return None
+    batch, seconds, flag = found.get("min_batch"), found.get("timeout"), found.get("local")
+    if batch is not None and (not _PLAIN_BATCH.fullmatch(batch) or int(batch) > MAX_ID):
+        return None
+    if seconds is not None and (not _PLAIN_SECONDS.fullmatch(seconds) or
+                                float(seconds) > MAX_WAIT):
+        return None
+    if flag is not None and flag not in _PLAIN_FLAGS:
+        return None
+    return (found["key"], None if batch is None else int(batch),
+            0.0 if seconds is None else float(seconds), _PLAIN_FLAGS.get(flag, False))
+
+
+class _FastLookup:
+    """ASGI middleware: a plain ``GET /stores/<store>/get`` (see ``plain_lookup``) answered
+    by ``lookup`` without the framework's routing and parameter solving, the hot path of
+    serving (a profile under 200 lookups in flight: the store read 2% of the process, the
+    web stack most of the rest, and every request, ``/health`` included, queues behind a
+    pass over the lookups in flight). Anything else goes on to the framework's route, the
+    one that documents and validates the parameters; the answers are the same
+    (``tests/test_serving_hardened.py`` compares them)."""
+
+    def __init__(self, app, path: str, lookup: Callable):
+        self.app, self.path, self.lookup = app, path, lookup
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "GET" and \
+                scope["path"] == self.path:
+            plain = plain_lookup(scope.get("query_string", b""))
+            if plain is not None:
+                try:
+                    response = await self.lookup(*plain)
+                except Exception as exc:  # noqa: BLE001 - the app's handlers, as the route's
+                    response = await _handled(scope, exc)
+                return await response(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
+async def _handled(scope, exc: Exception) -> Response:
+    """The answer the app's exception handler for ``exc`` gives (the first of its classes
+    with one, ``Exception`` apart: that one is the outermost middleware's, so ``exc`` is
+    raised on to it)."""
+    handlers = scope["app"].exception_handlers
+    for kind in type(exc).__mro__:
+        if kind is Exception:
+            break
+        if kind in handlers:
+            answer = handlers[kind](Request(scope), exc)
+            return await answer if inspect.isawaitable(answer) else answer
+    raise exc
+
+
 def _problem(error: dict) -> str:
     """One validation problem as text: the parameter, the value, and what is accepted."""
     loc = [str(part) for part in error.get("loc", ())]
@@ -525,6 +605,8 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
                   description="Interactive queries over the state of a Spark streaming "
                               "aggregation, kept current from its Kafka changelog.",
                   dependencies=[Depends(_limit_url)])
+    app.add_middleware(_FastLookup, path=f"/stores/{instance.tail.store_name}/get",
+                       lookup=lambda *plain: lookup(*plain))  # lookup: defined below
     app.add_middleware(_BodyLimit)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
@@ -689,11 +771,12 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
     async def health() -> HealthModel:  # on the event loop: nothing here waits
         return HealthModel(status="ok", instance=instance.name)
 
-    @app.get("/metadata", responses=_responses(414))
-    async def metadata() -> dict[str, Any]:  # on the event loop: statuses are read lock-free
+    @app.get("/metadata", response_model=dict[str, Any], responses=_responses(414))
+    async def metadata() -> JSONResponse:  # on the event loop: statuses are read lock-free
         """This instance (its process id and start time), the assignment, and every held
         partition's state and batch."""
-        return {**instance.metadata(), "urls": client.urls}
+        # plain JSON values: written as they are, not walked again by the framework's encoder
+        return JSONResponse({**instance.metadata(), "urls": client.urls})
 
     @app.post("/assignment", responses=_responses(400, 413, 414, 422))
     async def set_assignment(body: AssignmentModel) -> AssignmentAnswer:
@@ -717,15 +800,19 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
             return take()  # no partition comes or goes: nothing to restore or close
         return await to_thread.run_sync(take, limiter=control)
 
+    async def lookup(key: str, min_batch: int | None, timeout: float, local: bool
+                     ) -> Response:
+        found = key_of(key, "key", instance.kind != "key-value")
+        params = {"key": found, "min_batch": min_batch, "timeout": timeout}
+        # a lookup here takes microseconds: answered on the event loop
+        return await answer("get", params, None, local, inline=local or owns(found))
+
     @app.get("/stores/{name}/get", **listed("get"))
     async def get(name: str = Store(), key: str = Key(), min_batch: int | None = MinBatch(),
                   timeout: float = Wait(), local: bool = Local()):
         """One state row by its full key (group keys and window_start)."""
         check_store(name)
-        found = key_of(key, "key", instance.kind != "key-value")
-        params = {"key": found, "min_batch": min_batch, "timeout": timeout}
-        # a lookup here takes microseconds: answered on the event loop
-        return await answer("get", params, None, local, inline=local or owns(found))
+        return await lookup(key, min_batch, timeout, local)
 
     @app.get("/stores/{name}/fetch", **listed("fetch"))
     async def fetch(name: str = Store(), key: str = Key(), time_from: str = Time(),
