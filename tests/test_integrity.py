@@ -184,6 +184,21 @@ def test_a_deleted_partition_folder_is_named(query, intact):
         assert ("missing_partition", "state/0/2") in flags_of(query)
 
 
+def test_state_only_the_driver_wrote_is_named_an_unshared_checkpoint(query, intact):
+    """What a driver sees of a checkpoint on each executor's own disk (Spark's ``_metadata``
+    and no state file) is named as such, not reported as every partition folder gone."""
+    from statekit.errors import CheckpointNotShared
+
+    operator = query.checkpoint.path / "state" / "0"
+    with damaged(operator):
+        for partition in [p for p in operator.iterdir() if p.name.isdigit()]:
+            shutil.rmtree(partition)
+        (operator / "1" / "_metadata").mkdir(parents=True)  # one the driver made
+        with pytest.raises(CheckpointNotShared, match=r"sees no state file of operator 0.*"
+                                                      r"mount at the same path"):
+            query.snapshot()
+
+
 def test_a_hole_in_the_commit_log_is_named(query, intact):
     hole = query.last_batch - 1
     commit = query.checkpoint.commits_dir / str(hole)

@@ -82,9 +82,11 @@ class StateReader:
 
     # --- reading --------------------------------------------------------------------
     def _load(self, **options) -> DataFrame:
+        # not one state file but the driver's commits: a checkpoint on unshared disks, named
+        # as such before the file check reports every partition folder as missing
+        require_state_files_visible(self.checkpoint, self.operator_id)
         require_readable(self.checkpoint, self.operator_id,
                          f"the state of operator {self.operator_id} in {self.path!r}")
-        require_state_files_visible(self.checkpoint, self.operator_id)
         reader = self.spark.read.format("statestore").option("operatorId", self.operator_id)
         if self.spec.ttl is not None:  # transformWithState: the aggregate's value state
             from statekit.query.running import STATE_NAME
