@@ -244,6 +244,21 @@ def test_a_reader_at_the_log_end_rests_and_reads_what_comes_later(broker, topic_
     close_pooled_consumers()
 
 
+def test_a_reader_resting_at_the_log_end_reads_a_range_elsewhere(broker, topic_name,
+                                                                  monkeypatch):
+    """A consumer paused at the log end, then given a range that starts elsewhere (a restart
+    from an older checkpoint, another query on the same topic): assign() leaves librdkafka's
+    pause in place, so the reader must resume, not wait for records that never come."""
+    monkeypatch.setattr(source, "_STALL_S", 5.0)  # the old code failed here after the stall
+    _produce(broker, topic_name, [f"{i}".encode() for i in range(20)], partitions=1)
+    close_pooled_consumers()
+    assert len(_offsets(read_ranges([_range(broker, topic_name, 0, 0, 20)]))) == 20
+    assert _kept_readers()[0].paused
+    again = _offsets(read_ranges([_range(broker, topic_name, 0, 5, 12)]))
+    assert [(o, v) for _, o, v in again] == [(o, f"{o}".encode()) for o in range(5, 12)]
+    close_pooled_consumers()
+
+
 def test_ranges_over_transaction_markers_read_every_record_once(broker, topic_name):
     """Commit markers take offsets no record has: a range's records are fewer than its
     offsets, so a read asks for more and gets records past the range's end, which the next

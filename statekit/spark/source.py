@@ -518,6 +518,8 @@ class _PartitionReader:
             return True
         self.stash = []
         self.consumer.assign([where])
+        if self.paused:  # a partition paused at the log end stays paused through assign()
+            self.consumer.resume([where])
         self.paused, self.next_offset = False, part.start
         return False
 
