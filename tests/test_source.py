@@ -426,7 +426,8 @@ def test_every_batch_reads_its_logged_offsets_once_across_restarts(spark, broker
         producer.commit_transaction(30)
     replayed = max(int(p.name) for p in (Path(checkpoint) / "offsets").glob("[0-9]*"))
     # Spark runs the last planned batch again on restart, from its offset log entry
-    (Path(checkpoint) / "commits" / str(replayed)).unlink(missing_ok=True)
+    for name in (str(replayed), f".{replayed}.crc"):  # with its checksum: Spark writes it anew
+        (Path(checkpoint) / "commits" / name).unlink(missing_ok=True)
     run(2)
 
     logged = _logged_ranges(checkpoint, topic_name)
