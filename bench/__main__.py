@@ -14,6 +14,7 @@ from bench import (
     serving,
     serving_load,
     snapshot,
+    source,
     throughput,
     tuning,
 )
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, help="timed repetitions (each's own default)")
     parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore",
                                            "serving", "serving_load", "tuning", "inspect",
-                                           "processor", "curves", "peer"],
+                                           "processor", "curves", "peer", "source"],
                         help="run just one (curves, peer: only when asked for)")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> None:
         snapshot.main(["--keys", str(args.keys), *repeats])
     if args.only in (None, "throughput"):
         throughput.main(["--records", str(args.records), "--batch", str(args.batch), *repeats])
+    if args.only in (None, "source"):
+        source.main(["--records", str(args.records), *repeats])
     if args.only in (None, "changelog"):
         changelog.main(["--records", str(args.changelog_records), *repeats])
     if args.only in (None, "restore"):

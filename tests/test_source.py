@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -363,3 +364,83 @@ def testcap_offsets_leaves_the_end_alone_when_the_budget_covers_everything():
     end = offsets(p0=40, p1=60)
     assert cap_offsets(start, end, 50) == end
     assert cap_offsets(start, end, 10_000) == end
+
+
+# --- exactly once: every batch reads its logged offsets, a replayed batch the same -------
+def _logged_ranges(checkpoint: str, topic: str) -> dict[int, set[tuple[int, int]]]:
+    """Batch → the (partition, offset) pairs Spark's offset log gives it (from the previous
+    batch's end, or offset 0, to its own end)."""
+    from statekit.state.checkpoint import Checkpoint
+
+    ck = Checkpoint(checkpoint)
+    batches = sorted(int(p.name) for p in ck.offsets_dir.iterdir() if p.name.isdigit())
+    ranges, before = {}, {}
+    for batch in batches:
+        end = {int(p): o for p, o in json.loads(ck.offset_log(batch)[2][0])[topic].items()}
+        ranges[batch] = {(p, o) for p, stop in end.items() for o in range(before.get(p, 0), stop)}
+        before = end
+    return ranges
+
+
+@pytest.mark.timeout(600)
+def test_every_batch_reads_its_logged_offsets_once_across_restarts(spark, broker, topic_name,
+                                                                    tmp_path):
+    """Offsets exactly once with consumers kept between tasks: each micro-batch's rows are
+    exactly the offsets its offset-log entry gives it (no record twice, none missed, none of
+    another batch), on every partition, across a stop and a restart, and a batch that Spark
+    runs again (its commit removed) reads exactly what it read the first time. Part of the
+    input is written in transactions, so ranges hold offsets without records (markers)."""
+    from statekit.kafka.transactions import transactional_producer
+
+    create_topic(broker.bootstrap_servers, topic_name, partitions=PARTITIONS)
+    produce(broker.bootstrap_servers, topic_name, [f"a{i}" for i in range(900)])
+    checkpoint = str(tmp_path / "checkpoint")
+    seen: list[tuple[int, int, list[tuple[int, int]]]] = []  # (run, batch, rows)
+
+    def run(number: int, until_batches: int | None = None):
+        def keep(frame, batch_id):
+            rows = [(r["partition"], r["offset"]) for r in frame.select("partition",
+                                                                        "offset").collect()]
+            seen.append((number, batch_id, rows))
+
+        query = (stream(spark, broker, topic_name, maxOffsetsPerTrigger=250).writeStream
+                 .foreachBatch(keep).option("checkpointLocation", checkpoint)
+                 .trigger(processingTime="50 milliseconds").start())
+        try:
+            if until_batches is None:
+                query.processAllAvailable()
+            else:
+                deadline = time.monotonic() + 300
+                while sum(1 for r, _, rows in seen if r == number and rows) < until_batches:
+                    assert query.exception() is None and time.monotonic() < deadline
+                    time.sleep(0.05)
+        finally:
+            query.stop()
+
+    run(1, until_batches=2)
+    producer = transactional_producer(broker, f"{topic_name}-tx")
+    for txn in range(4):
+        producer.begin_transaction()
+        for i in range(100):
+            producer.produce(topic_name, key=f"k{i % 97}".encode(), value=f"t{txn}-{i}".encode())
+        producer.commit_transaction(30)
+    replayed = max(int(p.name) for p in (Path(checkpoint) / "offsets").glob("[0-9]*"))
+    # Spark runs the last planned batch again on restart, from its offset log entry
+    for name in (str(replayed), f".{replayed}.crc"):  # with its checksum: Spark writes it anew
+        (Path(checkpoint) / "commits" / name).unlink(missing_ok=True)
+    run(2)
+
+    logged = _logged_ranges(checkpoint, topic_name)
+    by_batch: dict[int, list[set]] = {}
+    for _, batch, rows in seen:
+        assert len(rows) == len(set(rows))  # no record twice within a batch
+        by_batch.setdefault(batch, []).append(set(rows))
+    assert (2, replayed) in {(r, b) for r, b, _ in seen}  # run again (often read in run 1 too)
+    for batch, reads in by_batch.items():
+        assert all(rows <= logged[batch] for rows in reads), f"batch {batch} read elsewhere"
+        assert all(rows == reads[0] for rows in reads), f"batch {batch} read differently"
+    assert sorted(by_batch) == sorted(logged)
+    every = [row for reads in by_batch.values() for row in reads[0]]
+    assert len(every) == len(set(every)) == 900 + 400  # each record once over all batches
+    markers = set().union(*logged.values()) - set(every)  # offsets that hold no record
+    assert len(markers) <= 4 * PARTITIONS  # one commit marker per transaction and partition

@@ -179,40 +179,167 @@ def _produce(broker, topic, values, partitions=2):
     assert producer.flush(30) == 0
 
 
-def test_consumers_are_kept_for_the_next_task_and_read_the_same(broker, topic_name):
+def _offsets(batches) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of Arrow batches read by the source, in the order read."""
+    table = pa.Table.from_batches(list(batches))
+    return list(zip(*(table.column(c).to_pylist() for c in ("partition", "offset", "value")),
+                    strict=True))
+
+
+def _range(broker, topic, partition, start, end):
+    return KafkaInputPartition(topic, partition, start, end, broker.bootstrap_servers, (), True)
+
+
+def _kept_readers():
+    return {key[-1]: reader for key, reader in source._READERS.items()}
+
+
+def test_readers_are_kept_per_partition_and_read_on_where_they_stopped(broker, topic_name):
     values = [json.dumps({"player": f"p{i}", "score": i}).encode() for i in range(300)]
-    _produce(broker, topic_name, values)
+    _produce(broker, topic_name, values)  # 150 records in each of 2 partitions
     close_pooled_consumers()
-    ranges = [KafkaInputPartition(topic_name, p, 0, 150, broker.bootstrap_servers, (), True)
-              for p in (0, 1)]
+    assigned = []
+    real = source._PartitionReader.position_at
 
-    def read(rs):
-        batches = list(read_ranges(rs, EVENT))
-        table = pa.Table.from_batches(batches)
-        return sorted(zip(*(table.column(c).to_pylist() for c in ("partition", "offset", "value")),
-                          strict=True))
+    def counting(self, part):
+        went_on = real(self, part)
+        assigned.append((part.partition, part.start, not went_on))
+        return went_on
 
-    first = read(ranges)
-    kept = [c for group in source._POOL.values() for _, c in group]
-    assert len(kept) == 1
-    again = read(ranges[::-1])  # the kept consumer, now assigned in the other order
-    assert [c for group in source._POOL.values() for _, c in group] == kept
-    assert first == again and len(first) == 300
-    assert sorted(v for _, _, v in first) == sorted(values)
-    assert close_pooled_consumers() == 1 and not source._POOL
+    source._PartitionReader.position_at = counting
+    try:
+        first = _offsets(read_ranges([_range(broker, topic_name, 0, 0, 50),
+                                      _range(broker, topic_name, 1, 0, 60)], EVENT))
+        readers = _kept_readers()
+        second = _offsets(read_ranges([_range(broker, topic_name, 1, 60, 150),
+                                       _range(broker, topic_name, 0, 50, 100)], EVENT))
+        assert _kept_readers() == readers and len(readers) == 2  # the same consumers
+        replay = _offsets(read_ranges([_range(broker, topic_name, 0, 50, 100)]))  # a batch again
+        after = _offsets(read_ranges([_range(broker, topic_name, 0, 100, 150)]))
+    finally:
+        source._PartitionReader.position_at = real
+    # a new consumer is assigned, a reader that goes on is not, a replay is assigned anew
+    assert assigned == [(0, 0, True), (1, 0, True), (1, 60, False), (0, 50, False),
+                        (0, 50, True), (0, 100, False)]
+    assert [(p, o) for p, o, _ in first] == [(0, o) for o in range(50)] + [(1, o) for o in
+                                                                            range(60)]
+    assert [(p, o) for p, o, _ in second] == [(1, o) for o in range(60, 150)] + [
+        (0, o) for o in range(50, 100)]
+    assert replay == second[90:]  # the replayed batch reads exactly the same records
+    assert [(p, o) for p, o, _ in after] == [(0, o) for o in range(100, 150)]
+    assert sorted(v for *_, v in first + second + after) == sorted(values)
+    assert close_pooled_consumers() == 2 and not source._READERS
+
+
+def test_a_reader_at_the_log_end_rests_and_reads_what_comes_later(broker, topic_name):
+    _produce(broker, topic_name, [b'{"n": 1}'] * 20, partitions=1)
+    close_pooled_consumers()
+    assert len(_offsets(read_ranges([_range(broker, topic_name, 0, 0, 20)]))) == 20
+    reader = _kept_readers()[0]
+    assert reader.paused and reader.next_offset == 20  # no fetching at the end of the log
+    _produce(broker, topic_name, [b'{"n": 2}'] * 10, partitions=1)
+    later = _offsets(read_ranges([_range(broker, topic_name, 0, 20, 30)]))
+    assert [(o, v) for _, o, v in later] == [(o, b'{"n": 2}') for o in range(20, 30)]
+    assert _kept_readers()[0] is reader
+    close_pooled_consumers()
+
+
+def test_a_reader_resting_at_the_log_end_reads_a_range_elsewhere(broker, topic_name,
+                                                                  monkeypatch):
+    """A consumer paused at the log end, then given a range that starts elsewhere (a restart
+    from an older checkpoint, another query on the same topic): assign() leaves librdkafka's
+    pause in place, so the reader must resume, not wait for records that never come."""
+    monkeypatch.setattr(source, "_STALL_S", 5.0)  # the old code failed here after the stall
+    _produce(broker, topic_name, [f"{i}".encode() for i in range(20)], partitions=1)
+    close_pooled_consumers()
+    assert len(_offsets(read_ranges([_range(broker, topic_name, 0, 0, 20)]))) == 20
+    assert _kept_readers()[0].paused
+    again = _offsets(read_ranges([_range(broker, topic_name, 0, 5, 12)]))
+    assert [(o, v) for _, o, v in again] == [(o, f"{o}".encode()) for o in range(5, 12)]
+    close_pooled_consumers()
+
+
+def test_ranges_over_transaction_markers_read_every_record_once(broker, topic_name):
+    """Commit markers take offsets no record has: a range's records are fewer than its
+    offsets, so a read asks for more and gets records past the range's end, which the next
+    range must still get."""
+    from statekit.kafka.topics import end_offsets, plain_consumer
+    from statekit.kafka.transactions import transactional_producer
+
+    create_topic(broker.bootstrap_servers, topic_name, partitions=1)
+    producer = transactional_producer(broker, f"{topic_name}-tx")
+    for txn in range(6):
+        producer.begin_transaction()
+        for i in range(7):
+            producer.produce(topic_name, value=f"{txn}-{i}".encode(), partition=0)
+        producer.commit_transaction(30)
+    consumer = plain_consumer(broker)
+    end = end_offsets(consumer, topic_name, [0])[0][1]
+    consumer.close()
+    assert end > 42  # markers between the records
+    close_pooled_consumers()
+    read = []
+    for start in range(0, end, 5):  # ranges that start and end anywhere, markers included
+        read += _offsets(read_ranges([_range(broker, topic_name, 0, start, min(end, start + 5))]))
+        assert all(start <= o < start + 5 for _, o, _ in read[-5:] if o >= start)
+    offsets = [o for _, o, _ in read]
+    assert offsets == sorted(set(offsets))  # each once, in order
+    assert [v.decode() for *_, v in read] == [f"{t}-{i}" for t in range(6) for i in range(7)]
+    close_pooled_consumers()
+
+
+def test_one_partition_read_by_two_tasks_at_once_keeps_one_consumer(broker, topic_name,
+                                                                    monkeypatch):
+    """Two tasks of this worker read ranges of one partition at the same time: each reads
+    exactly its own records, and when both are done one consumer is kept, the other closed
+    (not left open behind the kept one)."""
+    _produce(broker, topic_name, [f"{i}".encode() for i in range(100)], partitions=1)
+    close_pooled_consumers()
+    made = []
+    take = source._take_reader
+    monkeypatch.setattr(source, "_take_reader", lambda part: made.append(take(part)) or made[-1])
+    first = read_ranges([_range(broker, topic_name, 0, 0, 50)])
+    second = read_ranges([_range(broker, topic_name, 0, 50, 100)])
+    a, b = next(first), next(second)  # both tasks hold a consumer of partition 0
+    assert len({id(r) for r in made}) == 2 and not source._READERS  # two, both taken
+    rows = _offsets([a, *first]), _offsets([b, *second])
+    assert [o for _, o, _ in rows[0]] == list(range(50))
+    assert [o for _, o, _ in rows[1]] == list(range(50, 100))
+    kept = _kept_readers()
+    assert list(kept) == [0] and kept[0].next_offset == 100  # the one given back last
+    assert close_pooled_consumers() == 1
+    with pytest.raises(RuntimeError, match="closed"):
+        made[0].consumer.assignment()  # the other consumer was closed, not leaked
 
 
 def test_a_task_that_fails_does_not_keep_its_consumer(broker, topic_name):
     _produce(broker, topic_name, [b"{}"] * 10, partitions=1)
     close_pooled_consumers()
     gone = KafkaInputPartition(topic_name, 0, 0, 50, broker.bootstrap_servers, (), True)
-    with pytest.raises(Exception, match="timed out|no longer on the broker"):
-        source._ARROW_CHUNK, saved = 5, source._ARROW_CHUNK
-        try:
+    source._STALL_S, saved = 2.0, source._STALL_S
+    try:
+        with pytest.raises(Exception, match="timed out|no longer on the broker"):
             list(read_ranges([gone]))
-        finally:
-            source._ARROW_CHUNK = saved
-    assert not source._POOL
+    finally:
+        source._STALL_S = saved
+    assert not source._READERS
+
+
+@pytest.mark.timeout(120)
+def test_a_broker_lost_while_planning_a_batch_is_named_like_a_stalled_read():
+    """Reads are fast now, so a broker that stops answering is often found by the driver
+    asking for end offsets, not by a read task: the error is the same one, naming the
+    address and that a restart resumes from the checkpoint (and query._failure knows it)."""
+    from statekit.errors import StatekitError
+    from statekit.query.stateful import _BROKER_STALL
+
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "events"})
+    with pytest.raises(StatekitError) as err:
+        reader.latestOffset({}, ReadAllAvailable())
+    message = str(err.value)
+    assert "offsets of events" in message and "not answering" in message
+    assert "resumes from its last commit" in message
+    assert _BROKER_STALL.search(message)["servers"] == "127.0.0.1:9"
 
 
 def test_a_backlog_is_planned_without_asking_the_broker_each_batch(broker, topic_name):

@@ -11,8 +11,12 @@ task: each Python read task costs Spark a round of hand-offs between the JVM and
 a Python worker (measured here: about 60 ms a task on a busy 2-core machine, for
 a task that reads nothing), so the ranges of a micro-batch are packed into at
 most ``maxReadTasks`` tasks of similar size, each reading its ranges one after
-another with one consumer. A Python worker keeps its consumer for the next task
-(Spark reuses Python workers), so a task does not connect to the broker anew.
+another. A Python worker keeps one consumer per topic-partition between tasks
+(Spark reuses Python workers): a range that starts where that consumer's last one
+ended reads on from what it already fetched, with no new ``assign()`` and no wait;
+any other range is assigned anew. Spark does not send a partition to the same
+worker every batch (Kafka Streams' sticky assignment has no counterpart here), so a
+kept consumer is a speed-up, never relied upon for correctness.
 
 Options (``spark.readStream.format("statekit_kafka").option(...)``):
     kafka.bootstrap.servers  the cluster address (required)
@@ -81,7 +85,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from statekit.errors import BadArgument, DataLoss, StatekitError
+from statekit.errors import BadArgument, BrokerUnreachable, DataLoss, StatekitError
 
 FORMAT = "statekit_kafka"
 SCHEMA = (
@@ -92,7 +96,6 @@ PARSED = "parsed"  # the column of values parsed in the source (option valueSche
 EARLIEST, LATEST = -2, -1
 _ARROW_CHUNK = 20_000
 PARTITION_REFRESH_S = 10.0
-_CONSUMER_IDLE_S = 60.0  # a read consumer unused this long is closed, not reused
 
 
 def register(spark) -> str:
@@ -286,8 +289,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """topic → partition → (low, end), asking the broker now."""
         from statekit.kafka.topics import end_offsets
 
-        marks = {topic: end_offsets(self._client(), topic, list(range(n)))
-                 for topic, n in self._partition_counts().items()}
+        try:
+            marks = {topic: end_offsets(self._client(), topic, list(range(n)))
+                     for topic, n in self._partition_counts().items()}
+        except BrokerUnreachable as exc:  # stalled between batches: named as a stalled read
+            raise _stalled(f"the offsets of {', '.join(self.topics)}", self.bootstrap_servers,
+                           str(exc)) from None
         self._last_ends = self._ends(marks)
         self._marks, self._marks_at = marks, time.monotonic()
         return marks
@@ -465,46 +472,124 @@ def read_range(part: KafkaInputPartition, value_type: StructType | None = None) 
     return read_ranges((part,), value_type)
 
 
-# Read consumers kept by a Python worker between tasks: (servers, config, reset) → idle ones.
-_POOL: dict[tuple, list[tuple[float, object]]] = {}
-_POOL_LOCK = threading.Lock()
+# --- reading: a consumer per topic-partition, kept with its position between tasks ----------
+#: librdkafka settings of the read consumers. ``fetch.queue.backoff.ms``: librdkafka's default
+#: (1 s) postpones a partition's next fetch whenever its prefetch queue was full, and the
+#: postponement outlives a re-assignment: a consumer assigned to a new offset of a partition it
+#: had prefetched waited up to 1 s for its first record (measured at 1M records mid-topic: two
+#: empty 0.5 s polls, then the whole range at once). ``queued.min.messages`` bounds what a
+#: consumer prefetches beyond the range it was asked for (librdkafka's default, 100,000 records
+#: a partition, was thrown away whenever the next range went elsewhere: the broker worked ~7×
+#: harder than for a plain consumer). ``fetch.wait.max.ms`` bounds a fetch's wait at the log end.
+READ_SETTINGS = {"fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10,
+                 "queued.min.messages": 10_000}
+_CONSUMER_IDLE_S = 60.0  # a read consumer unused this long is closed, not reused
+_MAX_KEPT = 32           # read consumers one Python worker keeps between tasks
+_STALL_S = 30.0          # no record for this long, where the broker said records exist: an error
+_POLL_S = 0.1            # one consume() call's longest wait
 
 
-def _take_consumer(part: KafkaInputPartition):
-    """A consumer for ``part``'s cluster: an idle one this process kept, or a new one."""
+class _PartitionReader:
+    """One consumer assigned to one topic-partition, and the offset it delivers next.
+
+    A Python worker keeps its readers between tasks (Spark reuses Python workers): when a
+    task's range starts where the reader's last one ended, it reads on without a new
+    assignment, from what the consumer already prefetched; otherwise it is assigned the range's
+    start (librdkafka drops the prefetched records). Records fetched past a range's end wait in
+    ``stash`` for the next range.
+    """
+
+    def __init__(self, key: tuple, consumer):
+        self.key, self.consumer = key, consumer
+        self.next_offset: int | None = None  # None: not positioned (a new consumer)
+        self.stash: list = []
+        self.paused = False
+        self.used = time.monotonic()
+
+    def position_at(self, part: KafkaInputPartition) -> bool:
+        """Make the next record read the first of ``part``'s range; True if it read on."""
+        from confluent_kafka import TopicPartition
+
+        where = TopicPartition(part.topic, part.partition, part.start)
+        if self.next_offset == part.start:
+            if self.paused:
+                self.consumer.resume([where])
+                self.paused = False
+            return True
+        self.stash = []
+        self.consumer.assign([where])
+        if self.paused:  # a partition paused at the log end stays paused through assign()
+            self.consumer.resume([where])
+        self.paused, self.next_offset = False, part.start
+        return False
+
+    def rest(self, part: KafkaInputPartition) -> None:
+        """After reading ``part``: stop fetching when the range reached the log's end (a
+        consumer kept at the end would ask the broker for more every ``fetch.wait.max.ms``)."""
+        from confluent_kafka import TopicPartition
+
+        where = TopicPartition(part.topic, part.partition)
+        _, high = self.consumer.get_watermark_offsets(where, cached=True)
+        if high < 0 or part.end >= high:
+            self.consumer.pause([where])
+            self.paused = True
+        self.next_offset, self.used = part.end, time.monotonic()
+
+
+# Read consumers kept by this Python worker: (servers, config, reset, topic, partition) → reader.
+_READERS: dict[tuple, _PartitionReader] = {}
+_READERS_LOCK = threading.Lock()
+
+
+def _reader_key(part: KafkaInputPartition) -> tuple:
     reset = "error" if part.fail_on_data_loss else "earliest"
-    key = (part.bootstrap_servers, part.client_config, reset)
+    return part.bootstrap_servers, part.client_config, reset, part.topic, part.partition
+
+
+def _take_reader(part: KafkaInputPartition) -> _PartitionReader:
+    """This worker's reader of ``part``'s topic-partition, or a new one."""
+    key = _reader_key(part)
     now = time.monotonic()
-    with _POOL_LOCK:
-        idle = _POOL.get(key, [])
-        while idle:
-            since, consumer = idle.pop()
-            if now - since < _CONSUMER_IDLE_S:
-                return key, consumer
-            _close_quietly(consumer)
+    with _READERS_LOCK:
+        reader = _READERS.pop(key, None)
+        stale = [k for k, r in _READERS.items() if now - r.used >= _CONSUMER_IDLE_S]
+        closing = [_READERS.pop(k) for k in stale]
+    for old in closing:
+        _close_quietly(old.consumer)
+    if reader is not None and now - reader.used < _CONSUMER_IDLE_S:
+        return reader
+    if reader is not None:
+        _close_quietly(reader.consumer)
     from statekit.kafka.topics import plain_consumer
 
-    # fetch.wait.max.ms bounds how long a reused consumer's next assignment waits behind the
-    # long poll of its previous fetch; a range the broker holds is never waited for.
-    return key, plain_consumer(part.bootstrap_servers, dict(part.client_config),
-                               **{"fetch.wait.max.ms": 10, "auto.offset.reset": reset})
+    return _PartitionReader(key, plain_consumer(
+        part.bootstrap_servers, dict(part.client_config),
+        **{**READ_SETTINGS, "auto.offset.reset": key[2]}))
 
 
-def _give_back(key: tuple, consumer, reusable: bool) -> None:
+def _give_back(reader: _PartitionReader, part: KafkaInputPartition, reusable: bool) -> None:
     if reusable:
         try:
-            consumer.unassign()
+            reader.rest(part)
         except Exception:  # noqa: BLE001 - a consumer in trouble is closed, not kept
             reusable = False
     if not reusable:
-        _close_quietly(consumer)
+        _close_quietly(reader.consumer)
         return
-    with _POOL_LOCK:
-        if not _POOL:
+    with _READERS_LOCK:
+        if not _READERS:
             import atexit
 
             atexit.register(close_pooled_consumers)
-        _POOL.setdefault(key, []).append((time.monotonic(), consumer))
+        # two tasks read the same partition at once (a retry, a range split): the later stays
+        replaced = _READERS.pop(reader.key, None)
+        evicted = [replaced] if replaced is not None else []
+        _READERS[reader.key] = reader
+        while len(_READERS) > _MAX_KEPT:  # the longest unused goes
+            oldest = min(_READERS, key=lambda k: _READERS[k].used)
+            evicted.append(_READERS.pop(oldest))
+    for old in evicted:
+        _close_quietly(old.consumer)
 
 
 def _close_quietly(consumer) -> None:
@@ -514,20 +599,19 @@ def _close_quietly(consumer) -> None:
 
 def close_pooled_consumers() -> int:
     """Close the read consumers this process keeps between tasks; how many were closed."""
-    with _POOL_LOCK:
-        idle = [c for group in _POOL.values() for _, c in group]
-        _POOL.clear()
-    for consumer in idle:
-        _close_quietly(consumer)
+    with _READERS_LOCK:
+        idle = list(_READERS.values())
+        _READERS.clear()
+    for reader in idle:
+        _close_quietly(reader.consumer)
     return len(idle)
 
 
 def read_ranges(ranges, value_type: StructType | None = None) -> Iterator:
     """Yield Arrow record batches of the offset ranges ``ranges``, one after another.
 
-    One consumer reads them all (``assign()`` to each range in turn), taken from the
-    consumers this process kept from earlier tasks when there is one and handed back
-    for the next task when every range was read. With ``value_type`` (the struct of
+    Each topic-partition is read by this process's consumer of it (see ``_PartitionReader``),
+    kept for the next task once its range was read whole. With ``value_type`` (the struct of
     option valueSchema) every batch also carries the column ``parsed``: see ``JsonValues``.
     """
     if not ranges:
@@ -544,48 +628,59 @@ def read_ranges(ranges, value_type: StructType | None = None) -> Iterator:
         parser = JsonValues(value_type)
         fields.append(pa.field(PARSED, parser.arrow_type))
     schema = pa.schema(fields)
-    key, consumer = _take_consumer(ranges[0])
-    done = False
-    try:
-        for part in ranges:
-            yield from _read_one(consumer, part, schema, parser)
-        done = True
-    finally:
-        _give_back(key, consumer, reusable=done)
+    for part in ranges:
+        reader = _take_reader(part)
+        done = False
+        try:
+            yield from _read_one(reader, part, schema, parser)
+            done = True
+        finally:
+            _give_back(reader, part, reusable=done)
 
 
-def _read_one(consumer, part: KafkaInputPartition, schema, parser) -> Iterator:
+def _stalled(what: str, servers: str, why: str) -> StatekitError:
+    """The error of a broker that stopped answering while the source read ``what``
+    (``query._failure`` recognises "timed out reading … from '<servers>'")."""
+    return StatekitError(
+        f"timed out reading {what} from {servers!r}: the Kafka broker at that address is not "
+        f"answering ({why}); check that it is up and reachable, then start the query again "
+        f"with the same checkpoint: it resumes from its last commit")
+
+
+def _read_one(reader: _PartitionReader, part: KafkaInputPartition, schema, parser
+              ) -> Iterator:
     import numpy as np
     import pyarrow as pa
-    from confluent_kafka import KafkaError, TopicPartition
+    from confluent_kafka import KafkaError
 
-    consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
+    consumer = reader.consumer
+    pending = reader.stash if reader.position_at(part) else []
+    reader.stash = []
     keys, values, offsets, stamps, kinds = [], [], [], [], []
     add_key, add_value, add_offset = keys.append, values.append, offsets.append
     add_stamp, add_kind = stamps.append, kinds.append
-    topic, partition = part.topic, part.partition
-    position, idle = part.start, 0
+    position, heard = part.start, time.monotonic()
     while position < part.end:
-        # ask for no more than the range holds: consume() waits for its count or timeout
-        messages = consumer.consume(min(_ARROW_CHUNK, part.end - position), timeout=0.5)
+        if pending:
+            messages, pending = pending, []
+        else:
+            # at most what the range still holds: consume() returns once it has that many
+            messages = consumer.consume(min(_ARROW_CHUNK, part.end - position), timeout=_POLL_S)
         if not messages:
-            idle += 1
-            if idle > 60:  # 30 s without a record for a range the broker said exists
-                raise StatekitError(
-                    f"timed out reading {part.topic}-{part.partition} offsets "
-                    f"{position}..{part.end - 1} from {part.bootstrap_servers!r}: the Kafka "
-                    f"broker at that address is not answering (no record for 30 s where it "
-                    f"said records exist); check that it is up and reachable, then start the "
-                    f"query again with the same checkpoint: it resumes from its last commit")
+            if time.monotonic() - heard > _STALL_S:
+                raise _stalled(f"{part.topic}-{part.partition} offsets {position}..{part.end - 1}",
+                               part.bootstrap_servers,
+                               f"no record for {_STALL_S:.0f} s where it said records exist")
             continue
-        idle = 0
-        for msg in messages:
+        heard = time.monotonic()
+        for i, msg in enumerate(messages):
             err = msg.error()
             if err is None:
                 offset = msg.offset()
-                if offset < position or msg.partition() != partition or msg.topic() != topic:
-                    continue  # fetched for an earlier assignment of this consumer
-                if offset >= part.end:
+                if offset < position:
+                    continue
+                if offset >= part.end:  # gaps in the range (transaction markers): read ahead
+                    reader.stash = [m for m in messages[i:] if m.error() is None]
                     position = part.end
                     break
                 kind, ts = msg.timestamp()
@@ -597,8 +692,7 @@ def _read_one(consumer, part: KafkaInputPartition, schema, parser) -> Iterator:
                 position = offset + 1
                 continue
             if err.code() == KafkaError._PARTITION_EOF:
-                if msg.partition() == partition and msg.topic() == topic:
-                    position = max(position, msg.offset())  # gaps at the end (compaction)
+                position = max(position, msg.offset())  # gaps at the end (compaction, markers)
                 continue
             if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
                 raise DataLoss(
