@@ -80,3 +80,17 @@ def test_it_stops_just_after_a_batch_ends_not_in_a_short_gap_it_cannot_place():
 def test_a_query_waiting_for_data_is_stopped_at_once():
     query = Scripted([(False, "Waiting for data to arrive")])
     assert stop_between_batches(query, timeout=5) and query.stopped_at == 1
+
+
+class BackToBack(Scripted):
+    """A query whose batches run back to back: always active, its last batch moving on."""
+
+    @property
+    def lastProgress(self):
+        return {"batchId": 3 + self.looks // 15}
+
+
+def test_a_query_with_batches_back_to_back_is_stopped_after_the_batch_running_ends():
+    query = BackToBack([(True, "Processing new data")])
+    assert stop_between_batches(query, timeout=30) is False  # not between: the next had begun
+    assert 15 <= query.stopped_at <= 30  # once batch 3's successor was seen, not at the timeout

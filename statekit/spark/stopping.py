@@ -11,7 +11,9 @@ It can only be as clean as the query leaves room: a query that has drained its
 input rests between triggers, and so does one whose batches take less than its
 trigger interval. One whose next batch starts the moment the last one ends (no
 trigger interval, or batches longer than it) has no such moment, or one too short
-to stop in: give it a trigger interval longer than its batches.
+to see: it is stopped once a batch has ended since the call, as its next one begins
+(a stop never waits for more than the batch running when it was asked). Give a query
+a trigger interval longer than its batches to stop it cleanly.
 
 Example:
     >>> stop_between_batches(query.query)                       # doctest: +SKIP
@@ -25,6 +27,8 @@ import time
 #: Seconds between two looks at the query's status (an idle moment lasts until the next
 #: trigger).
 POLL_S = 0.005
+#: Looks between two reads of the last progress (a JSON document: read less often).
+PROGRESS_EVERY = 10
 
 
 def stop_between_batches(query, timeout: float = 30.0) -> bool:
@@ -32,7 +36,8 @@ def stop_between_batches(query, timeout: float = 30.0) -> bool:
     stopped between batches (or had stopped already), False when ``timeout`` ran out and it
     was stopped mid-batch."""
     deadline = time.monotonic() + timeout
-    between, seen_active = True, False
+    between, seen_active, looks = True, False, 0
+    first = _last_batch(query)
     while query.isActive:
         status = query.status
         active = bool(status.get("isTriggerActive", False))
@@ -41,6 +46,11 @@ def stop_between_batches(query, timeout: float = 30.0) -> bool:
         if not active and (seen_active or status.get("message") == "Waiting for data to arrive"):
             break
         seen_active = seen_active or active
+        looks += 1
+        # batches back to back: one ended since the call and the next has begun
+        if active and looks % PROGRESS_EVERY == 0 and _last_batch(query) != first:
+            between = False
+            break
         if time.monotonic() > deadline:
             between = not active
             break
@@ -48,3 +58,10 @@ def stop_between_batches(query, timeout: float = 30.0) -> bool:
     if query.isActive:
         query.stop()
     return between
+
+
+def _last_batch(query) -> int | None:
+    """The id of the last batch ``query`` finished (None before the first, or a stand-in
+    query without progress)."""
+    progress = getattr(query, "lastProgress", None)
+    return None if not progress else progress.get("batchId")
