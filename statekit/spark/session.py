@@ -158,6 +158,9 @@ def spark_session(
             builder = builder.config(key, value)
         home = worker_spark_home() if cached_worker_imports and not _jvm_running() else None
         with _environ("SPARK_HOME", home):
+            if _launches_jvm(settings):
+                _start_context({"spark.master": master or "local[2]",
+                                "spark.app.name": app_name, **settings})
             session = builder.getOrCreate()
         for key in ("spark.sql.shuffle.partitions", "spark.sql.session.timeZone",
                     "spark.sql.streaming.stateStore.providerClass",
@@ -169,11 +172,54 @@ def spark_session(
     return session
 
 
-# --- Spark's Python processes: PySpark from site-packages ------------------------------
+# --- the driver JVM statekit starts, and its console ----------------------------------
 def _jvm_running() -> bool:
     from pyspark import SparkContext
 
     return SparkContext._gateway is not None
+
+
+def _launches_jvm(settings: dict[str, str]) -> bool:
+    """True when ``builder.getOrCreate()`` would start a classic driver JVM here: no JVM
+    (nor a gateway PySpark was told to connect to) yet, and no Spark Connect anywhere."""
+    from pyspark.util import is_remote_only
+
+    if _jvm_running() or "PYSPARK_GATEWAY_PORT" in os.environ or is_remote_only():
+        return False
+    connect = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+    if any(name in os.environ for name in connect) or "spark.remote" in settings:
+        return False
+    mode = settings.get("spark.api.mode", os.environ.get("SPARK_API_MODE", "classic"))
+    return mode.lower() != "connect"
+
+
+def _start_context(settings: dict[str, str]) -> None:
+    """Start the driver JVM with its stdout and stderr on pipes that ``console.forward``
+    drains into this process's own (less ``KNOWN_NOISE``), and a SparkContext on it with
+    ``settings`` (the builder's own ``getOrCreate`` then finds it)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    from statekit.spark.console import forward
+
+    conf = SparkConf()
+    for key, value in settings.items():
+        conf.set(key, value)
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    # The threads read from the start: a JVM that fails to start says why on its stderr.
+    forward(out_read, 1, "statekit-jvm-stdout")
+    forward(err_read, 2, "statekit-jvm-stderr")
+    try:
+        gateway = launch_gateway(conf=conf,
+                                 popen_kwargs={"stdout": out_write, "stderr": err_write})
+    finally:  # the JVM holds its own copies; the threads see the end when it exits
+        os.close(out_write)
+        os.close(err_write)
+    SparkContext(conf=conf, gateway=gateway)
+
+
+# --- Spark's Python processes: PySpark from site-packages ------------------------------
 
 
 @contextlib.contextmanager
