@@ -20,6 +20,10 @@ Two things make a fresh session's first query start sooner (see ``bench/README.m
   modules imported. It steps aside (ends after its current micro-batch) as soon as
   another query starts.
 
+The driver JVM a session starts prints to the notebook only what is worth reading: its
+console goes through ``statekit.spark.console``, which leaves out known chatter (the JVM's
+incubator-module warning, transformWithStateInPandas workers' prints).
+
 Example:
     >>> spark = spark_session()                       # doctest: +SKIP
     >>> spark = spark_session(warm_up=True)           # doctest: +SKIP
@@ -135,6 +139,15 @@ def spark_session(
             pip-installed (no ``SPARK_HOME`` set), let Spark's Python processes import
             PySpark from site-packages rather than from ``pyspark.zip`` (see the module
             docstring and ``worker_spark_home``). False keeps Spark's own layout.
+
+    When this call starts the driver JVM (a classic session and no JVM in this process
+    yet), it starts it itself (``pyspark.java_gateway.launch_gateway``) with the JVM's
+    stdout and stderr on pipes that daemon threads drain into this process's own (file
+    descriptors 1 and 2, which Jupyter's kernel shows under the running cell), every line
+    but the harmless chatter ``statekit.spark.console.KNOWN_NOISE`` names: the JVM's
+    incubator-module warning, the prints of transformWithStateInPandas Python workers.
+    Spark's own warnings and errors still show. An existing session or JVM, and Spark
+    Connect, are used as they are (their consoles untouched).
     """
     quiet_py4j()
     settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": _java_options()}
