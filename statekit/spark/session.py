@@ -64,6 +64,7 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 WARM_UP_QUERY = "statekit-warm-up"
+_LAUNCH_LOCK = threading.Lock()
 WARM_UP_TIMEOUT_S = 300.0
 
 
@@ -171,9 +172,10 @@ def spark_session(
             builder = builder.config(key, value)
         home = worker_spark_home() if cached_worker_imports and not _jvm_running() else None
         with _environ("SPARK_HOME", home):
-            if _launches_jvm(settings):
-                _start_context({"spark.master": master or "local[2]",
-                                "spark.app.name": app_name, **settings})
+            with _LAUNCH_LOCK:  # one JVM, even when two threads ask at once
+                if _launches_jvm(settings):
+                    _start_context({"spark.master": master or "local[2]",
+                                    "spark.app.name": app_name, **settings})
             session = builder.getOrCreate()
         for key in ("spark.sql.shuffle.partitions", "spark.sql.session.timeZone",
                     "spark.sql.streaming.stateStore.providerClass",
@@ -233,8 +235,6 @@ def _start_context(settings: dict[str, str]) -> None:
 
 
 # --- Spark's Python processes: PySpark from site-packages ------------------------------
-
-
 @contextlib.contextmanager
 def _environ(name: str, value: str | None):
     """``os.environ[name] = value`` inside the block (nothing when value is None)."""
