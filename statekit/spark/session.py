@@ -20,6 +20,10 @@ Two things make a fresh session's first query start sooner (see ``bench/README.m
   modules imported. It steps aside (ends after its current micro-batch) as soon as
   another query starts.
 
+The driver JVM a session starts prints to the notebook only what is worth reading: its
+console goes through ``statekit.spark.console``, which leaves out known chatter (the JVM's
+incubator-module warning, transformWithStateInPandas workers' prints).
+
 Example:
     >>> spark = spark_session()                       # doctest: +SKIP
     >>> spark = spark_session(warm_up=True)           # doctest: +SKIP
@@ -60,6 +64,7 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 WARM_UP_QUERY = "statekit-warm-up"
+_LAUNCH_LOCK = threading.Lock()
 WARM_UP_TIMEOUT_S = 300.0
 
 
@@ -135,6 +140,15 @@ def spark_session(
             pip-installed (no ``SPARK_HOME`` set), let Spark's Python processes import
             PySpark from site-packages rather than from ``pyspark.zip`` (see the module
             docstring and ``worker_spark_home``). False keeps Spark's own layout.
+
+    When this call starts the driver JVM (a classic session and no JVM in this process
+    yet), it starts it itself (``pyspark.java_gateway.launch_gateway``) with the JVM's
+    stdout and stderr on pipes that daemon threads drain into this process's own (file
+    descriptors 1 and 2, which Jupyter's kernel shows under the running cell), every line
+    but the harmless chatter ``statekit.spark.console.KNOWN_NOISE`` names: the JVM's
+    incubator-module warning, the prints of transformWithStateInPandas Python workers.
+    Spark's own warnings and errors still show. An existing session or JVM, and Spark
+    Connect, are used as they are (their consoles untouched).
     """
     quiet_py4j()
     settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": _java_options()}
@@ -158,6 +172,10 @@ def spark_session(
             builder = builder.config(key, value)
         home = worker_spark_home() if cached_worker_imports and not _jvm_running() else None
         with _environ("SPARK_HOME", home):
+            with _LAUNCH_LOCK:  # one JVM, even when two threads ask at once
+                if _launches_jvm(settings):
+                    _start_context({"spark.master": master or "local[2]",
+                                    "spark.app.name": app_name, **settings})
             session = builder.getOrCreate()
         for key in ("spark.sql.shuffle.partitions", "spark.sql.session.timeZone",
                     "spark.sql.streaming.stateStore.providerClass",
@@ -169,13 +187,54 @@ def spark_session(
     return session
 
 
-# --- Spark's Python processes: PySpark from site-packages ------------------------------
+# --- the driver JVM statekit starts, and its console ----------------------------------
 def _jvm_running() -> bool:
     from pyspark import SparkContext
 
     return SparkContext._gateway is not None
 
 
+def _launches_jvm(settings: dict[str, str]) -> bool:
+    """True when ``builder.getOrCreate()`` would start a classic driver JVM here: no JVM
+    (nor a gateway PySpark was told to connect to) yet, and no Spark Connect anywhere."""
+    from pyspark.util import is_remote_only
+
+    if _jvm_running() or "PYSPARK_GATEWAY_PORT" in os.environ or is_remote_only():
+        return False
+    connect = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+    if any(name in os.environ for name in connect) or "spark.remote" in settings:
+        return False
+    mode = settings.get("spark.api.mode", os.environ.get("SPARK_API_MODE", "classic"))
+    return mode.lower() != "connect"
+
+
+def _start_context(settings: dict[str, str]) -> None:
+    """Start the driver JVM with its stdout and stderr on pipes that ``console.forward``
+    drains into this process's own (less ``KNOWN_NOISE``), and a SparkContext on it with
+    ``settings`` (the builder's own ``getOrCreate`` then finds it)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    from statekit.spark.console import forward
+
+    conf = SparkConf()
+    for key, value in settings.items():
+        conf.set(key, value)
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    # The threads read from the start: a JVM that fails to start says why on its stderr.
+    forward(out_read, 1, "statekit-jvm-stdout")
+    forward(err_read, 2, "statekit-jvm-stderr")
+    try:
+        gateway = launch_gateway(conf=conf,
+                                 popen_kwargs={"stdout": out_write, "stderr": err_write})
+    finally:  # the JVM holds its own copies; the threads see the end when it exits
+        os.close(out_write)
+        os.close(err_write)
+    SparkContext(conf=conf, gateway=gateway)
+
+
+# --- Spark's Python processes: PySpark from site-packages ------------------------------
 @contextlib.contextmanager
 def _environ(name: str, value: str | None):
     """``os.environ[name] = value`` inside the block (nothing when value is None)."""

@@ -12,7 +12,8 @@ A handout shows what the notebook means to show, nothing else: a build fails
 holds a traceback (Python's or a Java stack), an error, or text on stderr —
 unless the cell is tagged ``stderr`` (it shows stderr on purpose). A few lines
 known to be harmless start-up chatter of the JVM and of Spark's Python workers
-(``KNOWN_NOISE``) are dropped from the page instead.
+(``KNOWN_NOISE``, from ``statekit.spark.console``, which also keeps them out of a
+live notebook) are dropped from the page instead.
 
 From a shell (``make html``)::
 
@@ -43,6 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from statekit.errors import BadArgument, StatekitError
+from statekit.spark.console import KNOWN_NOISE, harmless  # noqa: F401 - the one list
 
 #: Where ``make html`` writes (git-ignored: ``build/``).
 OUT_DIR = Path("build/handouts")
@@ -71,16 +73,6 @@ _TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 
 #: Cells tagged so show stderr on purpose (e.g. a warning the notebook explains).
 STDERR_TAG = "stderr"
-#: Harmless lines some processes write to the kernel's stderr; dropped from handouts. The
-#: JVM's module warning and Spark's log-level banner at start-up; the prints of PySpark's
-#: transformWithState driver-side Python worker (``transform_with_state_driver_worker``).
-KNOWN_NOISE = (
-    re.compile(r"^WARNING: Using incubator modules: jdk\.incubator\.vector$"),
-    re.compile(r'^Setting default log level to "\w+"\.$'),
-    re.compile(r"^To adjust logging level use sc\.setLogLevel\(newLevel\)\..*$"),
-    re.compile(r"^(Starting )?Streaming TransformWithStateInPandas Python worker\b.*$"),
-    re.compile(r"^\s*$"),
-)
 # A Python traceback's first line, or a Java stack frame ("\tat org.apache.spark.…(File:1)").
 _TRACEBACK = re.compile(r"^(Traceback \(most recent call last\):|\s+at [\w$.<>]+\(.*\)$)",
                         re.MULTILINE)
@@ -95,10 +87,6 @@ class HandoutFailed(StatekitError):
     traceback, stderr); the others' handouts were written."""
 
 
-def _noise(line: str) -> bool:
-    return any(pattern.match(line) for pattern in KNOWN_NOISE)
-
-
 def unintended_output(text: str, stderr: bool) -> str | None:
     """The first line of ``text`` that a handout must not show unasked, or None.
 
@@ -106,7 +94,7 @@ def unintended_output(text: str, stderr: bool) -> str | None:
     (Python) or a Java stack frame.
     """
     if stderr:
-        return next((line for line in text.splitlines() if not _noise(line)), None)
+        return next((line for line in text.splitlines() if not harmless(line)), None)
     found = _TRACEBACK.search(text)
     return found.group(0).strip() if found else None
 
@@ -133,7 +121,7 @@ def output_problems(nb) -> list[str]:
             stderr = kind == "stream" and output.get("name") == "stderr"
             if stderr and not allowed:
                 lines = "".join(output.get("text", "")).splitlines(keepends=True)
-                output["text"] = "".join(line for line in lines if not _noise(line.rstrip("\n")))
+                output["text"] = "".join(line for line in lines if not harmless(line.rstrip("\n")))
                 if not output["text"]:
                     continue
             kept.append(output)
