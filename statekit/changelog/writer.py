@@ -592,13 +592,18 @@ class ChangelogWriter:
                                    f"{timeout:.1f} s{why}; the last batch shipped is {shipped}")
             time.sleep(0.05)
 
-    def stop(self) -> None:
-        """Stop the background thread after shipping what is committed; raise its error."""
+    def stop_background(self) -> None:
+        """Stop the background thread once the round it is in has ended (nothing more is
+        shipped); raise its error. ``ship()`` and ``stop()`` still ship what is committed."""
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
             self._thread = None
         self.raise_if_failed()
+
+    def stop(self) -> None:
+        """Stop the background thread after shipping what is committed; raise its error."""
+        self.stop_background()
         self.ship()
         self._producer, self.identity = None, None  # every round is committed: just close
 

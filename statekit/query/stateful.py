@@ -336,6 +336,12 @@ class StatefulQuery:
                 folder is named; the query and its checkpoint are fine).
         """
         self._stopped_here = True
+        if self.changelog is not None:
+            # no changelog round (a Spark job reading the change feed) may be in flight while
+            # Spark stops the query: one such read was seen to hang for good in Spark's
+            # collect (its serving thread ended without an answer). The rounds left are
+            # shipped below, once the query has stopped.
+            self._stop_shipping()
         stop_between_batches(self.query)
         with contextlib.suppress(OSError, StatekitError):  # kept only for Connect's late events
             self.keep_reports()
@@ -350,6 +356,11 @@ class StatefulQuery:
                 folder = str(self.checkpoint.ledger_path(self.changelog.topic).parent)
                 raise self._disk_full(f"the changelog's ledger could not be written ({exc})",
                                       folder) from None
+
+    def _stop_shipping(self) -> None:
+        """Stop the changelog's background thread; its error waits for ``stop()``'s ship."""
+        with contextlib.suppress(Exception):
+            self.changelog.stop_background()
 
     def __enter__(self) -> StatefulQuery:
         return self
