@@ -6,6 +6,7 @@ import json
 import random
 import signal
 import subprocess
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -160,11 +161,12 @@ def _values(table: pd.DataFrame) -> dict:
             zip(table["player"], starts, table["count"], table["sum_score"], strict=True)}
 
 
+@pytest.mark.parametrize("consumers", ["auto", "per_partition", "one"])
 def test_restoring_all_partitions_together_equals_one_after_another(synthetic, broker,
-                                                                   tmp_path):
+                                                                   tmp_path, consumers):
     topic, expected = synthetic
     with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path / "together",
-                        chunk=700) as together:
+                        chunk=700, consumers=consumers) as together:
         both = together.table()
         report = together.report
     one_by_one = []
@@ -193,6 +195,58 @@ def test_the_gantt_of_a_restore_shows_the_partitions_overlapping(synthetic, brok
     assert max(b["from_s"] for b in bars) < min(b["to_s"] for b in bars)
     starts = events[events["event"] == "start"]["time"]
     assert starts.max() < events[events["event"] == "end"]["time"].min()  # all begun at once
+
+
+def test_listeners_hear_one_event_at_a_time_while_partitions_restore_in_threads(
+        synthetic, broker, tmp_path):
+    """A consumer per partition writes from several threads; a listener that is not
+    thread-safe still hears one event at a time, each partition's in offset order."""
+    topic, expected = synthetic
+    inside, overlapped, threads = [0], [], set()
+    heard: dict[int, list] = {0: [], 1: [], 2: []}
+
+    class Unsafe(RestoreListener):
+        def _enter(self):
+            threads.add(threading.get_ident())
+            inside[0] += 1
+            if inside[0] > 1:
+                overlapped.append(inside[0])
+            time.sleep(0.002)   # widen the window another thread would enter
+            inside[0] -= 1
+
+        def on_restore_start(self, partition, start_offset, end_offset):
+            self._enter()
+            heard[partition].append(start_offset)
+
+        def on_batch_restored(self, partition, batch_end_offset, n):
+            self._enter()
+            heard[partition].append(batch_end_offset)
+
+        def on_restore_end(self, partition, total):
+            self._enter()
+
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
+                        listeners=[Unsafe()], chunk=100, consumers="per_partition") as restored:
+        assert _values(restored.table()) == expected
+        report = restored.report
+    assert not overlapped
+    assert len(threads) > 1   # the batches did come from the partitions' own threads
+    for p, offsets in heard.items():
+        assert offsets == sorted(offsets) and offsets[-1] == 1999, p
+    assert report["started"].max() < report["finished"].min()
+
+
+def test_a_failure_in_one_partitions_thread_is_raised_and_stops_the_others(games, broker,
+                                                                           logged):
+    from statekit.kafka.topics import partition_count
+
+    assert partition_count(broker.bootstrap_servers, games) > 1
+    started = time.monotonic()
+    with pytest.raises(sk.ChangelogError, match="not a statekit changelog"):
+        restore_stores(broker.bootstrap_servers, games, logged[0].spec,
+                       consumers="per_partition")
+    assert time.monotonic() - started < 30   # no thread left reading the rest of the topic
+    assert not [t for t in threading.enumerate() if t.name.startswith(f"restore-{games}")]
 
 
 def test_a_partition_already_at_its_end_restores_nothing_beside_the_others(synthetic, broker,
@@ -271,6 +325,8 @@ def test_a_topic_that_is_not_a_changelog_is_refused(games, broker, logged):
     ({"partitions": ["zero"]}, "partition: 'zero'"),
     ({"listeners": [print]}, "restore listener: <built-in function print>"),
     ({"listeners": RestoreListener()}, "listeners: .*accepted: a list of RestoreListener"),
+    ({"consumers": "threads"},
+     "consumers: 'threads'; accepted: 'auto', 'per_partition' or 'one'"),
 ])
 def test_bad_arguments_are_named_before_anything_is_read(synthetic, broker, tmp_path,
                                                          argument, named):

@@ -14,8 +14,10 @@ Example:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable
+from contextlib import nullcontext
 
 import pandas as pd
 
@@ -67,19 +69,25 @@ class RecordingListener(RestoreListener):
 
 
 class Listeners(RestoreListener):
-    """Several listeners heard as one."""
+    """Several listeners heard as one; with a ``lock``, one event at a time whichever
+    thread reports it (so the listeners need not be thread-safe)."""
 
-    def __init__(self, listeners: Iterable[RestoreListener]):
+    def __init__(self, listeners: Iterable[RestoreListener],
+                 lock: threading.Lock | None = None):
         self.listeners = list(listeners)
+        self.lock = lock or nullcontext()
 
     def on_restore_start(self, partition: int, start_offset: int, end_offset: int) -> None:
-        for listener in self.listeners:
-            listener.on_restore_start(partition, start_offset, end_offset)
+        with self.lock:
+            for listener in self.listeners:
+                listener.on_restore_start(partition, start_offset, end_offset)
 
     def on_batch_restored(self, partition: int, batch_end_offset: int, n: int) -> None:
-        for listener in self.listeners:
-            listener.on_batch_restored(partition, batch_end_offset, n)
+        with self.lock:
+            for listener in self.listeners:
+                listener.on_batch_restored(partition, batch_end_offset, n)
 
     def on_restore_end(self, partition: int, total: int) -> None:
-        for listener in self.listeners:
-            listener.on_restore_end(partition, total)
+        with self.lock:
+            for listener in self.listeners:
+                listener.on_restore_end(partition, total)
