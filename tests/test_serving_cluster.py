@@ -47,6 +47,14 @@ def test_the_assignment_spreads_partitions_with_a_standby_each(cluster):
         name: proc.pid for name, proc in running.procs.items()}
     started = running.timeline().query("event == 'started'")["time"].min()
     assert (frame["started"].dt.tz_localize(None) >= started.floor("s")).all()
+    # each instance has a control listener of its own, which its /metadata names
+    for name in running.names:
+        control = running.control_urls[name]
+        assert control != running.urls[name]
+        meta = httpx.get(f"{running.urls[name]}/metadata").json()
+        assert meta["control_url"] == control
+        assert httpx.get(f"{control}/metadata").json()["held"] == meta["held"]
+        assert httpx.get(f"{control}/health").json() == {"status": "ok", "instance": name}
 
 
 def test_point_lookups_are_routed_to_the_partition_spark_keeps_the_row_in(cluster):

@@ -31,7 +31,7 @@ from statekit.serve.client import ServingClient
 from statekit.serve.global_store import GlobalTable
 from statekit.serve.instance import ServingInstance
 from statekit.serve.keys import MAX_KEY_CHARS, MAX_KEY_DEPTH, KeyCodec, time_ms
-from statekit.serve.rest import MAX_URL, Server, create_app
+from statekit.serve.rest import MAX_URL, Server, create_app, create_control_app
 from statekit.serve.results import PositionNotReached
 from statekit.serve.transport import HttpPool
 from statekit.stores.rocksdb import COUNTED_UP_TO, RocksDBKeyValueStore
@@ -190,6 +190,51 @@ def test_fifty_waits_hold_no_thread_and_control_requests_are_answered_meanwhile(
         assert len(everything.json()["rows"]) == len(log.players)
         assert [a.status_code for a in answers] == [200] * 50
         assert {a.json()["partitions"][0]["batch"] for a in answers} == {batch}
+
+
+def test_the_control_listener_answers_while_the_data_listener_is_busy(log, broker, tmp_path,
+                                                                     monkeypatch):
+    """A lookup that holds the data listener's event loop (as a pass over 200 lookups in
+    flight does) delays even /health there; the control listener answers meanwhile."""
+    with served(log, broker, tmp_path) as running:
+        instance, url = running["i0"]
+        control = Server(create_control_app(instance)).start()
+        try:
+            store = f"{url}/stores/{instance.tail.store_name}"
+            key = json.dumps(log.key(sorted(instance.roles)[0]))
+            entered, released = threading.Event(), threading.Event()
+            plain_get = instance.get
+
+            def held_get(*args, **kwargs):   # a lookup here runs on the data event loop
+                entered.set()
+                released.wait(30)
+                return plain_get(*args, **kwargs)
+
+            monkeypatch.setattr(instance, "get", held_get)
+            with ThreadPoolExecutor(2) as pool:
+                lookup = pool.submit(httpx.get, f"{store}/get", params={"key": key},
+                                     timeout=60)
+                assert entered.wait(30)
+                data_health = pool.submit(httpx.get, f"{url}/health", timeout=60)
+                body = {"assignment": instance.assignment.to_dict(), "urls": {"i0": url}}
+                health = httpx.get(f"{control.url}/health", timeout=10)
+                meta = httpx.get(f"{control.url}/metadata", timeout=10)
+                taken = httpx.post(f"{control.url}/assignment", json=body, timeout=10)
+                query = httpx.get(f"{control.url}/stores/{instance.tail.store_name}/get",
+                                  params={"key": key}, timeout=10)
+                # all answered while the data listener was still held by the lookup
+                assert not lookup.done() and not data_health.done()
+                released.set()
+                assert lookup.result(60).status_code == 200
+                assert data_health.result(60).status_code == 200
+        finally:
+            released.set()
+            control.stop()
+    assert health.json() == {"status": "ok", "instance": "i0"}
+    assert meta.status_code == 200 and meta.json()["instance"] == "i0"
+    assert set(meta.json()["held"]) == {str(p) for p in instance.roles}
+    assert taken.status_code == 200 and taken.json()["version"] == 1
+    assert detail(query, 404)["error"] == "NotFound"   # queries are the data listener's
 
 
 # --- 4. every query takes a timeout for min_batch ---------------------------------------------

@@ -58,6 +58,11 @@ from statekit.serve.rest import check_host
 from statekit.serve.transport import HttpError, HttpPool
 from statekit.validate import whole_number
 
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
 TIMELINE_COLUMNS = ["time", "instance", "event", "partitions", "detail"]
 _LIVE: weakref.WeakSet[ServingCluster] = weakref.WeakSet()
 
@@ -81,6 +86,11 @@ class ServingCluster:
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="statekit-serving-"))
         self.urls = {name: self.security.url(self.host, free_port(self.host))
                      for name in self.names}
+        #: each instance's control listener (/health, /metadata, POST /assignment on a port
+        #: and event loop of their own): where the cluster checks and reassigns, so failover
+        #: is not queued behind the lookups in flight on ``urls``
+        self.control_urls = {name: self.security.url(self.host, free_port(self.host))
+                             for name in self.names}
         self.monitor_every = monitor_every
         self.global_tables = list(global_tables)
         self.assignment: Assignment | None = None
@@ -104,13 +114,15 @@ class ServingCluster:
         for name in self.names:
             config = instance_config(name, self.kafka, self.topic, self.workdir,
                                      self.assignment, self.urls, host=self.host,
-                                     port=int(self.urls[name].rsplit(":", 1)[1]),
+                                     port=_port(self.urls[name]),
                                      allow_remote=self.allow_remote,
                                      global_tables=self.global_tables,
-                                     security=self.security)
+                                     security=self.security,
+                                     control_port=_port(self.control_urls[name]))
             self.procs[name] = start_instance(config, self.workdir / f"{name}.log")
             self._event(name, "started", sorted(self.assignment.held_by(name)),
-                        f"pid {self.procs[name].pid}, {self.urls[name]}")
+                        f"pid {self.procs[name].pid}, {self.urls[name]} "
+                        f"(control {self.control_urls[name]})")
         try:
             for name in self.names:
                 self._wait_health(name, timeout)
@@ -126,21 +138,24 @@ class ServingCluster:
         return self
 
     def _wait_health(self, name: str, timeout: float) -> None:
+        """Until ``name`` answers on both its listeners (the control one starts first)."""
         deadline = time.monotonic() + timeout
-        while True:
-            proc = self.procs[name]
-            if proc.poll() is not None:
-                raise StatekitError(f"serving instance {name} exited with {proc.returncode} "
-                                    f"before answering; its log: {self.log(name)[-2000:]}")
-            try:
-                if self._http.get(f"{self.urls[name]}/health", timeout=1.0).status == 200:
-                    return
-            except HttpError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"serving instance {name} did not answer on "
-                                   f"{self.urls[name]} in {timeout:.0f} s")
-            time.sleep(0.1)
+        for url in (self.control_urls[name], self.urls[name]):
+            while True:
+                proc = self.procs[name]
+                if proc.poll() is not None:
+                    raise StatekitError(f"serving instance {name} exited with "
+                                        f"{proc.returncode} before answering; its log: "
+                                        f"{self.log(name)[-2000:]}")
+                try:
+                    if self._http.get(f"{url}/health", timeout=1.0).status == 200:
+                        break
+                except HttpError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"serving instance {name} did not answer on {url} in "
+                                       f"{timeout:.0f} s")
+                time.sleep(0.1)
 
     def wait_ready(self, timeout: float = 120.0) -> ServingCluster:
         """Block until every live instance has restored every partition it holds."""
@@ -149,7 +164,7 @@ class ServingCluster:
             waiting = {}
             for name in self.live:
                 try:
-                    meta = self._http.get(f"{self.urls[name]}/metadata").json()
+                    meta = self._http.get(f"{self.control_urls[name]}/metadata").json()
                     held = meta["held"]
                 except (HttpError, ValueError, KeyError):
                     waiting[name] = "not answering"
@@ -246,7 +261,7 @@ class ServingCluster:
         body = {"assignment": after.to_dict(), "urls": self.urls}
         for name in self.live:
             try:
-                self._http.post_json(f"{self.urls[name]}/assignment", body)
+                self._http.post_json(f"{self.control_urls[name]}/assignment", body)
             except HttpError as exc:
                 self._event(name, "not told", [], str(exc))
         for client in list(self._clients):
@@ -264,7 +279,8 @@ class ServingCluster:
         while todo and time.monotonic() < deadline and not self._stop.is_set():
             for p, instance in list(todo):
                 try:
-                    held = self._http.get(f"{self.urls[instance]}/metadata").json()["held"]
+                    held = self._http.get(
+                        f"{self.control_urls[instance]}/metadata").json()["held"]
                 except (HttpError, ValueError, KeyError):
                     continue
                 state = held.get(str(p), {})

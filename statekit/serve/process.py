@@ -34,15 +34,18 @@ def instance_config(name: str, kafka: Kafka, topic: str, directory: str | os.Pat
                     assignment: Assignment, urls: Mapping[str, str], *,
                     host: str = "127.0.0.1", port: int, allow_remote: bool = False,
                     global_tables: Sequence[GlobalTable] = (),
-                    security: ServingSecurity | None = None) -> dict:
-    """The JSON config of one instance process (secrets included: see ``start_instance``)."""
+                    security: ServingSecurity | None = None,
+                    control_port: int | None = None) -> dict:
+    """The JSON config of one instance process (secrets included: see ``start_instance``);
+    ``control_port``: where its control listener answers (``rest.create_control_app``;
+    None: no control listener)."""
     conn = connect(kafka)
     return {"name": name, "kafka": {"bootstrap_servers": conn.bootstrap_servers,
                                     "config": dict(conn.config)},
             "topic": topic, "directory": str(directory), "assignment": assignment.to_dict(),
             "urls": dict(urls), "host": host, "port": port, "allow_remote": allow_remote,
             "globals": [table.to_dict() for table in global_tables],
-            "security": (security or ServingSecurity()).to_dict()}
+            "security": (security or ServingSecurity()).to_dict(), "control_port": control_port}
 
 
 def start_instance(config: Mapping, log_path: str | os.PathLike | None = None
@@ -68,7 +71,7 @@ def run_instance(config: Mapping) -> None:
     """Build the instance and serve it over REST until the process ends."""
     from statekit.serve.client import ServingClient
     from statekit.serve.instance import ServingInstance
-    from statekit.serve.rest import Server, check_host, create_app
+    from statekit.serve.rest import Server, check_host, create_app, create_control_app
 
     kafka = KafkaConnection(config["kafka"]["bootstrap_servers"], config["kafka"]["config"])
     host = check_host(config["host"], config.get("allow_remote", False))
@@ -80,10 +83,18 @@ def run_instance(config: Mapping) -> None:
     # forwarded calls carry the token and check the other instances' certificates
     client = ServingClient(config["urls"], local=instance, token=security.token,
                            verify=security.cafile)
-    server = Server(create_app(instance, client), host, config["port"],
-                    allow_remote=config.get("allow_remote", False), security=security)
+    remote = config.get("allow_remote", False)
+    control = None
+    if config.get("control_port"):  # its own thread and event loop, started first
+        control = Server(create_control_app(instance, client), host, config["control_port"],
+                         allow_remote=remote, security=security).start()
+        print(f"control on {control.url}", flush=True)
+    server = Server(create_app(instance, client, control_url=control and control.url), host,
+                    config["port"], allow_remote=remote, security=security)
     print(f"serving on {server.url}", flush=True)
     try:
         server.run()
     finally:
+        if control is not None:
+            control.stop()
         instance.close()

@@ -36,6 +36,14 @@ threads of their own and an assignment that moves partitions on
 ``CONTROL_THREADS`` others; lookups of keys held here, ``/health``, ``/metadata``
 and an assignment that moves nothing answer on the event loop.
 
+A data listener saturated by queries answers every request, ``/health`` included,
+only after a pass of its event loop over the requests in flight. So, as Kafka
+separates controller traffic from the data plane (a control-plane listener,
+KIP-291), an instance can also serve ``/health``, ``/metadata`` and
+``POST /assignment`` on a control listener of its own (``create_control_app``: its
+own port, thread and event loop); a cluster's instances do, and the cluster checks
+health and sends assignments there, so failover is not queued behind lookups.
+
 Example:
     >>> app = create_app(instance, client)                               # doctest: +SKIP
     >>> server = Server(app, port=8123).start()                          # doctest: +SKIP
@@ -597,20 +605,98 @@ def _responses(*statuses: int) -> dict:
 QUERY_ERRORS = _responses(400, 404, 409, 413, 414, 421, 422, 503)
 
 
-def create_app(instance: ServingInstance, client: ServingClient | None = None,
-               on_assignment: Callable[[Assignment], None] | None = None) -> FastAPI:
-    """The FastAPI app of ``instance``; ``client`` routes what it does not hold itself."""
-    client = client or ServingClient({instance.name: ""}, local=instance)
-    app = FastAPI(title=f"statekit serving instance {instance.name}", version="1",
-                  description="Interactive queries over the state of a Spark streaming "
-                              "aggregation, kept current from its Kafka changelog.",
+def _control_routes(app: FastAPI, instance: ServingInstance, client: ServingClient,
+                    on_assignment: Callable[[Assignment], None] | None,
+                    control: CapacityLimiter, control_url: str | None) -> None:
+    """``/health``, ``/metadata`` and ``POST /assignment`` of ``instance`` on ``app`` (the
+    data listener's app, or the control listener's)."""
+
+    @app.get("/health", responses=_responses(414))
+    async def health() -> HealthModel:  # on the event loop: nothing here waits
+        return HealthModel(status="ok", instance=instance.name)
+
+    @app.get("/metadata", response_model=dict[str, Any], responses=_responses(414))
+    async def metadata() -> JSONResponse:  # on the event loop: statuses are read lock-free
+        """This instance (its process id and start time), the assignment, and every held
+        partition's state and batch."""
+        # plain JSON values: written as they are, not walked again by the framework's encoder
+        known = {**instance.metadata(), "urls": client.urls}
+        if control_url is not None:
+            known["control_url"] = control_url
+        return JSONResponse(known)
+
+    @app.post("/assignment", responses=_responses(400, 413, 414, 422))
+    async def set_assignment(body: AssignmentModel) -> AssignmentAnswer:
+        """Take a new assignment (sent by the cluster after an instance died)."""
+        try:
+            assignment = Assignment.from_dict(body.assignment.model_dump())
+            _check_assignment(assignment, body.urls, instance)
+        except BadArgument as exc:
+            raise _error(exc) from None
+
+        def take() -> AssignmentAnswer:
+            instance.set_assignment(assignment)
+            client.set_assignment(assignment, body.urls)
+            if on_assignment is not None:
+                on_assignment(assignment)
+            return AssignmentAnswer(instance=instance.name, version=assignment.version,
+                                    held={str(p): r for p, r in instance.roles.items()})
+
+        if set(assignment.held_by(instance.name)) == set(instance.roles) and \
+                on_assignment is None:
+            return take()  # no partition comes or goes: nothing to restore or close
+        return await to_thread.run_sync(take, limiter=control)
+
+
+def _bare_app(title: str, description: str, fast_lookup: dict | None = None) -> FastAPI:
+    """A FastAPI app with the service's limits and JSON errors (no routes yet);
+    ``fast_lookup``: the options of the plain lookup's own path (``_FastLookup``), inside
+    the body limit."""
+    app = FastAPI(title=title, version="1", description=description,
                   dependencies=[Depends(_limit_url)])
-    app.add_middleware(_FastLookup, path=f"/stores/{instance.tail.store_name}/get",
-                       lookup=lambda *plain: lookup(*plain))  # lookup: defined below
+    if fast_lookup is not None:
+        app.add_middleware(_FastLookup, **fast_lookup)
     app.add_middleware(_BodyLimit)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _server_error)
+    return app
+
+
+def create_control_app(instance: ServingInstance, client: ServingClient | None = None,
+                       on_assignment: Callable[[Assignment], None] | None = None,
+                       control_url: str | None = None) -> FastAPI:
+    """The control listener's app of ``instance``: ``/health``, ``/metadata`` and
+    ``POST /assignment`` only, answered on a port (and an event loop) of their own, so
+    they are not queued behind the queries in flight on the data listener.
+
+    Example:
+        >>> control = Server(create_control_app(instance, client)).start()  # doctest: +SKIP
+        >>> httpx.get(f"{control.url}/health").json()                      # doctest: +SKIP
+        {'status': 'ok', 'instance': 'i0'}
+    """
+    client = client or ServingClient({instance.name: ""}, local=instance)
+    app = _bare_app(f"statekit serving instance {instance.name}: control listener",
+                    "Health, metadata and assignments of a serving instance, on a "
+                    "listener of their own (the queries are on the data listener).")
+    install(app, ErrorModel)
+    _control_routes(app, instance, client, on_assignment, CapacityLimiter(CONTROL_THREADS),
+                    control_url)
+    return app
+
+
+def create_app(instance: ServingInstance, client: ServingClient | None = None,
+               on_assignment: Callable[[Assignment], None] | None = None,
+               control_url: str | None = None) -> FastAPI:
+    """The FastAPI app of ``instance``; ``client`` routes what it does not hold itself.
+    ``control_url``: the instance's control listener (``create_control_app``), shown in
+    ``/metadata``."""
+    client = client or ServingClient({instance.name: ""}, local=instance)
+    app = _bare_app(f"statekit serving instance {instance.name}",
+                    "Interactive queries over the state of a Spark streaming "
+                    "aggregation, kept current from its Kafka changelog.",
+                    {"path": f"/stores/{instance.tail.store_name}/get",
+                     "lookup": lambda *plain: lookup(*plain)})  # lookup: defined below
 
     def openapi() -> dict:
         """The schema FastAPI makes from the routes, made as strict as the service."""
@@ -767,38 +853,7 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         return {"response_model": ResultModel, "responses": QUERY_ERRORS,
                 "include_in_schema": kind in served}
 
-    @app.get("/health", responses=_responses(414))
-    async def health() -> HealthModel:  # on the event loop: nothing here waits
-        return HealthModel(status="ok", instance=instance.name)
-
-    @app.get("/metadata", response_model=dict[str, Any], responses=_responses(414))
-    async def metadata() -> JSONResponse:  # on the event loop: statuses are read lock-free
-        """This instance (its process id and start time), the assignment, and every held
-        partition's state and batch."""
-        # plain JSON values: written as they are, not walked again by the framework's encoder
-        return JSONResponse({**instance.metadata(), "urls": client.urls})
-
-    @app.post("/assignment", responses=_responses(400, 413, 414, 422))
-    async def set_assignment(body: AssignmentModel) -> AssignmentAnswer:
-        """Take a new assignment (sent by the cluster after an instance died)."""
-        try:
-            assignment = Assignment.from_dict(body.assignment.model_dump())
-            _check_assignment(assignment, body.urls, instance)
-        except BadArgument as exc:
-            raise _error(exc) from None
-
-        def take() -> AssignmentAnswer:
-            instance.set_assignment(assignment)
-            client.set_assignment(assignment, body.urls)
-            if on_assignment is not None:
-                on_assignment(assignment)
-            return AssignmentAnswer(instance=instance.name, version=assignment.version,
-                                    held={str(p): r for p, r in instance.roles.items()})
-
-        if set(assignment.held_by(instance.name)) == set(instance.roles) and \
-                on_assignment is None:
-            return take()  # no partition comes or goes: nothing to restore or close
-        return await to_thread.run_sync(take, limiter=control)
+    _control_routes(app, instance, client, on_assignment, control, control_url)
 
     async def lookup(key: str, min_batch: int | None, timeout: float, local: bool
                      ) -> Response:
