@@ -46,6 +46,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from statekit.cache import cache_dir
+
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -286,8 +288,7 @@ def worker_spark_home(cache: str | os.PathLike | None = None,
             and (real / "python" / "lib" / "pyspark.zip").is_file()):
         return None
     if cache is None:
-        base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        cache = os.path.join(base, "statekit")
+        cache = cache_dir(env)
     digest = hashlib.sha1(str(real).encode()).hexdigest()[:10]
     home = Path(cache) / f"spark-home-{pyspark.__version__}-{digest}"
     try:
