@@ -68,8 +68,7 @@ def _enable_offline_widgets() -> None:
         return
     widget.enable_offline()
     with contextlib.suppress(OSError):  # a cache that cannot be written is only slower
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, widget._esm)
+        write_atomic(path, widget._esm)  # (its folder made there; DiskFull is an OSError)
 
 
 def save_chart(chart: alt.TopLevelMixin, path: str | Path, formats=("html", "png")) -> list[Path]:
