@@ -32,7 +32,7 @@ from statekit.serve.global_store import GlobalTable
 from statekit.serve.instance import ServingInstance
 from statekit.serve.keys import MAX_KEY_CHARS, MAX_KEY_DEPTH, KeyCodec, time_ms
 from statekit.serve.rest import MAX_URL, Server, create_app, create_control_app
-from statekit.serve.results import PositionNotReached
+from statekit.serve.results import PositionNotReached, ResultTooLarge
 from statekit.serve.transport import HttpPool
 from statekit.stores.rocksdb import COUNTED_UP_TO, RocksDBKeyValueStore
 
@@ -471,3 +471,92 @@ def test_the_plain_form_reads_a_key_as_the_framework_does():
         assert plain_lookup(query.encode()) == (key, None, 0.0, False)
     assert plain_lookup(b"local=true&timeout=30&min_batch=007&key=k") == ("k", 7, 30.0, True)
     assert plain_lookup(b"key=k&timeout=0.25&local=false") == ("k", None, 0.25, False)
+
+
+# --- /all's rows kept as text per partition and store position -----------------------------
+def test_all_is_answered_from_its_kept_text_only_while_each_store_stays_put(log, broker,
+                                                                          tmp_path):
+    """A dashboard polls ``/all``: the rows' text is made once per store position and the
+    answer is what the general path gives, every partition's report read anew; once a
+    batch arrives, the next answer reads the moved store again."""
+    from statekit.serve.rows_text import RowsText
+
+    with served(log, broker, tmp_path) as running:
+        instance, url = running["i0"]
+        text = RowsText(instance)
+        parts = text.plain(None, routed=True, min_batch=None)
+        assert parts == [0, 1, 2]
+        assert text.body(parts, 100, made_only=True) is None  # nothing made yet
+        first = json.loads(text.body(parts, 100, made_only=False))
+        general = instance.all(partitions=parts, limit=101).to_dict()
+        assert steady(first) == steady(general)
+        assert sorted(row["count"] for row in first["rows"]) == [1, 1, 1]
+        again = text.body(parts, 100, made_only=True)  # made: joined, no store read
+        assert steady(json.loads(again)) == steady(first)
+
+        batch = log.ship()
+        for p in parts:
+            instance.tail.wait_for_batch(p, batch, 60)
+        assert text.body(parts, 100, made_only=True) is None  # every store moved
+        moved = json.loads(text.body(parts, 100, made_only=False))
+        assert sorted(row["count"] for row in moved["rows"]) == [2, 2, 2]
+        assert {p["batch"] for p in moved["partitions"]} == {batch}
+        assert text.body(parts, 99, made_only=True) is None  # another limit: made anew
+
+        # the REST answer: the same rows, as often as asked, and the new batch's at once
+        store = f"{url}/stores/{instance.tail.store_name}/all"
+        answers = [httpx.get(store, timeout=30) for _ in range(3)]
+        assert [a.status_code for a in answers] == [200] * 3
+        assert all(steady(a.json()) == steady(moved) for a in answers)
+        batch = log.ship()
+        for p in parts:
+            instance.tail.wait_for_batch(p, batch, 60)
+        after = httpx.get(store, timeout=30).json()
+        assert sorted(row["count"] for row in after["rows"]) == [3, 3, 3]
+
+
+def test_all_from_kept_text_refuses_what_the_general_path_refuses(log, broker, tmp_path):
+    """Too many rows is a 413 on both paths; a wait, another instance's partition or a
+    budget too small for any text goes the general way or reads each time."""
+    from statekit.serve.rows_text import RowsText
+
+    with served(log, broker, tmp_path, ("i0", "i1")) as running:
+        (i0, url0), (i1, _) = running["i0"], running["i1"]
+        store = f"{url0}/stores/{i0.tail.store_name}/all"
+        mine = i0.active_partitions()
+        local = httpx.get(store, params={"local": "true", "limit": 1}, timeout=30)
+        many = len(mine) > 1
+        assert local.status_code == (413 if many else 200), local.text
+        if many:
+            assert local.json()["detail"]["error"] == "ResultTooLarge"
+        whole = httpx.get(store, timeout=30)  # routed: i1's partitions asked of i1
+        assert whole.status_code == 200
+        assert sorted(r["player"] for r in whole.json()["rows"]) == sorted(
+            log.players.values())
+        assert httpx.get(store, params={"limit": 2}, timeout=30).status_code == 413
+        mine_only = httpx.get(store, params={"local": "true", "limit": 10}, timeout=30).json()
+        assert {p["partition"] for p in mine_only["partitions"]} == set(mine)
+
+        text = RowsText(i0)
+        assert text.plain(None, routed=True, min_batch=None) is None  # i1 owns some
+        assert text.plain(i1.active_partitions(), routed=False, min_batch=None) is None
+        assert text.plain(None, routed=False, min_batch=log.batch + 1) is None  # a wait
+        assert text.plain(None, routed=False, min_batch=log.batch) == mine
+        with pytest.raises(ResultTooLarge, match="all"):
+            text.body(mine, len(mine) - 1, made_only=False)
+
+        tight = RowsText(i0, budget=10)  # no text fits: read each time, answered the same
+        assert tight.body(mine, 10, made_only=False) is not None
+        assert tight.body(mine, 10, made_only=True) is None
+
+
+def test_a_partition_answer_as_a_dict_is_what_asdict_gives():
+    from dataclasses import asdict
+
+    from statekit.serve.results import REPORT_COLUMNS, PartitionAnswer
+
+    for answer in (PartitionAnswer(3, "i0", "standby", 7, 2, 0.25, "restoring"),
+                   PartitionAnswer(0, "", "active", -1)):
+        assert answer.to_dict() == asdict(answer)
+        assert list(answer.to_dict()) == REPORT_COLUMNS
+        assert PartitionAnswer.from_dict(answer.to_dict()) == answer

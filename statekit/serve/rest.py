@@ -86,6 +86,7 @@ from statekit.serve.results import (
     ResultTooLarge,
     TableResult,
 )
+from statekit.serve.rows_text import RowsText
 
 DEFAULT_LIMIT = 10_000
 MAX_URL = 60_000             # bytes of a request's target (path and query; httptools parses
@@ -717,6 +718,7 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
     # behind queries (a wait holds no thread at all: see answer())
     queries, control = CapacityLimiter(QUERY_THREADS), CapacityLimiter(CONTROL_THREADS)
     remote = _RemoteWaits(client)
+    rows_text = RowsText(instance)  # /all's rows as text, per partition and position
 
     def check_store(name: str) -> None:
         if name != store:
@@ -904,9 +906,19 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
                        partial: bool = Partial()):
         """Every state row, gathered from every partition."""
         check_store(name)
+        parts = _partitions(partitions, instance)
+        plain = rows_text.plain(parts, not local, min_batch)
+        if plain is not None:  # made once per store position, then joined on the event loop
+            try:
+                body = rows_text.body(plain, limit, made_only=True) or await \
+                    to_thread.run_sync(lambda: rows_text.body(plain, limit, made_only=False),
+                                       limiter=queries)
+            except ANSWERED as exc:
+                raise _error(exc) from None
+            if body is not None:
+                return Response(body, media_type="application/json")
         params = {"limit": limit, "min_batch": min_batch, "timeout": timeout}
-        return await answer("all", params, _partitions(partitions, instance), local,
-                            partial, limit)
+        return await answer("all", params, parts, local, partial, limit)
 
     @app.get("/stores/{name}/fetch_all", **listed("fetch_all"))
     async def fetch_all(name: str = Store(), time_from: str = Time(),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import pandas as pd
 import pyarrow as pa
@@ -85,6 +85,13 @@ class PartitionAnswer:
     def from_dict(cls, data: Mapping) -> PartitionAnswer:
         return cls(**{k: data[k] for k in REPORT_COLUMNS if k in data})
 
+    def to_dict(self) -> dict:
+        """Its fields as a dict (what ``dataclasses.asdict`` gives, without its deep copy:
+        every answer of every query carries these)."""
+        return {"partition": self.partition, "instance": self.instance, "role": self.role,
+                "batch": self.batch, "lag_batches": self.lag_batches,
+                "seconds": self.seconds, "state": self.state}
+
 
 class _Answered:
     """What every answer says about the partitions it read."""
@@ -108,7 +115,7 @@ class _Answered:
 
     def report(self) -> pd.DataFrame:
         """One row per partition: instance, role, batch, lag in batches, seconds, state."""
-        return pd.DataFrame([asdict(p) for p in self.partitions], columns=REPORT_COLUMNS)
+        return pd.DataFrame([p.to_dict() for p in self.partitions], columns=REPORT_COLUMNS)
 
 
 @dataclass
@@ -132,7 +139,7 @@ class QueryResult(_Answered):
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "rows": self.rows,
-                "partitions": [asdict(p) for p in self.partitions], "missing": self.missing}
+                "partitions": [p.to_dict() for p in self.partitions], "missing": self.missing}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> QueryResult:
@@ -179,7 +186,7 @@ class TableResult(_Answered):
 
     def to_ipc(self) -> bytes:
         """An Arrow IPC stream; the report rides in the schema's metadata."""
-        meta = {REPORT_METADATA: json.dumps({"partitions": [asdict(p) for p in self.partitions],
+        meta = {REPORT_METADATA: json.dumps({"partitions": [p.to_dict() for p in self.partitions],
                                              "missing": self.missing}).encode()}
         table = self.table.replace_schema_metadata(meta)
         sink = pa.BufferOutputStream()
