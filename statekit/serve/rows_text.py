@@ -4,8 +4,8 @@ A dashboard or leaderboard polls ``/all`` again and again, while the store moves
 when a batch's changelog arrives (every few seconds at most). What one partition
 answers is a function of its store's contents, and those are the changelog records
 applied so far: the partition's ``next_offset`` in the topic. So the text of a
-partition's rows is made once per position (the store read and the JSON encoding: ~9 ms
-for 2,000 rows) and reused until a record arrives. An answer whose partitions are all
+partition's rows is made once per position (the store read and the JSON encoding: 9–33 ms
+for 2,000 rows, by machine) and reused until a record arrives. An answer whose partitions are all
 made is put together on the event loop (a join of bytes and a small report) with no
 thread hop, as cheap as ``/health``; one that is not is made in a query thread, as
 any scan is.
