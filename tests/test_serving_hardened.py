@@ -513,6 +513,12 @@ def test_all_is_answered_from_its_kept_text_only_while_each_store_stays_put(log,
             instance.tail.wait_for_batch(p, batch, 60)
         after = httpx.get(store, timeout=30).json()
         assert sorted(row["count"] for row in after["rows"]) == [3, 3, 3]
+        # partitions narrow a local ask only, on both paths (a routed one reads them all)
+        routed = httpx.get(store, params={"partitions": "1"}, timeout=30).json()
+        assert steady(routed) == steady(after)
+        local = httpx.get(store, params={"partitions": "1", "local": "true"}, timeout=30).json()
+        assert [p["partition"] for p in local["partitions"]] == [1]
+        assert [r["player"] for r in local["rows"]] == [log.players[1]]
 
 
 def test_all_from_kept_text_refuses_what_the_general_path_refuses(log, broker, tmp_path):

@@ -907,7 +907,8 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         """Every state row, gathered from every partition."""
         check_store(name)
         parts = _partitions(partitions, instance)
-        plain = rows_text.plain(parts, not local, min_batch)
+        # partitions narrow a local ask only: a routed one reads every partition it needs
+        plain = rows_text.plain(parts if local else None, not local, min_batch)
         if plain is not None:  # made once per store position, then joined on the event loop
             try:
                 body = rows_text.body(plain, limit, made_only=True) or await \
