@@ -200,8 +200,10 @@ class ServingInstance:
             return False
         return await self.tail.wait_for_batch_async(partition, batch, timeout) is not None
 
-    def _answer(self, partition: int, status: PartitionStatus, started: float
-                ) -> PartitionAnswer:
+    def answer_of(self, partition: int, status: PartitionStatus, started: float
+                  ) -> PartitionAnswer:
+        """What an answer reports of ``partition``: this instance, its role, the batch and
+        lag of ``status``, and the seconds since ``started`` (``time.perf_counter()``)."""
         return PartitionAnswer(partition, self.name, self._roles.get(partition, "standby"),
                                status.batch, status.lag_batches,
                                time.perf_counter() - started, status.state)
@@ -226,7 +228,7 @@ class ServingInstance:
             started = time.perf_counter()
             store, status = self._ready(p, min_batch, timeout)
             rows.extend(read(store, p))
-            report.append(self._answer(p, status, started))
+            report.append(self.answer_of(p, status, started))
         return QueryResult(kind, rows, report)
 
     # --- rows -------------------------------------------------------------------------------
@@ -258,7 +260,7 @@ class ServingInstance:
         store, status = self._ready(partition, min_batch, timeout)
         value = store.get_raw(store_key)
         rows = [] if value is None else [{**key_row, **decode_json(value)}]
-        return QueryResult("get", rows, [self._answer(partition, status, started)])
+        return QueryResult("get", rows, [self.answer_of(partition, status, started)])
 
     def fetch(self, key: object, time_from: object, time_to: object, *,
               partitions: Sequence[int] | None = None, min_batch: int | None = None,
@@ -348,7 +350,7 @@ class ServingInstance:
             table = store.to_arrow()
             table = table.add_column(0, "partition", pa.array(
                 np.full(table.num_rows, p, dtype=np.int32)))
-            return TableResult(table, [self._answer(p, status, started)])
+            return TableResult(table, [self.answer_of(p, status, started)])
 
         if len(wanted) < 2:
             return TableResult.merge([read(p) for p in wanted])

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from statekit.restore.tail import RUNNING, PartitionStatus
 from statekit.serve.client import call_local
 from statekit.serve.instance import ServingInstance
-from statekit.serve.results import PartitionAnswer, ResultTooLarge
+from statekit.serve.results import ResultTooLarge
 
 #: most bytes of rows text kept, all partitions together
 BUDGET = 32 * 1024 * 1024
@@ -112,7 +112,7 @@ class RowsText:
             held = self._running(p)
             if held is None:
                 return None
-            role, status, store = held
+            _, status, store = held
             made = self._made.get(p)
             if made is None or made.store is not store or made.next_offset != \
                     status.next_offset or made.limit != limit:
@@ -124,9 +124,7 @@ class RowsText:
                 raise ResultTooLarge("all", limit)
             if made.count:
                 texts.append(made.text)
-            report.append(PartitionAnswer(
-                p, self.instance.name, role, status.batch, status.lag_batches,
-                time.perf_counter() - started, status.state).to_dict())
+            report.append(self.instance.answer_of(p, status, started).to_dict())
         return b"".join((b'{"kind":"all","rows":[', b",".join(texts), b'],"partitions":',
                          encode(report), b',"missing":[]}'))
 
@@ -147,8 +145,3 @@ class RowsText:
             used = sum(len(m.text) for m in self._made.values())
             if used + len(made.text) <= self.budget:
                 self._made[partition] = made
-
-    def forget(self) -> None:
-        """Drop every partition's text (the next answers read the stores again)."""
-        with self._lock:
-            self._made.clear()
