@@ -203,14 +203,14 @@ def test_the_control_listener_answers_while_the_data_listener_is_busy(log, broke
             store = f"{url}/stores/{instance.tail.store_name}"
             key = json.dumps(log.key(sorted(instance.roles)[0]))
             entered, released = threading.Event(), threading.Event()
-            plain_get = instance.get
+            plain_get = instance.get_located
 
             def held_get(*args, **kwargs):   # a lookup here runs on the data event loop
                 entered.set()
                 released.wait(30)
                 return plain_get(*args, **kwargs)
 
-            monkeypatch.setattr(instance, "get", held_get)
+            monkeypatch.setattr(instance, "get_located", held_get)  # every lookup reads here
             with ThreadPoolExecutor(2) as pool:
                 lookup = pool.submit(httpx.get, f"{store}/get", params={"key": key},
                                      timeout=60)
@@ -438,6 +438,91 @@ def test_a_plain_lookup_answers_what_the_framework_route_answers(log, broker, tm
         statuses = [httpx.get(store, params=p, timeout=30).status_code for p in asks]
         assert statuses == [200, 200, 421, 200, 200, 409, 400, 400, 400, 400]
         assert httpx.get(store, params=asks[0]).json()["rows"][0]["count"] == 1
+
+
+def _exchange(sock: socket.socket, requests: list[bytes], count: int) -> list[tuple]:
+    """Send ``requests`` at once on a kept-alive socket and read ``count`` answers in order:
+    (status, headers, body) each."""
+    sock.sendall(b"".join(requests))
+    answers, data = [], b""
+    while len(answers) < count:
+        while b"\r\n\r\n" not in data:
+            data += sock.recv(65536)
+        head, _, data = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+        size = int(headers["content-length"])
+        while len(data) < size:
+            data += sock.recv(65536)
+        answers.append((int(lines[0].split()[1]), headers, data[:size]))
+        data = data[size:]
+    return answers
+
+
+def test_a_plain_lookup_is_written_by_the_protocol_and_anything_else_by_the_app(
+        log, broker, tmp_path):
+    """A plain lookup answered at once is written as its headers are read (no ASGI task):
+    the same status, headers and body as the app's answer, in order with the requests
+    around it on one connection; HTTP/1.0, a request with a body, a wait and an error go to
+    the app."""
+    from urllib.parse import urlencode
+
+    plan = assign(log.schema.partitions, ["i0"], 0)
+    instance = ServingInstance("i0", broker, log.topic, tmp_path, plan,
+                               schema=log.schema).start()
+    app = create_app(instance)
+    answered_now, answer_now = [], app.state.answer_now
+
+    def counted(url, headers):
+        body = answer_now(url, headers)
+        answered_now.append(body is not None)
+        return body
+
+    app.state.answer_now = counted
+    server = Server(app).start()
+    try:
+        instance.wait_ready(60)
+        for p in instance.roles:
+            assert instance.tail.wait_for_batch(p, log.batch, 60).batch == log.batch
+        path = f"/stores/{instance.tail.store_name}/get"
+        key = json.dumps(log.key(0))
+
+        def get(params: dict, version: str = "1.1", extra: bytes = b"") -> bytes:
+            return (f"GET {path}?{urlencode(params)} HTTP/{version}\r\nHost: x\r\n"
+                    ).encode() + extra + b"\r\n"
+
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            answers = _exchange(sock, [
+                get({"key": key}),                                   # the protocol's
+                b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",            # the app's
+                get({"key": key}),                                   # behind it: the app's
+                get({"key": key, "local": "False"}),                 # not plain: the app's
+                get({"key": key, "min_batch": log.batch + 9, "timeout": "0.2"}),  # 409
+                get({"key": "not json"}),                            # 400
+                get({"key": key}, extra=b"Content-Length: 2\r\n") + b"{}",  # a body
+            ], 7)
+            assert [a[0] for a in answers] == [200, 200, 200, 200, 409, 400, 200]
+            assert answers[1][2] == b'{"status":"ok"}' or json.loads(answers[1][2])
+            lookups = [json.loads(answers[n][2]) for n in (0, 2, 3, 6)]
+            assert len({json.dumps(steady(a), sort_keys=True) for a in lookups}) == 1
+            assert lookups[0]["rows"] == instance.get(log.key(0)).rows != []
+            assert answers[0][1].keys() == answers[3][1].keys() >= {
+                "date", "server", "content-length", "content-type"}
+            assert answers[0][1]["content-type"] == answers[3][1]["content-type"]
+            # the connection is kept: the protocol's answer again, alone on it
+            again = _exchange(sock, [get({"key": key})], 1)[0]
+            assert again[0] == 200 and steady(json.loads(again[2])) == steady(lookups[0])
+            waits = _exchange(sock, [get({"key": key, "min_batch": log.batch + 9,
+                                          "timeout": "0.2"})], 1)[0]
+            assert waits[0] == 409 and answered_now[-1] is False  # asked; the app's to wait
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            old = _exchange(sock, [get({"key": key}, "1.0")], 1)[0]  # HTTP/1.0: the app's
+            assert old[0] == 200 and steady(json.loads(old[2])) == steady(lookups[0])
+            assert old[1]["connection"] == "close"
+        assert answered_now.count(True) >= 2  # the first lookup and the one alone
+    finally:
+        server.stop()
+        instance.close()
 
 
 def steady(answer: dict) -> dict:

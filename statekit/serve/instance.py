@@ -254,7 +254,20 @@ class ServingInstance:
         The key's partition must be held here (``PartitionNotHeld`` otherwise).
         """
         started = time.perf_counter()
-        partition, store_key, key_row = self.codec.locate(key)
+        return self.get_located(self.codec.locate(key), min_batch=min_batch, timeout=timeout,
+                                started=started)
+
+    def get_located(self, located: tuple[int, bytes, dict], *, min_batch: int | None = None,
+                    timeout: float = 0.0, started: float | None = None) -> QueryResult:
+        """``get`` of a key ``codec.locate`` has already placed: ``(partition, store key,
+        key columns)``, for a caller that needed the partition first (to route it).
+
+        Example:
+            >>> located = instance.codec.locate({"player": "p07", "window_start": 0})
+            >>> instance.get_located(located).value  # doctest: +SKIP
+        """
+        started = time.perf_counter() if started is None else started
+        partition, store_key, key_row = located
         min_batch = optional_batch_id(min_batch, "min_batch")
         # the partition is computed, not asked for: no need to check it as _over does
         store, status = self._ready(partition, min_batch, timeout)

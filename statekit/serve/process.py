@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -92,6 +93,7 @@ def run_instance(config: Mapping) -> None:
     server = Server(create_app(instance, client, control_url=control and control.url), host,
                     config["port"], allow_remote=remote, security=security)
     print(f"serving on {server.url}", flush=True)
+    gc.freeze()
     try:
         server.run()
     finally:

@@ -70,11 +70,19 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from statekit.errors import BadArgument
 from statekit.serve.assignment import Assignment
-from statekit.serve.auth import ServingSecurity, announce, arm, install, is_loopback, settle
+from statekit.serve.auth import (
+    ServingSecurity,
+    announce,
+    arm,
+    install,
+    is_loopback,
+    refusal,
+    settle,
+)
 from statekit.serve.client import ARROW_STREAM, ServingClient, call_local
 from statekit.serve.instance import QUERIES, PartitionNotHeld, ServingInstance
 from statekit.serve.keys import MAX_KEY_CHARS, check_key_text, time_schema
@@ -208,8 +216,18 @@ def _error(exc: Exception) -> HTTPException:
     raise exc
 
 
-def _json_response(result: QueryResult) -> JSONResponse:
-    return JSONResponse(result.to_dict())
+def _json_body(result: QueryResult) -> bytes:
+    """An answer's JSON, as Starlette's ``JSONResponse`` writes it."""
+    return json.dumps(result.to_dict(), ensure_ascii=False, allow_nan=False, indent=None,
+                      separators=(",", ":")).encode("utf-8")
+
+
+def _json_response(result: QueryResult) -> Response:
+    return Response(_json_body(result), media_type="application/json")
+
+
+#: request headers that announce a body (such a request is never answered before it is read)
+_WITH_BODY = frozenset({b"content-length", b"transfer-encoding", b"expect"})
 
 
 def _arrow_response(result: TableResult) -> Response:
@@ -365,10 +383,52 @@ def _check_assignment(assignment: Assignment, urls: dict[str, str],
                                         f"{unplaced[0]!r})")
 
 
+class _Answered:
+    """The cycle of a request the protocol answered itself: complete, nothing waits on it
+    (what uvicorn's protocol reads of a request's cycle once its answer is sent)."""
+
+    response_complete = True
+    keep_alive = True
+    disconnected = False
+
+    class message_event:  # noqa: N801 - the attribute uvicorn's protocol sets on a close
+        @staticmethod
+        def set() -> None:
+            pass
+
+
+_ANSWERED = _Answered()
+
+
 class StatekitHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, whose own refusals are JSON too: a request target longer
     than ``MAX_REQUEST_LINE`` (httptools reads any length; its URL parser stops at 64 KiB) is
-    a 414 as statekit's own, and a request it cannot parse a 400 naming that."""
+    a 414 as statekit's own, and a request it cannot parse a 400 naming that.
+
+    A plain lookup that is answered here at once with 200 (the app's ``state.answer_now``,
+    see ``create_app``) is written as soon as its headers are read: no ASGI task, middleware
+    or response object, the lookup's whole cost in the web stack halved. Anything else —
+    another path or method, a body, a request behind another one, a wait, a forwarded key,
+    every error — goes to the app, whose answers are the documented ones."""
+
+    def on_headers_complete(self) -> None:
+        answer_now = getattr(getattr(self.app, "state", None), "answer_now", None)
+        if answer_now is not None and self.parser.get_method() == b"GET" and \
+                (self.cycle is None or self.cycle.response_complete) and not self.pipeline \
+                and self.parser.get_http_version() == "1.1" and \
+                self.parser.should_keep_alive() and not self.parser.should_upgrade():
+            body = answer_now(self.url, self.headers)
+            if body is not None:
+                head = [STATUS_LINE[200]]
+                for name, value in self.server_state.default_headers:
+                    head += [name, b": ", value, b"\r\n"]
+                head += [b"content-length: %d\r\ncontent-type: application/json\r\n\r\n"
+                         % len(body), body]
+                self.transport.write(b"".join(head))
+                self.cycle = _ANSWERED
+                self.on_response_complete()
+                return
+        super().on_headers_complete()
 
     def on_url(self, url: bytes) -> None:
         super().on_url(url)
@@ -395,7 +455,8 @@ class StatekitHttpProtocol(HttpToolsProtocol):
 
 #: How every statekit REST server runs uvicorn (``Server`` and the instance processes).
 SERVER_OPTIONS = {"http": StatekitHttpProtocol, "h11_max_incomplete_event_size": MAX_REQUEST_LINE,
-                  "log_level": "warning", "access_log": False, "lifespan": "off"}
+                  "log_level": "warning", "access_log": False, "lifespan": "off",
+                  "proxy_headers": False}
 
 
 async def _limit_url(request: Request) -> None:
@@ -863,6 +924,35 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         params = {"key": found, "min_batch": min_batch, "timeout": timeout}
         # a lookup here takes microseconds: answered on the event loop
         return await answer("get", params, None, local, inline=local or owns(found))
+
+    lookup_path = f"/stores/{store}/get".encode()
+
+    def answer_now(url: bytes, headers: list[tuple[bytes, bytes]]) -> bytes | None:
+        """The body of a plain lookup of ``url`` answered here at once with 200 (see
+        ``StatekitHttpProtocol``), else None: the app then answers it."""
+        path, _, query = url.partition(b"?")
+        if path != lookup_path or any(name in _WITH_BODY for name, _ in headers):
+            return None
+        security = app.state.security
+        if security is not None and security.token is not None:
+            refused, less_token = refusal(security.token, {"headers": headers,
+                                                           "query_string": query})
+            if refused is not None:
+                return None
+            query = query if less_token is None else less_token
+        plain = plain_lookup(query)
+        if plain is None:
+            return None
+        text, min_batch, _, local = plain
+        try:
+            located = codec.locate(codec.parse(text, window=instance.kind != "key-value"))
+            if not local and instance.role(located[0]) != "active":
+                return None  # forwarded: the app awaits the owner
+            return _json_body(instance.get_located(located, min_batch=min_batch))
+        except Exception:  # noqa: BLE001 - waits and errors are the app's to answer
+            return None
+
+    app.state.answer_now = answer_now
 
     @app.get("/stores/{name}/get", **listed("get"))
     async def get(name: str = Store(), key: str = Key(), min_batch: int | None = MinBatch(),
