@@ -525,6 +525,52 @@ def test_a_plain_lookup_is_written_by_the_protocol_and_anything_else_by_the_app(
         instance.close()
 
 
+def test_a_plain_lookup_is_read_and_placed_once_per_query_string(log, broker, tmp_path,
+                                                                 monkeypatch):
+    """The key of a plain lookup is parsed and placed once per query string (kept for the
+    ``PLACED_QUERIES`` latest): asked again, only the store is read; the oldest go first; a
+    bad key is never kept (the app names it each time); whether this instance owns the key
+    is asked every time."""
+    from statekit.serve import rest
+
+    monkeypatch.setattr(rest, "PLACED_QUERIES", 2)
+    with served(log, broker, tmp_path) as running:
+        instance, url = running["i0"]
+        located, locate = [], instance.codec.locate
+
+        def counted(key):
+            located.append(key["player"])
+            return locate(key)
+
+        get = f"{url}/stores/{instance.tail.store_name}/get"
+        keys = {p: json.dumps(log.key(p)) for p in sorted(instance.roles)}
+        players = {p: log.key(p)["player"] for p in keys}
+        counts = {p: instance.get(log.key(p)).value["count"] for p in keys}
+        monkeypatch.setattr(instance.codec, "locate", counted)
+        with httpx.Client(timeout=30) as http:
+            def ask(p: int) -> int:
+                answer = http.get(get, params={"key": keys[p]})
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["rows"][0]["player"] == players[p]
+                return answer.json()["rows"][0]["count"]
+
+            before = ask(0)
+            assert before == counts[0]
+            located.clear()
+            assert [ask(0), ask(0)] == [before, before] and located == []  # kept
+            ask(1), ask(2)                          # two more: the first is the oldest out
+            ask(0)
+            assert located == [players[1], players[2], players[0]]
+            log.ship()                              # the store moves: read anew, not kept
+            instance.tail.wait_for_batch(0, log.batch, 60)
+            located.clear()
+            assert ask(0) == before + 1 and located == []
+            bad = http.get(get, params={"key": json.dumps({**log.key(0), "count": 1})})
+            again = http.get(get, params={"key": json.dumps({**log.key(0), "count": 1})})
+            assert bad.status_code == again.status_code == 400
+            assert bad.json() == again.json() and "count" in bad.json()["detail"]["message"]
+
+
 def steady(answer: dict) -> dict:
     """An answer without what moves between two asks (each partition's age in seconds)."""
     return {**answer, "partitions": [{k: v for k, v in p.items() if k != "seconds"}

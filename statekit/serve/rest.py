@@ -525,6 +525,8 @@ _PLAIN_BATCH = re.compile(r"[0-9]{1,16}")
 _PLAIN_SECONDS = re.compile(r"[0-9]{1,2}(\.[0-9]{1,6})?")
 _PLAIN_FLAGS = {"true": True, "false": False}
 _PLAIN_QUERY_BYTES = 4096
+#: plain lookups' query strings kept read and placed (``answer_now``): hot keys are asked again
+PLACED_QUERIES = 4096
 
 
 def plain_lookup(query_string: bytes) -> tuple[str, int | None, float, bool] | None:
@@ -926,6 +928,7 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         return await answer("get", params, None, local, inline=local or owns(found))
 
     lookup_path = f"/stores/{store}/get".encode()
+    placed: dict[bytes, tuple] = {}  # a plain lookup's query -> (located key, min_batch, local)
 
     def answer_now(url: bytes, headers: list[tuple[bytes, bytes]]) -> bytes | None:
         """The body of a plain lookup of ``url`` answered here at once with 200 (see
@@ -940,12 +943,21 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
             if refused is not None:
                 return None
             query = query if less_token is None else less_token
-        plain = plain_lookup(query)
-        if plain is None:
-            return None
-        text, min_batch, _, local = plain
+        asked = placed.get(query)
+        if asked is None:  # read and placed once per query string (a pure function of it)
+            plain = plain_lookup(query)
+            if plain is None:
+                return None
+            text, min_batch, _, local = plain
+            try:
+                located = codec.locate(codec.parse(text, window=instance.kind != "key-value"))
+            except Exception:  # noqa: BLE001 - a bad key is the app's to name
+                return None
+            if len(placed) >= PLACED_QUERIES:
+                del placed[next(iter(placed))]  # the oldest out
+            placed[query] = asked = located, min_batch, local
+        located, min_batch, local = asked
         try:
-            located = codec.locate(codec.parse(text, window=instance.kind != "key-value"))
             if not local and instance.role(located[0]) != "active":
                 return None  # forwarded: the app awaits the owner
             return _json_body(instance.get_located(located, min_batch=min_batch))
