@@ -263,8 +263,8 @@ class ServingInstance:
         key columns)``, for a caller that needed the partition first (to route it).
 
         Example:
-            >>> located = instance.codec.locate({"player": "p07", "window_start": 0})
-            >>> instance.get_located(located).value  # doctest: +SKIP
+            >>> where = instance.codec.locate({"player": "p7", "window_start": 0})  # doctest: +SKIP
+            >>> instance.get_located(where).value  # doctest: +SKIP
         """
         started = time.perf_counter() if started is None else started
         partition, store_key, key_row = located
