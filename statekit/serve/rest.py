@@ -94,7 +94,7 @@ from statekit.serve.results import (
     ResultTooLarge,
     TableResult,
 )
-from statekit.serve.rows_text import RowsText
+from statekit.serve.rows_text import RowsText, encode
 
 DEFAULT_LIMIT = 10_000
 MAX_URL = 60_000             # bytes of a request's target (path and query; httptools parses
@@ -216,14 +216,8 @@ def _error(exc: Exception) -> HTTPException:
     raise exc
 
 
-def _json_body(result: QueryResult) -> bytes:
-    """An answer's JSON, as Starlette's ``JSONResponse`` writes it."""
-    return json.dumps(result.to_dict(), ensure_ascii=False, allow_nan=False, indent=None,
-                      separators=(",", ":")).encode("utf-8")
-
-
 def _json_response(result: QueryResult) -> Response:
-    return Response(_json_body(result), media_type="application/json")
+    return Response(encode(result.to_dict()), media_type="application/json")
 
 
 #: request headers that announce a body (such a request is never answered before it is read)
@@ -868,9 +862,11 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
         """True when this instance is the active owner of ``key``'s partition (a bad key:
         True too, so that the lookup here names what is wrong with it)."""
         try:
-            partition = codec.locate(key)[0]
+            return active_here(codec.locate(key)[0])
         except BadArgument:
             return True
+
+    def active_here(partition: int) -> bool:
         return instance.role(partition) == "active"
 
     key_doc = ('the key as a JSON object, e.g. {"player": "p07", '
@@ -958,9 +954,9 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
             placed[query] = asked = located, min_batch, local
         located, min_batch, local = asked
         try:
-            if not local and instance.role(located[0]) != "active":
+            if not local and not active_here(located[0]):
                 return None  # forwarded: the app awaits the owner
-            return _json_body(instance.get_located(located, min_batch=min_batch))
+            return encode(instance.get_located(located, min_batch=min_batch).to_dict())
         except Exception:  # noqa: BLE001 - waits and errors are the app's to answer
             return None
 
