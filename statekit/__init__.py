@@ -36,9 +36,11 @@ _NAMES = {  # name → the subpackage that exports it (which knows its module)
     **dict.fromkeys(("Checkpoint", "StateReader", "apply_changes"), "statekit.state"),
     "Changelog": "statekit.changelog",
     **dict.fromkeys(("CheckpointView", "open_checkpoint"), "statekit.inspect"),
+    **dict.fromkeys(("AttachedQuery", "attach"), "statekit.live"),
 }
-SUBPACKAGES = ("changelog", "charts", "datasets", "inspect", "kafka", "monitor", "processor",
-               "query", "restore", "spark", "state", "stores", "widgets", "workshop")
+SUBPACKAGES = ("changelog", "charts", "datasets", "inspect", "kafka", "live", "monitor",
+               "processor", "query", "restore", "spark", "state", "stores", "widgets",
+               "workshop")
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerly
     from statekit import (
@@ -47,6 +49,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
         datasets,
         inspect,
         kafka,
+        live,
         monitor,
         processor,
         query,
@@ -61,6 +64,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
     from statekit.inspect.view import CheckpointView, open_checkpoint
     from statekit.kafka.broker import EmbeddedBroker
     from statekit.kafka.connection import KafkaConnection
+    from statekit.live.handle import AttachedQuery, attach
     from statekit.query.spec import Aggregate, QuerySpec, WindowSpec, hopping, session, tumbling
     from statekit.query.stateful import StatefulQuery, start_query
     from statekit.spark.session import spark_session
@@ -74,6 +78,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Aggregate",
+    "AttachedQuery",
     "BadArgument",
     "BatchNotRetained",
     "BrokerUnreachable",
@@ -93,12 +98,14 @@ __all__ = [
     "TopicNotFound",
     "WindowSpec",
     "apply_changes",
+    "attach",
     "changelog",
     "charts",
     "datasets",
     "hopping",
     "inspect",
     "kafka",
+    "live",
     "monitor",
     "open_checkpoint",
     "processor",

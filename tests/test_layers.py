@@ -12,7 +12,8 @@ Layers, lowest first (a module may import its own layer and lower ones, never hi
    Python workers call: ``processor``
 4. the changelog: ``changelog``
 5. the query and the local stores: ``query.stateful``, ``stores``; monitoring: ``monitor``;
-   starting and reading a processor: ``processor.query``
+   starting and reading a processor: ``processor.query``; a person's own query, attached:
+   ``live``
 6. restore, standby, drills: ``restore``
 7. serving (interactive queries): ``serve``
 8. charts (pure functions to Altair): ``charts``
@@ -50,7 +51,7 @@ LAYERS = [
     ("statekit.processor", 3),
     ("statekit.changelog", 4),
     ("statekit.query.stateful", 5), ("statekit.stores", 5), ("statekit.monitor", 5),
-    ("statekit.processor.query", 5),
+    ("statekit.processor.query", 5), ("statekit.live", 5),
     ("statekit.restore", 6),
     ("statekit.serve", 7),
     ("statekit.charts", 8),

@@ -202,19 +202,22 @@ class CheckpointView:
         """One part of one operator's state: ``operator(operator_id).state(name)``."""
         return self.operator(operator_id).state(name)
 
+    def parts(self) -> list[Part]:
+        """Every readable part of every operator, in operator order (what ``states()``
+        lists, as ``statekit.inspect.operators.Part``)."""
+        operators = self.operators()
+        return [part for _, metadata in operators.groupby("operator_id", sort=True)
+                for part in self._parts(metadata.reset_index(drop=True))]
+
     def states(self) -> pd.DataFrame:
         """Every readable part of every operator: ``operator_id``, ``operator``, ``kind``,
         ``what`` (``store``, ``join side``, ``state variable``, ``timers``), ``name`` (what
         ``state(name, operator_id)`` takes), ``store`` (the Spark store holding it),
         ``variable_type`` and ``ttl`` (transformWithState), ``change_feed`` (False where
         Spark's reader cannot give one for this kind of part)."""
-        rows = []
-        operators = self.operators()
-        for _, metadata in operators.groupby("operator_id", sort=True):
-            for part in self._parts(metadata.reset_index(drop=True)):
-                rows.append((part.operator_id, part.operator, part.kind, part.what, part.name,
-                             part.store, part.variable_type, part.ttl,
-                             part.changes_limit() is None))
+        rows = [(part.operator_id, part.operator, part.kind, part.what, part.name, part.store,
+                 part.variable_type, part.ttl, part.changes_limit() is None)
+                for part in self.parts()]
         return pd.DataFrame(rows, columns=STATE_COLUMNS).astype(
             {"operator_id": "int64", "change_feed": bool})
 

@@ -1,0 +1,23 @@
+"""The live half for any query: attach statekit to a streaming query a person started with
+their own PySpark code.
+
+``attach(query)`` takes a running ``StreamingQuery`` (any source, any sink, any stateful
+operators) and gives a live handle shaped like ``StatefulQuery``: ``operators()``,
+``states()``, ``snapshot(part)``, ``changes(part, ...)``, ``progress()``, ``describe()``,
+``wait_for_batches(n)``, ``detach()``. Attaching reads only: the query's plan, results and
+checkpoint stay as they were (statekit writes nothing into the checkpoint).
+
+Modules: ``locate`` (the query's checkpoint, and the checks a query must pass to be
+attached), ``parts`` (one name per readable part of every operator), ``handle``
+(``AttachedQuery``, ``attach``).
+"""
+
+from statekit._lazy import lazy_exports
+
+_NAMES = {
+    "attach": "statekit.live.handle",
+    "AttachedQuery": "statekit.live.handle",
+    "part_id": "statekit.live.parts",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES)
+__all__ = sorted(_NAMES)

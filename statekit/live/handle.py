@@ -1,0 +1,311 @@
+"""A live handle on a streaming query that a person started with their own PySpark code.
+
+``attach(query)`` finds the query's checkpoint (``statekit.live.locate``), checks it can be
+followed and returns an ``AttachedQuery``: the shape of ``StatefulQuery`` for any query,
+with every stateful operator's parts named ``"<operator_id>/<name>"``
+(``statekit.live.parts``). It reads with Spark's state readers and the query's progress
+reports, which it keeps in memory; it never writes into the checkpoint, never changes the
+plan, and ``detach()`` leaves the query running.
+
+Example:
+    >>> q = (events.dropDuplicatesWithinWatermark(["event_id"])        # doctest: +SKIP
+    ...      .groupBy("player").count().writeStream.outputMode("update")
+    ...      .option("checkpointLocation", "/tmp/ck").format("memory").queryName("own").start())
+    >>> live = sk.attach(q)                                              # doctest: +SKIP
+    >>> live.states()[["part", "kind", "what", "change_feed"]]           # doctest: +SKIP
+            part           kind   what  change_feed
+    0  0/default    aggregation  store         True
+    1  1/default  deduplication  store         True
+    >>> live.wait_for_batches(3); live.snapshot("0/default")             # doctest: +SKIP
+    >>> live.changes("1/default", 0); live.detach()                      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+
+import pandas as pd
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
+
+from statekit.errors import StatekitError
+from statekit.inspect.describe import Description
+from statekit.inspect.operators import Part
+from statekit.inspect.stores import StateView
+from statekit.inspect.view import CheckpointView
+from statekit.live.locate import (
+    describe_query,
+    locate,
+    require_active,
+    require_change_feed,
+    require_query,
+    require_state,
+)
+from statekit.live.parts import find_part, part_id
+from statekit.query.progress import progress_frame
+from statekit.state.checkpoint import Checkpoint
+from statekit.validate import batch_id
+
+
+class _Reports(StreamingQueryListener):
+    """Keeps, in memory, the progress reports of the attached queries of one session."""
+
+    def __init__(self):
+        self.kept: dict[str, dict[int, dict]] = {}
+        self._lock = threading.Lock()
+
+    def follow(self, query_id: str) -> None:
+        with self._lock:
+            self.kept.setdefault(query_id, {})
+
+    def forget(self, query_id: str) -> None:
+        with self._lock:
+            self.kept.pop(query_id, None)
+
+    def reports(self, query_id: str) -> dict[int, dict]:
+        with self._lock:
+            return dict(self.kept.get(query_id, {}))
+
+    def add(self, query_id: str, report: dict) -> None:
+        with self._lock:
+            if query_id in self.kept:
+                self.kept[query_id][int(report["batchId"])] = report
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        progress = event.progress
+        if str(progress.id) in self.kept:
+            self.add(str(progress.id), json.loads(progress.json))
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
+
+
+_LISTENERS: dict[int, _Reports] = {}
+
+
+def _reports(spark: SparkSession) -> _Reports:
+    key = id(spark)
+    if key not in _LISTENERS:
+        _LISTENERS[key] = _Reports()
+        spark.streams.addListener(_LISTENERS[key])
+    return _LISTENERS[key]
+
+
+class AttachedQuery:
+    """A running query of anyone's, followed live: its operators, their state, its progress.
+
+    Made by ``attach``. Parts are named ``"<operator_id>/<name>"`` (``states()["part"]``);
+    a name alone works where only one operator has it. Reads take the last committed batch
+    unless told otherwise, so they see the query's later batches as it runs.
+    """
+
+    def __init__(self, query, checkpoint: Checkpoint, spark: SparkSession):
+        self.query, self.checkpoint, self.spark = query, checkpoint, spark
+        #: the first batch committed after attaching (``wait_for_batches`` counts from it)
+        self.first_batch = checkpoint.last_batch + 1
+        self._parts: list[Part] | None = None
+        self._checked = False
+        self._detached = False
+        self._listener = _reports(spark)
+        self._listener.follow(str(query.id))
+
+    # --- what it is --------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.query.name
+
+    @property
+    def id(self) -> str:
+        return str(self.query.id)
+
+    @property
+    def is_active(self) -> bool:
+        return self.query.isActive
+
+    @property
+    def last_batch(self) -> int:
+        """Id of the last committed batch (-1 before the first)."""
+        return self.checkpoint.last_batch
+
+    def __repr__(self) -> str:
+        state = "detached" if self._detached else ("active" if self.is_active else "stopped")
+        return (f"AttachedQuery({describe_query(self.query)}, {state}, "
+                f"checkpoint={str(self.checkpoint)!r}, last_batch={self.last_batch})")
+
+    def _require_attached(self) -> None:
+        if self._detached:
+            raise StatekitError(f"this handle on {describe_query(self.query)} was detached; "
+                                f"attach again with statekit.attach(query)")
+
+    def _view(self) -> CheckpointView:
+        return CheckpointView(self.checkpoint, self.spark)
+
+    def _require_state(self) -> None:
+        """The checks that need a committed batch, once one is there."""
+        self._require_attached()
+        if self._checked:
+            return
+        require_state(self.checkpoint, self.query)
+        self.checkpoint.require_state()  # names the folder when nothing is committed yet
+        require_change_feed(self.checkpoint, self.query, self.spark)
+        self._checked = True
+
+    # --- operators and parts -----------------------------------------------------------
+    def operators(self) -> pd.DataFrame:
+        """One row per stateful operator and store, as Spark's state metadata says now
+        (``CheckpointView.operators``)."""
+        self._require_state()
+        return self._view().operators()
+
+    def parts(self) -> list[Part]:
+        """Every readable part of every operator (they are fixed by the plan: read once)."""
+        if self._parts is None:
+            self._require_state()
+            self._parts = self._view().parts()
+        return list(self._parts)
+
+    def states(self) -> pd.DataFrame:
+        """Every readable part: ``part`` (what ``snapshot``/``changes`` take), then
+        ``CheckpointView.states``'s columns."""
+        self._require_state()
+        frame = self._view().states()
+        frame.insert(0, "part", [f"{o}/{n}" for o, n in zip(frame["operator_id"],
+                                                              frame["name"], strict=True)])
+        return frame
+
+    def state(self, part: str) -> StateView:
+        """The reader of one part, over the batches committed so far."""
+        self._require_state()
+        found = find_part(self.parts(), part)
+        return StateView(self.checkpoint, found, self.spark, None)
+
+    def snapshot(self, part: str, batch: int | None = None, sort: bool = False) -> pd.DataFrame:
+        """The part's state after ``batch`` (the last committed when None), with
+        ``partition``; ``attrs["part"]`` names it."""
+        frame = self.state(part).snapshot(batch, sort=sort)
+        frame.attrs["part"] = part_id(find_part(self.parts(), part))
+        return frame
+
+    def changes(self, part: str, from_batch: int, to_batch: int | None = None) -> pd.DataFrame:
+        """Every change batches ``from_batch..to_batch`` made to the part (Spark's change
+        feed); a join side and timers have none (``UnsupportedRead`` names what works)."""
+        frame = self.state(part).changes(from_batch, to_batch)
+        frame.attrs["part"] = part_id(find_part(self.parts(), part))
+        return frame
+
+    # --- progress ------------------------------------------------------------------------
+    def _report_dicts(self) -> dict[int, dict]:
+        kept = self._listener.reports(self.id)
+        with contextlib.suppress(Exception):  # a stopped Connect query may no longer answer
+            for report in self.query.recentProgress:
+                data = json.loads(report.json) if hasattr(report, "json") else dict(report)
+                kept.setdefault(int(data["batchId"]), data)
+                self._listener.add(self.id, data)
+        return kept
+
+    def progress(self) -> pd.DataFrame:
+        """One row per batch Spark reported since this session saw the query (its
+        ``recentProgress``, and every report since attaching): rows in, state rows over all
+        operators, durations, watermark (``statekit.query.progress`` columns)."""
+        self._require_attached()
+        return progress_frame(self._report_dicts()[b] for b in sorted(self._report_dicts()))
+
+    def operator_progress(self) -> pd.DataFrame:
+        """One row per batch and stateful operator, from Spark's reports: ``batch``,
+        ``operator`` (Spark's name), ``position`` (its place in the report), ``rows``,
+        ``rows_updated``, ``rows_removed``, ``dropped_by_watermark``, ``memory_bytes``,
+        ``commit_ms``."""
+        self._require_attached()
+        rows = []
+        for batch, report in sorted(self._report_dicts().items()):
+            for position, op in enumerate(report.get("stateOperators") or []):
+                rows.append((batch, op.get("operatorName"), position, op.get("numRowsTotal"),
+                             op.get("numRowsUpdated"), op.get("numRowsRemoved"),
+                             op.get("numRowsDroppedByWatermark"), op.get("memoryUsedBytes"),
+                             op.get("commitTimeMs")))
+        return pd.DataFrame(rows, columns=["batch", "operator", "position", "rows",
+                                           "rows_updated", "rows_removed",
+                                           "dropped_by_watermark", "memory_bytes", "commit_ms"])
+
+    def describe(self, **options) -> Description:
+        """``CheckpointView.describe`` of the live checkpoint, with this handle's progress
+        (so the slow-commit flag is checked too)."""
+        self._require_state()
+        return self._view().describe(progress=self.progress(), **options)
+
+    def wait_for_batches(self, n: int, timeout: float = 120.0) -> int:
+        """Block until ``n`` batches have committed since attaching; returns the last id.
+
+        Raises TimeoutError (with Spark's status) after ``timeout`` seconds, and
+        StatekitError when the query stops first.
+        """
+        self._require_attached()
+        n = batch_id(n, "number of batches")
+        deadline = time.monotonic() + timeout
+        while self.last_batch - self.first_batch + 1 < n:
+            if not self.query.isActive:
+                require_active(self.query)
+            if time.monotonic() > deadline:
+                status = self.query.status
+                raise TimeoutError(f"{describe_query(self.query)} did not commit {n} batches in "
+                                   f"{timeout:.0f} s after attaching (Spark's status: "
+                                   f"{status.get('message')!r})")
+            time.sleep(0.1)
+        return self.last_batch
+
+    # --- the end -------------------------------------------------------------------------
+    def detach(self) -> None:
+        """Stop following the query; the query itself keeps running. Idempotent."""
+        if not self._detached:
+            self._detached = True
+            self._listener.forget(self.id)
+
+    def __enter__(self) -> AttachedQuery:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.detach()
+
+
+def attach(query, *, checkpoint: str | os.PathLike | None = None,
+           spark: SparkSession | None = None) -> AttachedQuery:
+    """Follow a running streaming query live (any source, sink and stateful operators).
+
+    Args:
+        query: the ``StreamingQuery`` that ``DataStreamWriter.start()`` returned.
+        checkpoint: its ``checkpointLocation``; None finds it (needed on Spark Connect).
+        spark: the session to read state with; None uses the active one.
+
+    Raises:
+        BadArgument: ``query`` is not a streaming query.
+        StatekitError: the query is not active, keeps no state, or its checkpoint cannot
+            be found (each named, with what works).
+        CheckpointError: ``checkpoint`` is not this query's.
+        UnsupportedRead: its state gives no change feed (the setting that enables it named).
+    """
+    require_query(query)
+    require_active(query)
+    if spark is None:
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            raise StatekitError("no active SparkSession to read the query's state with: pass "
+                                "spark=<the session that runs the query>")
+    found = locate(query, checkpoint, spark)
+    handle = AttachedQuery(query, found, spark)
+    if found.committed_batches():
+        try:
+            handle._require_state()
+        except BaseException:
+            handle.detach()
+            raise
+    return handle

@@ -1,0 +1,354 @@
+"""statekit.attach on a person's own PySpark job: a deduplication, a stream-stream join and a
+windowed aggregation in one query, fed from JSON files, written to Spark's memory sink.
+
+The job runs twice on the same input, once attached and once not: the outputs must be equal
+row for row, and the attached run's checkpoint must hold nothing but Spark's own files. The
+state of every operator is checked against pandas over the same input.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+import statekit as sk
+from statekit.errors import BadArgument, BatchNotRetained, CheckpointError, StatekitError
+from statekit.inspect.limits import UnsupportedRead
+from statekit.state.changes import apply_changes
+
+pytestmark = pytest.mark.timeout(600)
+
+EVENTS = "event_id STRING, player STRING, score INT, ts TIMESTAMP"
+PROFILES = "player STRING, team STRING, pts TIMESTAMP"
+T0 = dt.datetime(2026, 1, 1, 12, 0)
+FILES = 6
+DELAY = dt.timedelta(minutes=10)
+
+
+def _write(folder: Path, name: str, rows: list[dict]) -> None:
+    tmp = folder / f".{name}"
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.rename(folder / name)
+
+
+def _inputs(base: Path) -> tuple[Path, Path, pd.DataFrame, pd.DataFrame]:
+    """Six files a side: events 7 s apart (each id sent twice, the copy in the next file:
+    a duplicate across batches), and each player's team, restated every 8 minutes."""
+    events_dir, profiles_dir = base / "events", base / "profiles"
+    events_dir.mkdir()
+    profiles_dir.mkdir()
+    events, profiles = [], []
+    for i in range(FILES):
+        batch = [{"event_id": f"e{i}-{k}", "player": f"p{k % 5}", "score": i * 10 + k,
+                  "ts": (T0 + dt.timedelta(minutes=8 * i, seconds=7 * k + 1)).isoformat()}
+                 for k in range(12)]
+        copies = [dict(e) for e in events[-3:]]  # resent late: the same ids, the same values
+        profile = [{"player": f"p{j}", "team": ["red", "blue", "gold"][(i + j) % 3],
+                    "pts": (T0 + dt.timedelta(minutes=8 * i, seconds=3)).isoformat()}
+                   for j in range(5)]
+        _write(events_dir, f"e{i:02d}.json", batch + copies)
+        _write(profiles_dir, f"p{i:02d}.json", profile)
+        events += batch
+        profiles += profile
+    ev, pr = pd.DataFrame(events), pd.DataFrame(profiles)
+    ev["ts"], pr["pts"] = pd.to_datetime(ev["ts"]), pd.to_datetime(pr["pts"])
+    return events_dir, profiles_dir, ev, pr
+
+
+def own_job(spark, events_dir: Path, profiles_dir: Path, checkpoint: Path, name: str):
+    """A plain PySpark job, as a person writes it: nothing of statekit in it."""
+    events = (spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 1)
+              .json(str(events_dir)).withWatermark("ts", "10 minutes")
+              .dropDuplicatesWithinWatermark(["event_id"]).withColumnRenamed("player", "who"))
+    profiles = (spark.readStream.schema(PROFILES).option("maxFilesPerTrigger", 1)
+                .json(str(profiles_dir)).withWatermark("pts", "10 minutes"))
+    joined = events.join(profiles, F.expr(
+        "who = player AND ts BETWEEN pts - INTERVAL 4 MINUTES AND pts + INTERVAL 4 MINUTES"))
+    totals = (joined.groupBy(F.window("ts", "5 minutes"), "team")
+              .agg(F.count("*").alias("events"), F.sum("score").alias("points")))
+    return (totals.writeStream.format("memory").queryName(name).outputMode("append")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="200 milliseconds").start())
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+@pytest.fixture(scope="module")
+def job(spark, tmp_path_factory):
+    """The job attached (read while it runs) and the same job unattached, both drained."""
+    base = tmp_path_factory.mktemp("own-job")
+    events_dir, profiles_dir, events, profiles = _inputs(base)
+    plain = own_job(spark, events_dir, profiles_dir, base / "ck-plain", "own_plain")
+    query = own_job(spark, events_dir, profiles_dir, base / "ck-live", "own_live")
+    live = sk.attach(query)
+    live.wait_for_batches(2, timeout=180)
+    live.states()  # read while it runs
+    live.snapshot("0/default")
+    query.processAllAvailable()
+    plain.processAllAvailable()
+    yield live, query, plain, events, profiles, base
+    live.detach()
+    for q in (query, plain):
+        q.stop()
+
+
+def _watermark(live, batch: int) -> pd.Timestamp:
+    """The watermark batch ``batch`` ran with (its offset log entry)."""
+    ms = live.checkpoint.offset_metadata(batch)["batchWatermarkMs"]
+    return pd.Timestamp(ms, unit="ms")
+
+
+def _joined(events: pd.DataFrame, profiles: pd.DataFrame) -> pd.DataFrame:
+    merged = events.merge(profiles, on="player")
+    near = (merged["ts"] - merged["pts"]).abs() <= pd.Timedelta(minutes=4)
+    return merged[near]
+
+
+def test_every_part_of_the_three_operators_is_listed_by_name(job):
+    live = job[0]
+    states = live.states()
+    assert list(states["part"]) == ["0/default", "1/left", "1/right", "1/left-keyToNumValues",
+                                    "1/left-keyWithIndexToValue", "1/right-keyToNumValues",
+                                    "1/right-keyWithIndexToValue", "2/default"]
+    assert dict(zip(states["operator_id"], states["kind"], strict=False)) == {
+        0: "aggregation", 1: "join", 2: "deduplication"}
+    assert not states.set_index("part").loc["1/left", "change_feed"]
+    operators = live.operators()
+    assert set(operators["operator"]) == {"stateStoreSave", "symmetricHashJoin",
+                                          "dedupeWithinWatermark"}
+
+
+def test_the_attached_job_gives_the_same_output_and_its_checkpoint_only_sparks_files(job, spark):
+    live, query, plain, *_, base = job
+    def rows(name):
+        out = spark.sql(f"SELECT window.start AS s, team, events, points FROM {name}").toPandas()
+        return out.sort_values(["s", "team"], ignore_index=True)
+    attached, alone = rows("own_live"), rows("own_plain")
+    assert len(attached) > 0
+    pd.testing.assert_frame_equal(attached, alone)
+    assert live.last_batch == plain.lastProgress["batchId"] or live.last_batch >= 5
+    # the same kinds of files in both checkpoints: statekit added none
+    strip = {f for f in _files(base / "ck-live") if "_statekit" in f}
+    assert strip == set()
+    top = {p.name for p in (base / "ck-live").iterdir()}
+    assert top == {p.name for p in (base / "ck-plain").iterdir()}
+
+
+def test_the_dedup_state_equals_the_ids_pandas_keeps_within_the_watermark(job):
+    live, _, _, events, *_ = job
+    batch = live.last_batch
+    snap = live.snapshot("2/default", batch)
+    assert snap.attrs["part"] == "2/default" and snap.attrs["batch"] == batch
+    watermark = _watermark(live, batch)
+    first = events.drop_duplicates("event_id")
+    expires = first["ts"] + DELAY
+    kept = set(first.loc[expires >= watermark, "event_id"])
+    key = [c for c in snap.columns if c.endswith("event_id")][0]
+    assert set(snap[key]) == kept
+    assert 0 < len(kept) < len(first)  # the watermark did evict old ids
+
+
+def test_both_join_sides_hold_the_rows_pandas_keeps_and_the_aggregation_every_open_window(job):
+    live, _, _, events, profiles, _ = job
+    batch = live.last_batch
+    watermark = _watermark(live, batch)
+    bound = pd.Timedelta(minutes=4)  # a row older than watermark - 4 minutes can match no more
+    first = events.drop_duplicates("event_id")
+    left = live.snapshot("left", batch)  # Spark keeps only the columns used downstream
+    kept = first[first["ts"] > watermark - bound]
+    assert 0 < len(kept) < len(first)
+    assert sorted(zip(left["who"], left["score"], strict=True)) == \
+        sorted(zip(kept["player"], kept["score"], strict=True))
+    right = live.snapshot("1/right", batch)
+    kept = profiles[profiles["pts"] > watermark - bound]
+    assert sorted(zip(right["player"], right["team"], pd.to_datetime(right["pts"]),
+                      strict=True)) == \
+        sorted(zip(kept["player"], kept["team"], kept["pts"], strict=True))
+    joined = _joined(first, profiles)
+    joined = joined.assign(start=joined["ts"].dt.floor("5min"))
+    expected = (joined.groupby(["start", "team"]).agg(events=("score", "size"),
+                                                       points=("score", "sum")).reset_index())
+    # Spark lets the watermark through the join late by its time bound: the aggregation
+    # after it evicts a window once its end is behind watermark - 4 minutes
+    expected = expected[expected["start"] + pd.Timedelta(minutes=5) > watermark - bound]
+    agg = live.snapshot("0/default", batch)
+    start = [c for c in agg.columns if c.endswith("start")][0]
+    count = [c for c in agg.columns if "count" in c][0]
+    total = [c for c in agg.columns if "sum" in c][0]
+    got = pd.DataFrame({"start": pd.to_datetime(agg[start]), "team": agg["team"],
+                        "events": agg[count].astype("int64"),
+                        "points": agg[total].astype("int64")})
+    cols = ["start", "team", "events", "points"]
+    pd.testing.assert_frame_equal(
+        got.sort_values(cols, ignore_index=True)[cols],
+        expected.sort_values(cols, ignore_index=True)[cols].astype({"events": "int64",
+                                                                   "points": "int64"}),
+        check_dtype=False)
+
+
+def test_each_parts_change_feed_replays_to_its_snapshot(job):
+    live = job[0]
+    batch = live.last_batch
+    for part in ("0/default", "2/default", "1/left-keyWithIndexToValue"):
+        view = live.state(part)
+        changes = live.changes(part, 0, batch)
+        assert changes.attrs["part"] == part
+        replayed = apply_changes(changes, view.key_columns, view.value_columns)
+        snap = live.snapshot(part, batch)
+        cols = view.key_columns + view.value_columns
+        left = replayed[cols].sort_values(view.key_columns, ignore_index=True).astype(str)
+        right = snap[cols].sort_values(view.key_columns, ignore_index=True).astype(str)
+        pd.testing.assert_frame_equal(left, right, obj=part)
+
+
+def test_progress_has_every_batch_and_each_operators_rows(job):
+    live = job[0]
+    progress = live.progress()
+    assert live.last_batch in set(progress["batch"])
+    per_operator = live.operator_progress()
+    last = per_operator[per_operator["batch"] == per_operator["batch"].max()]
+    assert set(last["operator"]) == {"stateStoreSave", "symmetricHashJoin",
+                                     "dedupeWithinWatermark"}
+    assert int(last["rows"].sum()) == int(progress.iloc[-1]["state_rows_total"])
+    description = live.describe()
+    assert set(description.table["operator_id"]) == {0, 1, 2}
+
+
+def test_a_join_side_has_no_change_feed_and_says_which_store_does(job):
+    with pytest.raises(UnsupportedRead, match="left-keyWithIndexToValue"):
+        job[0].changes("1/left", 0)
+
+
+@pytest.mark.parametrize("part", ["nope", "default", "3/default", 0, None])
+def test_a_part_that_is_not_there_is_named_with_the_parts_there_are(job, part):
+    with pytest.raises(BadArgument) as err:
+        job[0].snapshot(part)
+    assert repr(part) in str(err.value) and "0/default, 1/left" in str(err.value)
+
+
+def test_a_batch_not_retained_is_refused(job):
+    with pytest.raises(BatchNotRetained, match="999"):
+        job[0].snapshot("0/default", 999)
+
+
+def test_a_name_alone_works_where_one_operator_has_it(job):
+    live = job[0]
+    assert live.snapshot("right").attrs["part"] == "1/right"
+    assert live.state("left-keyToNumValues").part.store == "left-keyToNumValues"
+
+
+def test_detach_leaves_the_query_running_and_the_handle_closed(job, spark):
+    *_, base = job
+    live, query = job[0], job[1]
+    again = sk.attach(query)
+    again.detach()
+    again.detach()  # twice is fine
+    assert query.isActive
+    with pytest.raises(StatekitError, match="detached"):
+        again.snapshot("0/default")
+    assert live.snapshot("0/default").attrs["part"] == "0/default"  # others unaffected
+
+
+# --- bad input -----------------------------------------------------------------------------
+def test_what_is_not_a_streaming_query_is_refused_by_type():
+    with pytest.raises(BadArgument, match="'DataFrame'.*StreamingQuery"):
+        sk.attach(pd.DataFrame())
+
+
+def test_a_checkpoint_of_another_query_is_refused_naming_both(job):
+    *_, base = job
+    query, plain = job[1], job[2]
+    with pytest.raises(CheckpointError, match=f"belongs to query id {plain.id}.*{query.id}"):
+        sk.attach(query, checkpoint=str(base / "ck-plain"))
+    with pytest.raises(CheckpointError, match="does not exist"):
+        sk.attach(query, checkpoint=str(base / "nowhere"))
+    with pytest.raises(BadArgument, match="checkpoint"):
+        sk.attach(query, checkpoint=42)
+    assert query.isActive
+
+
+def test_the_right_checkpoint_given_three_ways_is_accepted(job):
+    *_, base = job
+    query = job[1]
+    for given in (str(base / "ck-live"), base / "ck-live", f"file:{base / 'ck-live'}"):
+        handle = sk.attach(query, checkpoint=given)
+        assert Path(str(handle.checkpoint)) == base / "ck-live"
+        handle.detach()
+
+
+def _small_query(spark, tmp_path, stateful: bool, name: str):
+    source = tmp_path / "in"
+    source.mkdir()
+    _write(source, "a.json", [{"event_id": f"e{i}", "player": "p1", "score": i,
+                               "ts": T0.isoformat()} for i in range(5)])
+    frame = spark.readStream.schema(EVENTS).json(str(source))
+    if stateful:
+        frame = frame.groupBy("player").count()
+    return (frame.writeStream.format("memory").queryName(name)
+            .outputMode("update" if stateful else "append")
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(processingTime="200 milliseconds").start())
+
+
+def test_a_stopped_query_is_refused_with_how_it_ended(spark, tmp_path):
+    query = _small_query(spark, tmp_path, True, "own_stopped")
+    query.processAllAvailable()
+    query.stop()
+    with pytest.raises(StatekitError, match="is not active .*stopped.*open_checkpoint"):
+        sk.attach(query)
+
+
+def test_a_query_without_state_is_refused(spark, tmp_path):
+    query = _small_query(spark, tmp_path, False, "own_stateless")
+    try:
+        query.processAllAvailable()
+        with pytest.raises(StatekitError, match="keeps no state"):
+            sk.attach(query)
+        assert query.isActive
+    finally:
+        query.stop()
+
+
+def test_rocksdb_without_changelog_checkpointing_is_refused_naming_the_setting(spark, tmp_path):
+    key = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+    spark.conf.set(key, "false")
+    try:
+        query = _small_query(spark, tmp_path, True, "own_no_deltas")
+    finally:
+        spark.conf.set(key, "true")
+    try:
+        query.processAllAvailable()
+        with pytest.raises(UnsupportedRead, match=f"{key}=true"):
+            sk.attach(query)
+        assert query.isActive
+    finally:
+        query.stop()
+
+
+def test_a_query_attached_before_its_first_batch_is_checked_at_the_first_read(spark, tmp_path):
+    source = tmp_path / "in"
+    source.mkdir()
+    query = (spark.readStream.schema(EVENTS).json(str(source)).groupBy("player").count()
+             .writeStream.format("memory").queryName("own_early").outputMode("update")
+             .option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        live = sk.attach(query)  # nothing committed yet: nothing to check
+        with pytest.raises(CheckpointError, match="not committed a batch yet"):
+            live.states()
+        _write(source, "a.json", [{"event_id": "e1", "player": "p1", "score": 1,
+                                   "ts": T0.isoformat()}])
+        live.wait_for_batches(1, timeout=120)
+        snap = live.snapshot("default")
+        assert list(snap["player"]) == ["p1"] and int(snap.filter(like="count").iloc[0, 0]) == 1
+    finally:
+        query.stop()
+    assert os.path.isdir(tmp_path / "ck" / "state")
