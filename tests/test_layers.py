@@ -12,10 +12,10 @@ Layers, lowest first (a module may import its own layer and lower ones, never hi
    Python workers call: ``processor``
 4. the changelog: ``changelog``
 5. the query and the local stores: ``query.stateful``, ``stores``; monitoring: ``monitor``;
-   starting and reading a processor: ``processor.query``; a person's own query, attached:
-   ``live``
+   starting and reading a processor: ``processor.query``
 6. restore, standby, drills: ``restore``
-7. serving (interactive queries): ``serve``
+7. serving (interactive queries): ``serve``; a person's own query, attached and followed
+   live (its state, changelogs, serving): ``live``
 8. charts (pure functions to Altair): ``charts``
 9. widgets: ``widgets``
 10. entry points: the package itself, ``demo``, ``doctor``, ``__main__``; the workshop's
@@ -51,9 +51,9 @@ LAYERS = [
     ("statekit.processor", 3),
     ("statekit.changelog", 4),
     ("statekit.query.stateful", 5), ("statekit.stores", 5), ("statekit.monitor", 5),
-    ("statekit.processor.query", 5), ("statekit.live", 5),
+    ("statekit.processor.query", 5),
     ("statekit.restore", 6),
-    ("statekit.serve", 7),
+    ("statekit.serve", 7), ("statekit.live", 7),
     ("statekit.charts", 8),
     ("statekit.widgets", 9),
     ("statekit.demo", 10), ("statekit.doctor", 10), ("statekit.__main__", 10),

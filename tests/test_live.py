@@ -82,18 +82,20 @@ def _files(root: Path) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def job(spark, tmp_path_factory):
-    """The job attached (read while it runs) and the same job unattached, both drained."""
+def job(spark, broker, tmp_path_factory):
+    """The job attached (read while it runs, a changelog per part shipped) and the same job
+    unattached, both drained."""
     base = tmp_path_factory.mktemp("own-job")
     events_dir, profiles_dir, events, profiles = _inputs(base)
     plain = own_job(spark, events_dir, profiles_dir, base / "ck-plain", "own_plain")
     query = own_job(spark, events_dir, profiles_dir, base / "ck-live", "own_live")
-    live = sk.attach(query)
+    live = sk.attach(query, kafka=broker, ledger_dir=base / "ledgers")
     live.wait_for_batches(2, timeout=180)
     live.states()  # read while it runs
     live.snapshot("0/default")
     query.processAllAvailable()
     plain.processAllAvailable()
+    live.wait_shipped()
     yield live, query, plain, events, profiles, base
     live.detach()
     for q in (query, plain):
@@ -207,6 +209,70 @@ def test_each_parts_change_feed_replays_to_its_snapshot(job):
         left = replayed[cols].sort_values(view.key_columns, ignore_index=True).astype(str)
         right = snap[cols].sort_values(view.key_columns, ignore_index=True).astype(str)
         pd.testing.assert_frame_equal(left, right, obj=part)
+
+
+def _comparable(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Rows as text in one order; times as UTC instants (the changelog's JSON keeps them as
+    ISO text)."""
+    out = frame[columns].copy()
+    for column in columns:
+        if "time" in str(out[column].dtype) or column.endswith(("ts", "start", "end")):
+            out[column] = pd.to_datetime(out[column], utc=True).astype(str)
+        else:
+            out[column] = out[column].astype(str)
+    return out.sort_values(columns, ignore_index=True)
+
+
+def test_each_part_with_a_change_feed_ships_a_topic_that_replays_to_its_snapshot(job):
+    live = job[0]
+    topics = live.changelog_topics()
+    assert topics == {
+        "0/default": "own_live-op0-default-changelog",
+        "1/left-keyToNumValues": "own_live-op1-left-keyToNumValues-changelog",
+        "1/left-keyWithIndexToValue": "own_live-op1-left-keyWithIndexToValue-changelog",
+        "1/right-keyToNumValues": "own_live-op1-right-keyToNumValues-changelog",
+        "1/right-keyWithIndexToValue": "own_live-op1-right-keyWithIndexToValue-changelog",
+        "2/default": "own_live-op2-default-changelog"}
+    batch = live.wait_shipped()
+    for part in topics:
+        log = live.read_changelog(part)
+        assert set(log.batches) <= set(range(batch + 1)) and len(log) > 0
+        # each batch's changes exactly once: as many records as Spark's change feed has
+        assert len(log) == len(live.changes(part, 0, batch)), part
+        view = live.state(part)
+        columns = view.key_columns + view.value_columns
+        pd.testing.assert_frame_equal(_comparable(log.materialize(batch), columns),
+                                      _comparable(live.snapshot(part, batch), columns),
+                                      obj=part)
+
+
+def test_a_parts_changelog_restores_local_stores_equal_to_its_snapshot(job, broker, tmp_path):
+    from statekit.restore.changelog import restore_stores
+
+    live = job[0]
+    batch = live.wait_shipped()
+    for part in ("2/default", "1/right-keyWithIndexToValue"):
+        shape = live.part_shape(part)
+        assert shape.kind in ("deduplication", "join") and shape.query == "own_live"
+        with restore_stores(broker, live.changelog_topics()[part], shape,
+                            tmp_path / part.replace("/", "_")) as restored:
+            columns = list(shape.key_columns + shape.value_columns)
+            pd.testing.assert_frame_equal(_comparable(restored.table(), columns),
+                                          _comparable(live.snapshot(part, batch), columns),
+                                          obj=part)
+
+
+def test_a_part_without_a_changelog_says_which_parts_have_one(job):
+    with pytest.raises(StatekitError, match="'1/left' has no changelog.*0/default"):
+        job[0].read_changelog("left")
+
+
+def test_the_ledgers_are_outside_the_checkpoint(job):
+    *_, base = job
+    ledgers = sorted(p.name for p in (base / "ledgers").iterdir())
+    assert "own_live-op2-default-changelog.json" in ledgers and len(ledgers) == 6
+    assert not any("_statekit" in f or f.endswith(".json") and "changelog" in f
+                   for f in _files(base / "ck-live"))
 
 
 def test_progress_has_every_batch_and_each_operators_rows(job):

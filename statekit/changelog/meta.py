@@ -10,7 +10,9 @@ one-partition topic ``<changelog topic>-meta`` beside the changelog:
 * key ``schema``: JSON ``{"format": 1, "spec": QuerySpec.to_dict(), "key_types":
   {column: Spark type}, "partitions": n, "writer": {...}}``, written by each writer when
   it takes the topic over; ``writer`` (a ``WriterInfo``) says who ships now, so that a
-  writer fenced by a newer one can name it;
+  writer fenced by a newer one can name it. The changelog of one part of an attached
+  query (``statekit.live``), which has no ``QuerySpec``, has ``"spec": null`` and
+  ``"part": PartShape.to_dict()`` instead;
 * key ``position/<p>`` for each changelog partition ``p``, rewritten in every
   shipping round's transaction (committed with the round's records): JSON
   ``{"batch": B, "next_offset": O, "prev": P}``: every change of batches up to ``B``
@@ -90,19 +92,69 @@ class WriterInfo:
 
 
 @dataclass(frozen=True)
+class PartShape:
+    """What the changelog of one part of any query's operator holds: its flattened key and
+    value columns (as ``statekit.inspect`` names them) and where it comes from. A local
+    store of it is a key-value store (``store_kind``), keyed by all the key columns.
+
+    Example:
+        >>> shape = PartShape("own", 2, "dedupeWithinWatermark", "deduplication", "store",
+        ...                   "default", ("event_id",), ("value",))
+        >>> PartShape.from_dict(shape.to_dict()) == shape, shape.store_kind
+        (True, 'key-value')
+    """
+
+    query: str
+    operator_id: int
+    operator: str
+    kind: str
+    what: str
+    name: str
+    key_columns: tuple[str, ...]
+    value_columns: tuple[str, ...]
+    #: a part's store keeps every key it holds, whatever the operator (no window store)
+    store_kind = "key-value"
+    window = None
+    windowed = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "key_columns", tuple(self.key_columns))
+        object.__setattr__(self, "value_columns", tuple(self.value_columns))
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["key_columns"], data["value_columns"] = list(self.key_columns), \
+            list(self.value_columns)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> PartShape:
+        return cls(**{k: data[k] for k in ("query", "operator_id", "operator", "kind", "what",
+                                           "name", "key_columns", "value_columns")})
+
+
+@dataclass(frozen=True)
 class StoreSchema:
     """What a changelog's store holds and how Spark placed its rows; ``writer``: who
-    published it (None in records of statekit versions that did not say)."""
+    published it (None in records of statekit versions that did not say). A statekit
+    query's changelog has its ``spec``; one part of an attached query's has ``part``
+    (and ``spec`` None)."""
 
-    spec: QuerySpec
+    spec: QuerySpec | None
     key_types: Mapping[str, str]
     partitions: int
     writer: WriterInfo | None = None
+    part: PartShape | None = None
 
     @property
     def windowed(self) -> bool:
         """True for tumbling and hopping windows (the window is part of the placement)."""
-        return self.spec.windowed
+        return self.spec.windowed if self.spec is not None else False
+
+    @property
+    def shape(self) -> QuerySpec | PartShape:
+        """What a local store of it needs: the spec, or the part's shape."""
+        return self.spec if self.spec is not None else self.part
 
 
 def meta_topic(changelog_topic: str) -> str:
@@ -121,8 +173,11 @@ def encode_position(partition: int, *, batch: int, next_offset: int, prev: int
 
 def encode_schema(schema: StoreSchema) -> tuple[bytes, bytes]:
     """The (key, value) record of the store's schema."""
-    value = {"format": SCHEMA_FORMAT, "spec": schema.spec.to_dict(),
+    value = {"format": SCHEMA_FORMAT,
+             "spec": None if schema.spec is None else schema.spec.to_dict(),
              "key_types": dict(schema.key_types), "partitions": int(schema.partitions)}
+    if schema.part is not None:
+        value["part"] = schema.part.to_dict()
     if schema.writer is not None:
         value["writer"] = asdict(schema.writer)
     return SCHEMA_KEY, json.dumps(value, separators=(",", ":")).encode()
@@ -138,9 +193,11 @@ def decode_meta(key: bytes | None, value: bytes | None, topic: str = "metadata t
                 raise ChangelogError(f"{topic} holds a schema of format {data.get('format')!r};"
                                      f" this statekit reads format {SCHEMA_FORMAT}")
             writer = data.get("writer")
-            return StoreSchema(QuerySpec.from_dict(data["spec"]), dict(data["key_types"]),
-                               int(data["partitions"]),
-                               None if writer is None else WriterInfo(**writer))
+            part = data.get("part")
+            spec = None if part is not None else QuerySpec.from_dict(data["spec"])
+            return StoreSchema(spec, dict(data["key_types"]), int(data["partitions"]),
+                               None if writer is None else WriterInfo(**writer),
+                               None if part is None else PartShape.from_dict(part))
         if not (key or b"").startswith(POSITION_PREFIX):
             raise ValueError(key)
         partition = int(key[len(POSITION_PREFIX):].decode())

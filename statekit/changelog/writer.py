@@ -52,7 +52,7 @@ from pyspark.sql import functions as F
 from statekit.changelog import format as fmt
 from statekit.changelog import meta
 from statekit.changelog.ledger import Ledger, LedgerState
-from statekit.durations import to_millis
+from statekit.changelog.sources import ChangeSource, QueryChanges, change_source
 from statekit.errors import BatchNotRetained, ChangelogError, ChangelogFenced, DataLoss
 from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import (
@@ -74,13 +74,9 @@ _NAMING_WAIT = 5.0
 
 
 def changelog_retention_ms(state: StateReader) -> int:
-    """How long a windowed changelog keeps records: window + watermark delay + 1 day.
-
-    Kafka Streams keeps a window store's changelog for the store's retention
-    plus ``windowstore.changelog.additional.retention.ms`` (1 day by default).
-    """
-    spec = state.spec
-    return spec.window.size_ms + to_millis(spec.watermark) + fmt.ADDITIONAL_RETENTION_MS
+    """How long a windowed changelog keeps records: window + watermark delay + 1 day
+    (``QueryChanges.retention_ms``)."""
+    return QueryChanges(state).retention_ms()
 
 
 def transactional_id(topic: str) -> str:
@@ -185,7 +181,8 @@ class ChangelogWriter:
     """Ships a query's committed state changes to ``topic``; ``start()`` does it in the background.
 
     Args:
-        state: the query's state reader (checkpoint and what the state holds).
+        state: the query's state reader (checkpoint and what the state holds), or any
+            ``ChangeSource`` (``statekit.changelog.sources``: one part of an attached query).
         kafka: the Kafka cluster (a ``KafkaConnection``, ``"host:port"`` or an EmbeddedBroker).
         topic: the changelog topic (``changelog_topic(app, store)``); created when
             missing with ``compact,delete`` and ``retention.ms`` (windowed state).
@@ -194,12 +191,14 @@ class ChangelogWriter:
             committing its transaction) may take before the round fails.
     """
 
-    def __init__(self, state: StateReader, kafka: Kafka, topic: str, *,
+    def __init__(self, state: StateReader | ChangeSource, kafka: Kafka, topic: str, *,
                  poll_interval: float = 0.2, flush_timeout: float = 60.0):
         self.state, self.topic = state, topic
+        #: what is shipped: the changes, the ledger's place, the topic's config, the schema
+        self.source = change_source(state)
         self.kafka = connect(kafka)
         self.poll_interval, self.flush_timeout = poll_interval, flush_timeout
-        self.ledger = Ledger(state.checkpoint.ledger_path(topic), topic, remedy=self._start_over)
+        self.ledger = Ledger(self.source.ledger_path(topic), topic, remedy=self._start_over)
         #: where readers learn what the store holds and how far each partition is shipped
         self.meta_topic = meta.meta_topic(topic)
         self.transactional_id = transactional_id(topic)
@@ -231,11 +230,11 @@ class ChangelogWriter:
 
     @property
     def _checkpoint_path(self) -> str:
-        return os.path.realpath(str(self.state.checkpoint))
+        return os.path.realpath(str(self.source.checkpoint))
 
     def _start_over(self) -> str:
         """How to ship this checkpoint's changelog again from the start, where it can be."""
-        batches = self.state.checkpoint.committed_batches()
+        batches = self.source.checkpoint.committed_batches()
         if not batches or batches[0] == 0:
             return (f"delete the ledger {self.ledger_path!r} and the topic {self.topic!r} "
                     f"(statekit.kafka.delete_topic) if it is there: the next ship() creates the "
@@ -271,9 +270,7 @@ class ChangelogWriter:
 
     def _ensure_topic(self, existing: Mapping[str, int], partitions: int) -> None:
         if self.topic not in existing:
-            windowed = self.state.spec.window is not None  # a key-value store keeps every key
-            create_topic(self.kafka, self.topic, partitions, fmt.topic_config(
-                windowed, changelog_retention_ms(self.state) if windowed else None))
+            create_topic(self.kafka, self.topic, partitions, self.source.topic_config())
             return
         if existing[self.topic] != partitions:
             raise ChangelogError(
@@ -301,7 +298,7 @@ class ChangelogWriter:
         if holding:
             raise ChangelogError(
                 f"changelog topic {self.topic!r} already holds records (offsets {holding} per "
-                f"partition) that this checkpoint ({self.state.checkpoint!r}) did not write: "
+                f"partition) that this checkpoint ({self.source.checkpoint!r}) did not write: "
                 f"delete the topic (statekit.kafka.delete_topic) or name another store")
         return LedgerState.fresh(self.topic, {p: hi for p, (_, hi) in ends.items()})
 
@@ -375,10 +372,12 @@ class ChangelogWriter:
     # --- shipping -------------------------------------------------------------------
     def _encoded_changes(self, first: int, last: int) -> pa.Table:
         """batch, partition, key (JSON bytes), value (JSON bytes, null for deletes), in order."""
-        spec = self.state.spec
-        frame = self.state.changes_frame(first, last)
-        key = F.to_json(F.struct(*fmt.changelog_key_columns(spec.key_columns)), _JSON_OPTIONS)
-        value = F.to_json(F.struct(*spec.value_columns), _JSON_OPTIONS)
+        source = self.source
+        frame = source.changes_frame(first, last)
+        key = F.to_json(F.struct(*[F.col(f"`{c}`") for c in source.key_columns]),
+                        _JSON_OPTIONS)
+        value = F.to_json(F.struct(*[F.col(f"`{c}`") for c in source.value_columns]),
+                          _JSON_OPTIONS)
         encoded = frame.select(
             "batch", "partition", key.cast("binary").alias("key"),
             F.when(F.col("change") == "put", value).cast("binary").alias("value"))
@@ -403,7 +402,7 @@ class ChangelogWriter:
             return self._ship_committed(through)
 
     def _ship_committed(self, through: int | None) -> int:
-        checkpoint = self.state.checkpoint
+        checkpoint = self.source.checkpoint
         batches = checkpoint.committed_batches()
         if through is not None:
             batches = [b for b in batches if b <= through]
@@ -446,7 +445,7 @@ class ChangelogWriter:
 
     def _produce(self, table: pa.Table, first: int, last: int, ledger: LedgerState,
                  done: set[tuple[int, int, int]], ends: Mapping[int, int]) -> None:
-        stamps = {b: self.state.checkpoint.batch_timestamp_ms(b)
+        stamps = {b: self.source.checkpoint.batch_timestamp_ms(b)
                   for b in set(table.column("batch").to_pylist())}
         after: list[LedgerState] = []
 
@@ -535,11 +534,9 @@ class ChangelogWriter:
             time.sleep(0.2)
 
     def store_schema(self, batch: int) -> meta.StoreSchema:
-        """What the store holds: the spec, the key columns' Spark types, the partitions."""
-        fields = self.state.snapshot_frame(batch).schema
-        keys = self.state.spec.keys
-        types = {f.name: f.dataType.simpleString() for f in fields if f.name in keys}
-        return meta.StoreSchema(self.state.spec, types, self.state.checkpoint.shuffle_partitions())
+        """What the store holds: the spec (or part), the key columns' Spark types, the
+        partitions."""
+        return self.source.store_schema(batch)
 
     # --- background -----------------------------------------------------------------
     def start(self) -> ChangelogWriter:
@@ -585,7 +582,7 @@ class ChangelogWriter:
             if shipped >= batch:
                 return shipped
             if time.monotonic() >= deadline:
-                committed = self.state.checkpoint.last_batch
+                committed = self.source.checkpoint.last_batch
                 why = (" (it is not committed: the last committed batch is "
                        f"{committed})" if committed < batch else "")
                 raise TimeoutError(f"batch {batch} was not shipped to {self.topic!r} in "

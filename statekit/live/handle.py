@@ -32,11 +32,16 @@ import pandas as pd
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
+from statekit.changelog.meta import PartShape
+from statekit.changelog.sources import PartChanges
+from statekit.changelog.writer import ChangelogWriter
 from statekit.errors import StatekitError
 from statekit.inspect.describe import Description
 from statekit.inspect.operators import Part
 from statekit.inspect.stores import StateView
 from statekit.inspect.view import CheckpointView
+from statekit.kafka.connection import Kafka, connect
+from statekit.live.changelogs import app_name, ledger_folder, part_topic
 from statekit.live.locate import (
     describe_query,
     locate,
@@ -111,6 +116,9 @@ class AttachedQuery:
 
     def __init__(self, query, checkpoint: Checkpoint, spark: SparkSession):
         self.query, self.checkpoint, self.spark = query, checkpoint, spark
+        #: the changelog writer of each part that has a change feed, by full part name
+        #: (empty unless attached with ``kafka=``)
+        self.changelogs: dict[str, ChangelogWriter] = {}
         #: the first batch committed after attaching (``wait_for_batches`` counts from it)
         self.first_batch = checkpoint.last_batch + 1
         self._parts: list[Part] | None = None
@@ -263,12 +271,77 @@ class AttachedQuery:
             time.sleep(0.1)
         return self.last_batch
 
+    # --- changelogs --------------------------------------------------------------------
+    def ship_changelogs(self, kafka: Kafka, app: str | None = None,
+                        ledger_dir: str | os.PathLike | None = None) -> dict[str, str]:
+        """Ship every part that has a change feed to a changelog topic of its own, in the
+        background, after each committed batch (``statekit.live.changelogs``); returns
+        part → topic. Needs a committed batch (the parts are known from it)."""
+        self._require_state()
+        conn = connect(kafka)
+        app = app_name(self.name, self.id) if app is None else app
+        folder = ledger_folder(self.id, ledger_dir)
+        for part in self.parts():
+            if part.changes_limit() is not None or part_id(part) in self.changelogs:
+                continue
+            source = PartChanges(StateView(self.checkpoint, part, self.spark, None),
+                                 app, folder)
+            topic = part_topic(app, part.operator_id, part.name)
+            self.changelogs[part_id(part)] = ChangelogWriter(source, conn, topic).start()
+        return self.changelog_topics()
+
+    def changelog_topics(self) -> dict[str, str]:
+        """Part → its changelog topic, for the parts shipped."""
+        return {part: writer.topic for part, writer in self.changelogs.items()}
+
+    def _writer(self, part: str) -> ChangelogWriter:
+        full = part_id(find_part(self.parts(), part))
+        if full not in self.changelogs:
+            shipped = ", ".join(self.changelogs) or "none: attach with kafka= to ship them"
+            raise StatekitError(f"part {full!r} has no changelog here; parts shipped: {shipped} "
+                                f"(a join side and timers have no change feed to ship)")
+        writer = self.changelogs[full]
+        writer.raise_if_failed()
+        return writer
+
+    def part_shape(self, part: str) -> PartShape:
+        """What the part's changelog holds (for ``restore_stores`` and standbys)."""
+        return self._writer(part).source.shape
+
+    def read_changelog(self, part: str, from_batch: int | None = None,
+                       to_batch: int | None = None):
+        """The part's changelog records shipped so far (a ``Changelog``)."""
+        from statekit.changelog.reader import read_changelog
+
+        writer = self._writer(part)
+        return read_changelog(writer.kafka, writer.topic, from_batch=from_batch,
+                              to_batch=to_batch, progress=False)
+
+    def wait_shipped(self, batch: int | None = None, timeout: float = 120.0) -> int:
+        """Block until every part's changelog holds ``batch`` (the last committed when
+        None); returns that batch."""
+        batch = self.last_batch if batch is None else batch_id(batch)
+        deadline = time.monotonic() + timeout
+        for writer in self.changelogs.values():
+            writer.wait_shipped(batch, max(0.1, deadline - time.monotonic()))
+        return batch
+
     # --- the end -------------------------------------------------------------------------
     def detach(self) -> None:
-        """Stop following the query; the query itself keeps running. Idempotent."""
+        """Stop following the query, after shipping every committed batch to the
+        changelogs; the query itself keeps running. Idempotent."""
         if not self._detached:
             self._detached = True
             self._listener.forget(self.id)
+            writers, self.changelogs = self.changelogs, {}
+            errors = []
+            for writer in writers.values():
+                try:
+                    writer.stop()
+                except Exception as exc:  # every writer stops; the first error is raised
+                    errors.append(exc)
+            if errors:
+                raise errors[0]
 
     def __enter__(self) -> AttachedQuery:
         return self
@@ -278,13 +351,20 @@ class AttachedQuery:
 
 
 def attach(query, *, checkpoint: str | os.PathLike | None = None,
-           spark: SparkSession | None = None) -> AttachedQuery:
+           spark: SparkSession | None = None, kafka: Kafka | None = None,
+           app: str | None = None, ledger_dir: str | os.PathLike | None = None,
+           timeout: float = 120.0) -> AttachedQuery:
     """Follow a running streaming query live (any source, sink and stateful operators).
 
     Args:
         query: the ``StreamingQuery`` that ``DataStreamWriter.start()`` returned.
         checkpoint: its ``checkpointLocation``; None finds it (needed on Spark Connect).
         spark: the session to read state with; None uses the active one.
+        kafka: where to ship a changelog topic per part (``ship_changelogs``); None ships
+            none. With it, attach waits (up to ``timeout`` s) for the first committed batch.
+        app: the first word of the topics' names (default: the query's name).
+        ledger_dir: where the changelogs' ledgers live (default: statekit's state folder,
+            ``statekit.live.changelogs.ledger_folder``; never inside the checkpoint).
 
     Raises:
         BadArgument: ``query`` is not a streaming query.
@@ -302,10 +382,14 @@ def attach(query, *, checkpoint: str | os.PathLike | None = None,
                                 "spark=<the session that runs the query>")
     found = locate(query, checkpoint, spark)
     handle = AttachedQuery(query, found, spark)
-    if found.committed_batches():
-        try:
+    try:
+        if kafka is not None and not found.committed_batches():
+            handle.wait_for_batches(1, timeout)
+        if found.committed_batches():
             handle._require_state()
-        except BaseException:
-            handle.detach()
-            raise
+        if kafka is not None:
+            handle.ship_changelogs(kafka, app, ledger_dir)
+    except BaseException:
+        handle.detach()
+        raise
     return handle

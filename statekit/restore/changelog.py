@@ -31,6 +31,7 @@ from confluent_kafka import Producer
 from tqdm.auto import tqdm
 
 from statekit.changelog import format as fmt
+from statekit.changelog.meta import PartShape
 from statekit.changelog.reader import topic_partitions
 from statekit.errors import BadArgument, ChangelogError
 from statekit.kafka.connection import Kafka, connect
@@ -61,20 +62,20 @@ PER_PARTITION_FROM = 250_000
 MAX_RESTORE_THREADS = 8
 
 
-def store_kind(spec: QuerySpec) -> str:
+def store_kind(spec: QuerySpec | PartShape) -> str:
     """The local store kind that holds ``spec``'s state: ``window``, ``session`` or
-    ``key-value`` (``QuerySpec.store_kind``)."""
+    ``key-value`` (``QuerySpec.store_kind``; a part of an attached query: ``key-value``)."""
     return spec.store_kind
 
 
-def open_partition_store(spec: QuerySpec, store_name: str, partition: int,
+def open_partition_store(spec: QuerySpec | PartShape, store_name: str, partition: int,
                          directory: str | os.PathLike | None, topic: str | None = None
                          ) -> StateStore:
     """The local store of one state partition (``<directory>/<store>/<partition>``)."""
     kind = store_kind(spec)
     path = None if directory is None else os.path.join(directory, store_name, str(partition))
-    return open_store(kind, store_name, partition, path, key_columns=spec.key_columns,
-                      value_columns=spec.value_columns,
+    return open_store(kind, store_name, partition, path, key_columns=list(spec.key_columns),
+                      value_columns=list(spec.value_columns),
                       window_size_ms=spec.window.size_ms if kind == "window" else None,
                       changelog_topic=topic)
 
@@ -130,7 +131,7 @@ class RestoreResult:
 def restore_stores(
     kafka: Kafka,
     topic: str,
-    spec: QuerySpec,
+    spec: QuerySpec | PartShape,
     directory: str | os.PathLike | None = None,
     *,
     store_name: str | None = None,
@@ -162,7 +163,9 @@ def restore_stores(
 
     Args:
         kafka: the cluster (a ``KafkaConnection``, ``"host:port"`` or an ``EmbeddedBroker``).
-        spec: what the state holds (its key and value columns, window kind).
+        spec: what the state holds (its key and value columns, window kind): a query's
+            ``QuerySpec``, or the ``PartShape`` of an attached query's part
+            (``AttachedQuery.part_shape``).
         directory: where the RocksDB stores live (``<directory>/<store>/<partition>``);
             None builds in-memory stores.
         store_name: the store's name (default: ``topic`` without ``-changelog``).
