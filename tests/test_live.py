@@ -288,6 +288,17 @@ def test_progress_has_every_batch_and_each_operators_rows(job):
     assert set(description.table["operator_id"]) == {0, 1, 2}
 
 
+def test_every_row_of_every_part_is_where_statekit_computes_spark_places_it(job):
+    live = job[0]
+    checked = 0
+    for part in live.states()["part"]:
+        snap = live.snapshot(part)
+        placed = live.state_partitions(part, snap)
+        assert (placed == snap["partition"].to_numpy()).all(), part
+        checked += len(snap)
+    assert checked > 100 and live.checkpoint.shuffle_partitions() == 3
+
+
 def test_a_join_side_has_no_change_feed_and_says_which_store_does(job):
     with pytest.raises(UnsupportedRead, match="left-keyWithIndexToValue"):
         job[0].changes("1/left", 0)
@@ -418,3 +429,51 @@ def test_a_query_attached_before_its_first_batch_is_checked_at_the_first_read(sp
     finally:
         query.stop()
     assert os.path.isdir(tmp_path / "ck" / "state")
+
+
+def test_a_plain_group_by_after_drop_duplicates_live_against_pandas(spark, broker, tmp_path):
+    """Two more kinds (dropDuplicates without a watermark, a plain groupBy on a string and an
+    int key), five batches: state equals pandas, rows are where Spark places them, and each
+    part's changelog replays to its snapshot."""
+    source = tmp_path / "in"
+    source.mkdir()
+    rows = []
+    for i in range(5):
+        batch = [{"event_id": f"e{(i * 7 + k) % 30}", "player": f"p{k % 3}", "level": k % 2,
+                  "score": k, "ts": T0.isoformat()} for k in range(9)]
+        _write(source, f"f{i}.json", batch)
+        rows += batch
+    query = (spark.readStream.schema("event_id STRING, player STRING, level INT, score INT, "
+                                     "ts TIMESTAMP")
+             .option("maxFilesPerTrigger", 1).json(str(source))
+             .dropDuplicates(["event_id"]).groupBy("player", "level")
+             .agg(F.count("*").alias("n"), F.max("score").alias("best"))
+             .writeStream.format("memory").queryName("own_groups").outputMode("update")
+             .option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        live = sk.attach(query, kafka=broker, ledger_dir=tmp_path / "ledgers")
+        query.processAllAvailable()
+        batch = live.wait_shipped()
+        assert batch >= 4
+        states = live.states()
+        assert list(zip(states["part"], states["kind"], strict=True)) == [
+            ("0/default", "aggregation"), ("1/default", "deduplication")]
+        first = pd.DataFrame(rows).drop_duplicates("event_id")
+        expected = first.groupby(["player", "level"]).agg(n=("score", "size"),
+                                                          best=("score", "max")).reset_index()
+        snap = live.snapshot("0/default", batch)
+        assert sorted(zip(snap["player"], snap["level"], snap["count"], strict=True)) == \
+            sorted(zip(expected["player"], expected["level"], expected["n"], strict=True))
+        assert set(live.snapshot("1/default", batch)["event_id"]) == set(first["event_id"])
+        for part in ("0/default", "1/default"):
+            snap = live.snapshot(part, batch)
+            assert (live.state_partitions(part, snap) == snap["partition"].to_numpy()).all()
+            view = live.state(part)
+            columns = view.key_columns + view.value_columns
+            pd.testing.assert_frame_equal(
+                _comparable(live.read_changelog(part).materialize(), columns),
+                _comparable(snap, columns), obj=part)  # batch 4 changed nothing: no records
+        live.detach()
+    finally:
+        query.stop()

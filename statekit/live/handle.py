@@ -211,6 +211,16 @@ class AttachedQuery:
         frame.attrs["part"] = part_id(find_part(self.parts(), part))
         return frame
 
+    def state_partitions(self, part: str, rows: pd.DataFrame):
+        """The state partition Spark keeps each of ``rows`` in (a NumPy array), computed
+        from the part's key columns as Spark hashes them (``statekit.live.placement``);
+        ``rows`` needs the part's placement columns (a snapshot has them)."""
+        from statekit.live.placement import part_partitions
+
+        view = self.state(part)
+        return part_partitions(rows, view.schema(), view.part.store,
+                               self.checkpoint.shuffle_partitions())
+
     # --- progress ------------------------------------------------------------------------
     def _report_dicts(self) -> dict[int, dict]:
         kept = self._listener.reports(self.id)
