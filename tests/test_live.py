@@ -477,3 +477,51 @@ def test_a_plain_group_by_after_drop_duplicates_live_against_pandas(spark, broke
         live.detach()
     finally:
         query.stop()
+
+
+@pytest.mark.slow   # the job in a worker process, killed with kill -9 while it ships, rerun
+def test_kill_9_while_shipping_then_a_rerun_keeps_each_batch_once_in_each_part(
+        spark, broker, tmp_path):
+    import random
+    import signal
+    import time
+
+    import livejob
+
+    from statekit.changelog.log import materialize
+    from statekit.changelog.reader import read_changelog
+
+    source = tmp_path / "in"
+    source.mkdir()
+    livejob.add_files(source, 14)
+    config = {"source": str(source), "checkpoint": str(tmp_path / "ck"),
+              "ledgers": str(tmp_path / "ledgers"), "mode": "run",
+              "bootstrap_servers": broker.bootstrap_servers}
+    ledger = tmp_path / "ledgers" / "livejob-op1-default-changelog.json"
+    worker = livejob.start(config)
+    try:
+        deadline = time.monotonic() + 240
+        while not (ledger.exists() and json.loads(ledger.read_text())["last_batch"] >= 3):
+            assert worker.poll() is None, worker.stdout.read()
+            assert time.monotonic() < deadline, "the job shipped no batch in 240 s"
+            time.sleep(0.05)
+        time.sleep(random.uniform(0, 1.0))
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(30)
+    killed_at = json.loads(ledger.read_text())["last_batch"]
+    assert livejob.drain(spark, config) > killed_at  # the rerun, here
+
+    view = sk.open_checkpoint(tmp_path / "ck", spark=spark)
+    last = view.retained_batches()[-1]
+    assert killed_at < last
+    for operator_id in (0, 1):
+        topic = f"livejob-op{operator_id}-default-changelog"
+        log = read_changelog(broker.bootstrap_servers, topic)  # proves no batch cut or repeated
+        state = view.state("default", operator_id)
+        changes = state.changes(0, last)
+        assert len(log) == len(changes), topic
+        assert not log.records.duplicated(["partition", "batch", "seq"]).any()
+        columns = state.key_columns + state.value_columns
+        pd.testing.assert_frame_equal(_comparable(materialize(log), columns),
+                                      _comparable(state.snapshot(last), columns), obj=topic)
