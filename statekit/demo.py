@@ -80,6 +80,54 @@ def serve_leaderboard(servers: str, query, snapshot: pd.DataFrame, out: Path) ->
         return cluster.assignment.to_frame()
 
 
+def own_job_files(records: pd.DataFrame, folder: Path, files: int = 3) -> Path:
+    """The records' JSON values as ``files`` JSON-lines files (a plain file source's input)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    values = records["value"].tolist()
+    step = -(-len(values) // files)
+    for i in range(files):
+        (folder / f"part-{i}.json").write_text("\n".join(values[i * step:(i + 1) * step]) + "\n")
+    return folder
+
+
+def attach_own_job(spark, dataset, servers: str, out: Path) -> None:
+    """A plain PySpark job (no statekit in it), attached: its parts, state, changelogs."""
+    from pyspark.sql import functions as F
+
+    import statekit as sk
+    from statekit.state.changes import same_rows
+
+    folder = own_job_files(dataset.records, out / "own-job" / "in")
+    checkpoint = out / "own-job" / "checkpoint"
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    job = (spark.readStream.schema(dataset.schema).option("maxFilesPerTrigger", 1)
+           .json(str(folder)).withWatermark("ts", "10 minutes")
+           .dropDuplicatesWithinWatermark(["player", "game", "ts"])
+           .groupBy("game").agg(F.count("*").alias("events"), F.sum("score").alias("points"))
+           .writeStream.format("noop").outputMode("update").queryName("own_job")
+           .option("checkpointLocation", str(checkpoint)).start())
+    try:
+        live = sk.attach(job, kafka=servers, ledger_dir=out / "own-job" / "ledgers")
+        job.processAllAvailable()
+        last = live.wait_shipped()
+        states = live.states()
+        parts = ", ".join(f"{p} ({k})" for p, k in zip(states["part"], states["kind"],
+                                                       strict=True))
+        _say(f"your own job (plain PySpark: dropDuplicatesWithinWatermark, then groupBy) "
+             f"attached with statekit.attach: parts {parts}; last batch {last}")
+        for part, topic in live.changelog_topics().items():
+            snap = live.snapshot(part, last)
+            placed = bool((live.state_partitions(part, snap) == snap["partition"]).all())
+            log = live.read_changelog(part)
+            _say(f"  part {part}: {len(snap)} rows, each in the partition statekit computes: "
+                 f"{placed}; changelog {topic!r}: {len(log)} records, replays to the "
+                 f"snapshot: {same_rows(log.materialize(), snap)}")
+        live.detach()
+    finally:
+        job.stop()
+
+
 def main(args: Namespace) -> int:
     from statekit.changelog import compaction_stats
     from statekit.charts import (
@@ -169,6 +217,7 @@ def main(args: Namespace) -> int:
         _say(f"open_checkpoint(...).describe(): {len(description.table)} state store part(s), "
              f"{int(description.rows['rows'].max())} rows at most in a partition; "
              f"what looks wrong: {flags}")
+        attach_own_job(spark, dataset, servers, out)
         files = save_chart(state_rows_chart(progress), out / "state_rows")
         files += save_chart(change_feed_chart(changes), out / "change_feed")
         files += save_chart(log_vs_compacted_chart(log, compacted), out / "log_vs_compacted")

@@ -53,6 +53,7 @@ from statekit.live.locate import (
 from statekit.live.parts import find_part, part_id
 from statekit.query.progress import progress_frame
 from statekit.state.checkpoint import Checkpoint
+from statekit.state.times import iso_times
 from statekit.validate import batch_id
 
 
@@ -320,12 +321,20 @@ class AttachedQuery:
 
     def read_changelog(self, part: str, from_batch: int | None = None,
                        to_batch: int | None = None):
-        """The part's changelog records shipped so far (a ``Changelog``)."""
+        """The part's changelog records shipped so far (a ``Changelog``), its time columns
+        as timestamps, as in the part's snapshots."""
         from statekit.changelog.reader import read_changelog
 
         writer = self._writer(part)
-        return read_changelog(writer.kafka, writer.topic, from_batch=from_batch,
-                              to_batch=to_batch, progress=False)
+        log = read_changelog(writer.kafka, writer.topic, from_batch=from_batch,
+                             to_batch=to_batch, progress=False)
+        # JSON keeps times as ISO text: back to the part's own timestamps
+        schema = self.state(part).schema()
+        records = log.records.copy()
+        for column in schema.loc[schema["type"].str.startswith("timestamp"), "column"]:
+            if column in records.columns and records[column].dtype == object:
+                records[column] = iso_times(records[column])
+        return log.with_records(records)
 
     def wait_shipped(self, batch: int | None = None, timeout: float = 120.0) -> int:
         """Block until every part's changelog holds ``batch`` (the last committed when
