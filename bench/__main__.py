@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from bench import (
+    attach,
     changelog,
     curves,
     inspect,
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, help="timed repetitions (each's own default)")
     parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore",
                                            "serving", "serving_load", "tuning", "inspect",
-                                           "processor", "curves", "peer", "source"],
+                                           "processor", "curves", "peer", "source", "attach"],
                         help="run just one (curves, peer: only when asked for)")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> None:
         inspect.main(["--rows", str(args.inspect_rows), *repeats])
     if args.only in (None, "processor"):
         processor.main(repeats)  # its own sizes: see bench/processor.py
+    if args.only in (None, "attach"):
+        attach.main(repeats)  # its own sizes: see bench/attach.py
     if args.only == "curves":  # long (10k, 100k, 1M keys): only when asked for
         curves.main([])        # `python -m bench.curves --ten-million` adds 10M
     if args.only == "peer":    # opt-in: needs the optional 'bench' extra (quixstreams)

@@ -206,6 +206,9 @@ class ChangelogWriter:
         #: failed round closed its producer)
         self.identity: meta.WriterInfo | None = None
         self.skipped = 0  # records found already shipped by a round a crash cut short
+        #: each committed round: (first batch, last batch, records, seconds from reading the
+        #: changes to the transaction's commit)
+        self.rounds: list[tuple[int, int, int, float]] = []
         self._producer: Producer | None = None
         self._previous: meta.WriterInfo | None = None  # the writer before this one
         self._own_ids: set[str] = set()
@@ -435,12 +438,14 @@ class ChangelogWriter:
                 f"checkpoint {str(checkpoint)!r} now keeps batches {batches[0]}..{last}: "
                 f"the changes of batches {first}..{batches[0] - 1} are gone; "
                 f"{self._start_over()}")
+        started = time.perf_counter()
         try:
             table = self._encoded_changes(first, last)
         except BatchNotRetained as exc:
             raise DataLoss(f"cannot ship batches {first}..{last} to {self.topic!r}: {exc}; "
                            f"{self._start_over()}") from None
         self._produce(table, first, last, ledger, done, ends)
+        self.rounds.append((first, last, table.num_rows, time.perf_counter() - started))
         return last
 
     def _produce(self, table: pa.Table, first: int, last: int, ledger: LedgerState,
