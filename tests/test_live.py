@@ -288,6 +288,27 @@ def test_progress_has_every_batch_and_each_operators_rows(job):
     assert int(last["rows"].sum()) == int(progress.iloc[-1]["state_rows_total"])
     description = live.describe()
     assert set(description.table["operator_id"]) == {0, 1, 2}
+    # Spark reports operators in plan order, which is their ids' order
+    ids = dict(zip(per_operator["operator_id"], per_operator["operator"], strict=False))
+    assert ids == {0: "stateStoreSave", 1: "symmetricHashJoin", 2: "dedupeWithinWatermark"}
+
+
+def test_the_dashboards_frames_flags_and_chart(job):
+    from statekit.charts import operators_chart
+
+    live = job[0]
+    removed = live.operator_progress().groupby("operator_id")["rows_removed"].sum()
+    assert int(removed[2]) > 0  # the watermark evicts old ids
+    assert 2 not in set(live.growing_operators(batches=3)["operator_id"])
+    lag = live.watermark_lag().dropna()
+    assert len(lag) > 0 and (lag["lag_s"] > 0).all()
+    behind = live.changelog_lag()
+    assert len(behind) == 6 and (behind["batches_behind"] == 0).all()
+    chart = operators_chart(live.operator_progress()).to_dict()
+    text = json.dumps(chart)
+    assert [m["mark"]["type"] for m in chart["hconcat"]] == ["line", "bar"]
+    for label in ("0 stateStoreSave", "1 symmetricHashJoin", "2 dedupeWithinWatermark"):
+        assert f'"label": "{label}"' in text
 
 
 def test_every_row_of_every_part_is_where_statekit_computes_spark_places_it(job):
@@ -441,8 +462,9 @@ def test_a_plain_group_by_after_drop_duplicates_live_against_pandas(spark, broke
     source.mkdir()
     rows = []
     for i in range(5):
-        batch = [{"event_id": f"e{(i * 7 + k) % 30}", "player": f"p{k % 3}", "level": k % 2,
-                  "score": k, "ts": T0.isoformat()} for k in range(9)]
+        ids = [(i * 7 + k) % 30 for k in range(9)]  # a resent id carries the same event
+        batch = [{"event_id": f"e{n}", "player": f"p{n % 3}", "level": n % 2, "score": n,
+                  "ts": T0.isoformat()} for n in ids]
         _write(source, f"f{i}.json", batch)
         rows += batch
     query = (spark.readStream.schema("event_id STRING, player STRING, level INT, score INT, "
@@ -468,6 +490,11 @@ def test_a_plain_group_by_after_drop_duplicates_live_against_pandas(spark, broke
         assert sorted(zip(snap["player"], snap["level"], snap["count"], strict=True)) == \
             sorted(zip(expected["player"], expected["level"], expected["n"], strict=True))
         assert set(live.snapshot("1/default", batch)["event_id"]) == set(first["event_id"])
+        # no watermark: the dedup's ids only grow (flagged); the six groups were all there
+        # from the first batch, so the aggregation's rows stay put (not flagged)
+        growing = live.growing_operators(batches=3)
+        assert list(growing["operator_id"]) == [1] and len(expected) == 6
+        assert list(growing["rows"]) == [first["event_id"].nunique()]
         for part in ("0/default", "1/default"):
             snap = live.snapshot(part, batch)
             assert (live.state_partitions(part, snap) == snap["partition"].to_numpy()).all()

@@ -30,6 +30,7 @@ from statekit.charts.monitor import (
     commit_phases_chart,
     input_chart,
     memory_chart,
+    operators_chart,
     record_cache_chart,
     watermark_chart,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "leaderboard_chart",
     "log_vs_compacted_chart",
     "memory_chart",
+    "operators_chart",
     "offline",
     "operator_chart",
     "partition_rows_chart",

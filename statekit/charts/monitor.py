@@ -250,3 +250,38 @@ def watermark_chart(progress: pd.DataFrame, title: str = "Watermark") -> alt.Cha
         x=_batch_axis(), y=alt.Y("watermark:T", title="watermark (UTC)"),
         tooltip=typed_tooltips(data, columns),
     ).properties(width=WIDTH, height=150)
+
+
+OPERATORS_SOURCE = "as AttachedQuery.operator_progress() gives"
+
+
+def operators_chart(frame: pd.DataFrame) -> alt.HConcatChart:
+    """An attached query's operators side by side: state rows per batch (a line per
+    operator) and rows removed per batch (evicted by the watermark or expired), from
+    ``AttachedQuery.operator_progress()``. An operator whose line only rises and whose bars
+    stay at zero keeps state that nothing bounds.
+
+    Example:
+        >>> frame = pd.DataFrame({"batch": [0, 1, 0, 1], "operator_id": [0, 0, 1, 1],
+        ...                       "operator": ["stateStoreSave"] * 2 + ["dedupe"] * 2,
+        ...                       "rows": [3, 5, 10, 20], "rows_removed": [0, 2, 0, 0]})
+        >>> [c["mark"]["type"] for c in operators_chart(frame).to_dict()["hconcat"]]
+        ['line', 'bar']
+    """
+    require_columns(frame, ["batch", "operator_id", "operator", "rows", "rows_removed"],
+                    "operator progress frame", OPERATORS_SOURCE)
+    data = frame.assign(label=[f"{'?' if pd.isna(i) else int(i)} {name}" for i, name in
+                               zip(frame["operator_id"], frame["operator"], strict=True)])
+    data = data[["batch", "label", "rows", "rows_removed"]].astype(
+        {"rows": "float64", "rows_removed": "float64"})
+    base = alt.Chart(inline(data))
+    colour = alt.Color("label:N", title="operator")
+    rows = base.mark_line(point=True).encode(
+        _batch_axis(), alt.Y("rows:Q", title="state rows"), colour,
+        tooltip=["batch:O", "label:N", "rows:Q"]).properties(
+        width=WIDTH // 2, title="State rows per operator")
+    removed = base.mark_bar().encode(
+        _batch_axis(), alt.Y("rows_removed:Q", title="rows removed"), colour,
+        alt.XOffset("label:N"), tooltip=["batch:O", "label:N", "rows_removed:Q"]).properties(
+        width=WIDTH // 2, title="Rows removed (evicted or expired)")
+    return alt.hconcat(rows, removed)

@@ -42,6 +42,7 @@ from statekit.inspect.stores import StateView
 from statekit.inspect.view import CheckpointView
 from statekit.kafka.connection import Kafka, connect
 from statekit.live.changelogs import app_name, ledger_folder, part_topic
+from statekit.live.health import growing_operators, operator_frame, watermark_lag
 from statekit.live.locate import (
     describe_query,
     locate,
@@ -240,21 +241,49 @@ class AttachedQuery:
         return progress_frame(self._report_dicts()[b] for b in sorted(self._report_dicts()))
 
     def operator_progress(self) -> pd.DataFrame:
-        """One row per batch and stateful operator, from Spark's reports: ``batch``,
-        ``operator`` (Spark's name), ``position`` (its place in the report), ``rows``,
-        ``rows_updated``, ``rows_removed``, ``dropped_by_watermark``, ``memory_bytes``,
-        ``commit_ms``."""
+        """One row per batch and stateful operator, from Spark's reports
+        (``statekit.live.health.operator_frame``): ``batch``, ``operator_id``, ``position``,
+        ``operator`` (Spark's name), ``rows``, ``rows_updated``, ``rows_removed`` (evicted or
+        expired), ``dropped_by_watermark``, ``memory_bytes``, ``commit_ms``.
+
+        Spark lists a batch's operators in plan order, which is the order of their ids; the
+        ids come from the state metadata where the names agree (NA otherwise)."""
         self._require_attached()
-        rows = []
-        for batch, report in sorted(self._report_dicts().items()):
-            for position, op in enumerate(report.get("stateOperators") or []):
-                rows.append((batch, op.get("operatorName"), position, op.get("numRowsTotal"),
-                             op.get("numRowsUpdated"), op.get("numRowsRemoved"),
-                             op.get("numRowsDroppedByWatermark"), op.get("memoryUsedBytes"),
-                             op.get("commitTimeMs")))
-        return pd.DataFrame(rows, columns=["batch", "operator", "position", "rows",
-                                           "rows_updated", "rows_removed",
-                                           "dropped_by_watermark", "memory_bytes", "commit_ms"])
+        frame = operator_frame(self._report_dicts()[b] for b in sorted(self._report_dicts()))
+        names = {}
+        if self.checkpoint.committed_batches() and self.checkpoint.operator_ids():
+            names = {p.operator_id: p.operator for p in self.parts()}
+        same = all(names.get(pos) == name for pos, name in
+                   zip(frame["position"], frame["operator"], strict=True))
+        ids = frame["position"] if same and names else pd.array([pd.NA] * len(frame),
+                                                                dtype="Int64")
+        frame.insert(1, "operator_id", pd.array(ids, dtype="Int64"))
+        return frame
+
+    def growing_operators(self, batches: int = 3) -> pd.DataFrame:
+        """The operators whose state only grew over the last ``batches`` batches (rows never
+        down, up overall, none removed): ``operator_id``, ``operator``, ``rows`` now. Such
+        state has no watermark or TTL to bound it, or keys without end."""
+        frame = self.operator_progress()
+        flagged = growing_operators(frame, batch_id(batches, "batches"))
+        last = frame[frame["position"].isin(flagged)].groupby("position").tail(1)
+        return last[["operator_id", "operator", "rows"]].reset_index(drop=True)
+
+    def watermark_lag(self) -> pd.DataFrame:
+        """Per batch, how far the watermark trails the latest event time Spark saw
+        (``statekit.live.health.watermark_lag``)."""
+        self._require_attached()
+        reports = self._report_dicts()
+        return watermark_lag([reports[b] for b in sorted(reports)])
+
+    def changelog_lag(self) -> pd.DataFrame:
+        """Per shipped part: ``part``, ``topic``, ``committed`` (the query's last batch),
+        ``shipped`` (the changelog's), ``batches_behind``."""
+        committed = self.last_batch
+        rows = [(part, w.topic, committed, w.shipped_batch, committed - w.shipped_batch)
+                for part, w in self.changelogs.items()]
+        return pd.DataFrame(rows, columns=["part", "topic", "committed", "shipped",
+                                           "batches_behind"])
 
     def describe(self, **options) -> Description:
         """``CheckpointView.describe`` of the live checkpoint, with this handle's progress
