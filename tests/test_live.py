@@ -454,77 +454,24 @@ def test_a_query_attached_before_its_first_batch_is_checked_at_the_first_read(sp
     assert os.path.isdir(tmp_path / "ck" / "state")
 
 
-def test_a_plain_group_by_after_drop_duplicates_live_against_pandas(spark, broker, tmp_path):
-    """Two more kinds (dropDuplicates without a watermark, a plain groupBy on a string and an
-    int key), five batches: state equals pandas, rows are where Spark places them, and each
-    part's changelog replays to its snapshot."""
-    source = tmp_path / "in"
-    source.mkdir()
-    rows = []
-    for i in range(5):
-        ids = [(i * 7 + k) % 30 for k in range(9)]  # a resent id carries the same event
-        batch = [{"event_id": f"e{n}", "player": f"p{n % 3}", "level": n % 2, "score": n,
-                  "ts": T0.isoformat()} for n in ids]
-        _write(source, f"f{i}.json", batch)
-        rows += batch
-    query = (spark.readStream.schema("event_id STRING, player STRING, level INT, score INT, "
-                                     "ts TIMESTAMP")
-             .option("maxFilesPerTrigger", 1).json(str(source))
-             .dropDuplicates(["event_id"]).groupBy("player", "level")
-             .agg(F.count("*").alias("n"), F.max("score").alias("best"))
-             .writeStream.format("memory").queryName("own_groups").outputMode("update")
-             .option("checkpointLocation", str(tmp_path / "ck"))
-             .trigger(processingTime="200 milliseconds").start())
-    try:
-        live = sk.attach(query, kafka=broker, ledger_dir=tmp_path / "ledgers")
-        query.processAllAvailable()
-        batch = live.wait_shipped()
-        assert batch >= 4
-        states = live.states()
-        assert list(zip(states["part"], states["kind"], strict=True)) == [
-            ("0/default", "aggregation"), ("1/default", "deduplication")]
-        first = pd.DataFrame(rows).drop_duplicates("event_id")
-        expected = first.groupby(["player", "level"]).agg(n=("score", "size"),
-                                                          best=("score", "max")).reset_index()
-        snap = live.snapshot("0/default", batch)
-        assert sorted(zip(snap["player"], snap["level"], snap["count"], strict=True)) == \
-            sorted(zip(expected["player"], expected["level"], expected["n"], strict=True))
-        assert set(live.snapshot("1/default", batch)["event_id"]) == set(first["event_id"])
-        # no watermark: the dedup's ids only grow (flagged); the six groups were all there
-        # from the first batch, so the aggregation's rows stay put (not flagged)
-        growing = live.growing_operators(batches=3)
-        assert list(growing["operator_id"]) == [1] and len(expected) == 6
-        assert list(growing["rows"]) == [first["event_id"].nunique()]
-        for part in ("0/default", "1/default"):
-            snap = live.snapshot(part, batch)
-            assert (live.state_partitions(part, snap) == snap["partition"].to_numpy()).all()
-            view = live.state(part)
-            columns = view.key_columns + view.value_columns
-            pd.testing.assert_frame_equal(
-                _comparable(live.read_changelog(part).materialize(), columns),
-                _comparable(snap, columns), obj=part)  # batch 4 changed nothing: no records
-        live.detach()
-    finally:
-        query.stop()
-
-
 @pytest.mark.slow   # the job in a worker process, killed with kill -9 while it ships, rerun
 def test_kill_9_while_shipping_then_a_rerun_keeps_each_batch_once_in_each_part(
         spark, broker, tmp_path):
+    """dropDuplicates (no watermark) then a plain groupBy on a string and an int key, in a
+    process killed with kill -9 while it ships its part changelogs, then run again here: each
+    part's topic holds every batch's changes once and replays to the snapshot, the state
+    equals pandas, the rows are where Spark places them."""
     import random
     import signal
     import time
 
     import livejob
 
-    from statekit.changelog.log import materialize
-    from statekit.changelog.reader import read_changelog
-
     source = tmp_path / "in"
     source.mkdir()
-    livejob.add_files(source, 14)
+    events = livejob.add_files(source, 14)
     config = {"source": str(source), "checkpoint": str(tmp_path / "ck"),
-              "ledgers": str(tmp_path / "ledgers"), "mode": "run",
+              "ledgers": str(tmp_path / "ledgers"),
               "bootstrap_servers": broker.bootstrap_servers}
     ledger = tmp_path / "ledgers" / "livejob-op1-default-changelog.json"
     worker = livejob.start(config)
@@ -539,18 +486,43 @@ def test_kill_9_while_shipping_then_a_rerun_keeps_each_batch_once_in_each_part(
         worker.send_signal(signal.SIGKILL)
         worker.wait(30)
     killed_at = json.loads(ledger.read_text())["last_batch"]
-    assert livejob.drain(spark, config) > killed_at  # the rerun, here
 
-    view = sk.open_checkpoint(tmp_path / "ck", spark=spark)
-    last = view.retained_batches()[-1]
-    assert killed_at < last
-    for operator_id in (0, 1):
-        topic = f"livejob-op{operator_id}-default-changelog"
-        log = read_changelog(broker.bootstrap_servers, topic)  # proves no batch cut or repeated
-        state = view.state("default", operator_id)
-        changes = state.changes(0, last)
-        assert len(log) == len(changes), topic
-        assert not log.records.duplicated(["partition", "batch", "seq"]).any()
-        columns = state.key_columns + state.value_columns
-        pd.testing.assert_frame_equal(_comparable(materialize(log), columns),
-                                      _comparable(state.snapshot(last), columns), obj=topic)
+    # the rerun, here: the same job on the same checkpoint, attached with the same ledgers
+    query = livejob.start_job(spark, config)
+    try:
+        live = sk.attach(query, kafka=broker, ledger_dir=config["ledgers"])
+        query.processAllAvailable()
+        last = live.wait_shipped()
+        assert killed_at < last
+        for part in ("0/default", "1/default"):
+            topic = live.changelog_topics()[part]
+            assert topic == f"livejob-op{part[0]}-default-changelog"
+            log = live.read_changelog(part)  # read whole: no batch cut short or repeated
+            changes = live.changes(part, 0, last)
+            assert len(log) == len(changes), topic
+            assert not log.records.duplicated(["partition", "batch", "seq"]).any()
+            snap = live.snapshot(part, last)
+            view = live.state(part)
+            columns = view.key_columns + view.value_columns
+            pd.testing.assert_frame_equal(_comparable(log.materialize(), columns),
+                                          _comparable(snap, columns), obj=topic)
+            # a string and an int key: each row where statekit computes Spark keeps it
+            assert (live.state_partitions(part, snap) == snap["partition"].to_numpy()).all()
+        # the state against pandas over the same input
+        first = pd.DataFrame(events).drop_duplicates("event_id")
+        expected = first.groupby(["player", "level"]).agg(
+            n=("score", "size"), points=("score", "sum")).reset_index()
+        snap = live.snapshot("0/default", last)
+        assert sorted(zip(snap["player"], snap["level"], snap["count"], snap["sum"],
+                          strict=True)) == \
+            sorted(zip(expected["player"], expected["level"], expected["n"],
+                       expected["points"], strict=True))
+        assert set(live.snapshot("1/default", last)["event_id"]) == set(first["event_id"])
+        # no watermark: the dedup's ids only grow (flagged); the 14 groups were all there
+        # from the first batch, so the aggregation's rows stay put (not flagged)
+        growing = live.growing_operators(batches=3)
+        assert list(growing["operator_id"]) == [1] and len(expected) == 14
+        assert list(growing["rows"]) == [first["event_id"].nunique()]
+        live.detach()
+    finally:
+        query.stop()
