@@ -364,8 +364,35 @@ def test_session_tracker_keeps_the_active_sessions(spark, broker, games, events,
         ends = (got["session_end"] + pd.Timedelta("30min")).astype("int64") // 10**6
         assert set(zip(got["player"], ends, strict=True)) <= set(
             zip(timers["player"], timers["expiration_timestamp_ms"], strict=True))
+        attached_to_a_transform_with_state(query, broker, tmp_path, last)
     finally:
         query.stop()
+
+
+def attached_to_a_transform_with_state(query, broker, tmp_path, last: int) -> None:
+    """statekit.attach on the running processor as on anyone's query: its state variable
+    (a map state: the user's map key is not hashed) and its timers are where Spark places
+    them, and the variable's changelog replays to its snapshot."""
+    import statekit as sk
+
+    live = sk.attach(query.query, kafka=broker, ledger_dir=tmp_path / "ledgers")
+    try:
+        states = live.states()
+        assert list(zip(states["part"], states["what"], states["variable_type"],
+                        strict=True)) == [("0/sessions", "state variable", "MapState"),
+                                          ("0/timers", "timers", "TimerState")]
+        for part in states["part"]:
+            snap = live.snapshot(part, last)
+            assert len(snap) > 0
+            assert (live.state_partitions(part, snap) == snap["partition"].to_numpy()).all()
+        assert live.changelog_topics() == {"0/sessions": "sessions-op0-sessions-changelog"}
+        live.wait_shipped(last)
+        view = live.state("sessions")
+        columns = view.key_columns + view.value_columns
+        log = live.read_changelog("sessions").materialize(last)
+        assert same_rows(log[columns], live.snapshot("sessions", last)[columns])
+    finally:
+        live.detach()
 
 
 @pytest.mark.slow

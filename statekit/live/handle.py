@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import threading
@@ -351,7 +352,8 @@ class AttachedQuery:
     def read_changelog(self, part: str, from_batch: int | None = None,
                        to_batch: int | None = None):
         """The part's changelog records shipped so far (a ``Changelog``), its time columns
-        as timestamps, as in the part's snapshots."""
+        as timestamps, as in the part's snapshots; its ``last_batch`` is the last batch
+        shipped (a batch that changed nothing in the part leaves no record)."""
         from statekit.changelog.reader import read_changelog
 
         writer = self._writer(part)
@@ -363,7 +365,10 @@ class AttachedQuery:
         for column in schema.loc[schema["type"].str.startswith("timestamp"), "column"]:
             if column in records.columns and records[column].dtype == object:
                 records[column] = iso_times(records[column])
-        return log.with_records(records)
+        log = log.with_records(records)
+        if to_batch is None:  # batches that changed nothing leave no record, yet are shipped
+            log = dataclasses.replace(log, last_batch=max(log.last_batch, writer.shipped_batch))
+        return log
 
     def wait_shipped(self, batch: int | None = None, timeout: float = 120.0) -> int:
         """Block until every part's changelog holds ``batch`` (the last committed when
