@@ -35,6 +35,7 @@ from statekit.errors import BadArgument, BatchNotRetained, CheckpointError
 from statekit.inspect import limits
 from statekit.inspect.flatten import FlatColumn, flat_columns, flatten, to_pandas
 from statekit.inspect.operators import Part
+from statekit.spark.connect import is_connect
 from statekit.state.checkpoint import Checkpoint
 from statekit.state.integrity import Problem, reading, require_readable, restore_problems
 from statekit.state.spark_files import _ranges, require_state_files_visible, state_files
@@ -64,7 +65,8 @@ class StateView:
 
     @property
     def spark(self) -> SparkSession:
-        return self._spark if isinstance(self._spark, SparkSession) else self._spark()
+        given = self._spark
+        return given if isinstance(given, SparkSession) or is_connect(given) else given()
 
     @property
     def operator_id(self) -> int:

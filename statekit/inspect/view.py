@@ -37,6 +37,7 @@ from statekit.inspect.describe import Description, describe
 from statekit.inspect.failures import reading
 from statekit.inspect.operators import Part, kind_of, operator_parts
 from statekit.inspect.stores import OperatorView, StateView
+from statekit.spark.connect import is_connect
 from statekit.state.checkpoint import Checkpoint, log_version
 from statekit.state.integrity import is_stateful
 from statekit.state.spark_files import COLUMNS as FILE_COLUMNS
@@ -67,8 +68,9 @@ class CheckpointView:
     def __init__(self, checkpoint: str | os.PathLike | Checkpoint,
                  spark: SparkSession | None = None):
         self.checkpoint = Checkpoint(checkpoint)
-        if spark is not None and not isinstance(spark, SparkSession):
-            raise BadArgument("spark", type(spark).__name__, "a SparkSession, or None")
+        if spark is not None and not (isinstance(spark, SparkSession) or is_connect(spark)):
+            raise BadArgument("spark", type(spark).__name__,
+                              "a SparkSession (classic or Spark Connect), or None")
         self._spark = spark
         self._operators: pd.DataFrame | None = None
 

@@ -54,6 +54,7 @@ from statekit.live.locate import (
 )
 from statekit.live.parts import find_part, part_id
 from statekit.query.progress import progress_frame
+from statekit.spark.connect import is_connect
 from statekit.state.checkpoint import Checkpoint
 from statekit.state.times import iso_times
 from statekit.validate import batch_id
@@ -102,10 +103,14 @@ _LISTENERS: dict[int, _Reports] = {}
 
 
 def _reports(spark: SparkSession) -> _Reports:
+    """The session's keeper of reports. On Spark Connect it listens to nothing (registering
+    a client listener there again, after another was removed, was seen to block for good):
+    the handle keeps what ``recentProgress`` gives at each call instead."""
     key = id(spark)
     if key not in _LISTENERS:
         _LISTENERS[key] = _Reports()
-        spark.streams.addListener(_LISTENERS[key])
+        if not is_connect(spark):
+            spark.streams.addListener(_LISTENERS[key])
     return _LISTENERS[key]
 
 
