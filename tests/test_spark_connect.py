@@ -57,11 +57,37 @@ try:
     refused = None
 except NotOnConnect as exc:
     refused = str(exc)
+query.stop()
+
+# a plain PySpark job over Connect, attached: Spark does not tell a Connect client where its
+# checkpoint is, so attach asks for it; given it, the state reads through the server
+source = out / "own-in"
+source.mkdir()
+(source / "a.json").write_text("".join(json.dumps({"player": f"p{i % 3}", "score": i}) + "\n"
+                                       for i in range(9)))
+own = (spark.readStream.schema("player STRING, score INT").json(str(source))
+       .groupBy("player").count().writeStream.format("noop").outputMode("update")
+       .option("checkpointLocation", str(out / "own-ck")).queryName("own_over_connect")
+       .trigger(processingTime="200 milliseconds").start())
+own.processAllAvailable()
+try:
+    sk.attach(own, spark=spark)
+    attach_refused = None
+except sk.StatekitError as exc:
+    attach_refused = str(exc)
+live = sk.attach(own, spark=spark, checkpoint=str(out / "own-ck"))
+own_snapshot = live.snapshot("0/default")
+attached = {"refused": attach_refused, "parts": list(live.states()["part"]),
+            "rows": sorted([p, int(n)] for p, n in zip(own_snapshot["player"],
+                                                       own_snapshot["count"]))}
+live.detach()
+own.stop()
+
 (out / "run.json").write_text(json.dumps({
     "connect": is_connect(spark), "last_batch": query.last_batch,
     "changelog_topic": query.changelog_topic, "progress_batches": len(progress),
-    "input_rows": int(progress["input_rows"].sum()), "refused": refused}))
-query.stop()
+    "input_rows": int(progress["input_rows"].sum()), "refused": refused,
+    "attached": attached}))
 spark.stop()
 '''
 
@@ -122,6 +148,14 @@ def test_a_call_connect_does_not_allow_is_named_with_the_reason(over_connect):
     run, _ = over_connect
     assert run["refused"].startswith("SparkSession.sparkContext does not work through "
                                      "Spark Connect: a Connect client has no SparkContext")
+
+
+def test_a_plain_job_over_connect_is_attached_given_its_checkpoint(over_connect):
+    attached = over_connect[0]["attached"]
+    assert "pass checkpoint=<the query's checkpointLocation option>" in attached["refused"]
+    assert "Spark Connect" in attached["refused"]
+    assert attached["parts"] == ["0/default"]
+    assert attached["rows"] == [["p0", 3], ["p1", 3], ["p2", 3]]
 
 
 def test_a_process_with_a_classic_session_is_told_to_use_another(spark, server):
