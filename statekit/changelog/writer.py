@@ -41,6 +41,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -69,6 +70,8 @@ from statekit.validate import batch_id
 
 LOG = logging.getLogger("statekit.changelog")
 _JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'", "ignoreNullFields": "false"}
+#: rounds a writer remembers (``ChangelogWriter.rounds``): a long-running writer keeps no more
+ROUNDS_KEPT = 1000
 #: seconds a fenced writer waits for the writer that fenced it to say who it is
 _NAMING_WAIT = 5.0
 
@@ -206,9 +209,9 @@ class ChangelogWriter:
         #: failed round closed its producer)
         self.identity: meta.WriterInfo | None = None
         self.skipped = 0  # records found already shipped by a round a crash cut short
-        #: each committed round: (first batch, last batch, records, seconds from reading the
-        #: changes to the transaction's commit)
-        self.rounds: list[tuple[int, int, int, float]] = []
+        #: the latest committed rounds (``ROUNDS_KEPT``): (first batch, last batch, records,
+        #: seconds from reading the changes to the transaction's commit)
+        self.rounds: deque[tuple[int, int, int, float]] = deque(maxlen=ROUNDS_KEPT)
         self._producer: Producer | None = None
         self._previous: meta.WriterInfo | None = None  # the writer before this one
         self._own_ids: set[str] = set()
