@@ -208,15 +208,17 @@ class AttachedQuery:
     def snapshot(self, part: str, batch: int | None = None, sort: bool = False) -> pd.DataFrame:
         """The part's state after ``batch`` (the last committed when None), with
         ``partition``; ``attrs["part"]`` names it."""
-        frame = self.state(part).snapshot(batch, sort=sort)
-        frame.attrs["part"] = part_id(find_part(self.parts(), part))
+        view = self.state(part)
+        frame = view.snapshot(batch, sort=sort)
+        frame.attrs["part"] = part_id(view.part)
         return frame
 
     def changes(self, part: str, from_batch: int, to_batch: int | None = None) -> pd.DataFrame:
         """Every change batches ``from_batch..to_batch`` made to the part (Spark's change
         feed); a join side and timers have none (``UnsupportedRead`` names what works)."""
-        frame = self.state(part).changes(from_batch, to_batch)
-        frame.attrs["part"] = part_id(find_part(self.parts(), part))
+        view = self.state(part)
+        frame = view.changes(from_batch, to_batch)
+        frame.attrs["part"] = part_id(view.part)
         return frame
 
     def state_partitions(self, part: str, rows: pd.DataFrame):
@@ -239,12 +241,17 @@ class AttachedQuery:
                 self._listener.add(self.id, data)
         return kept
 
+    def _reports_in_order(self) -> list[dict]:
+        """Every report kept, by batch (Spark's ``recentProgress`` read once)."""
+        kept = self._report_dicts()
+        return [kept[b] for b in sorted(kept)]
+
     def progress(self) -> pd.DataFrame:
         """One row per batch Spark reported since this session saw the query (its
         ``recentProgress``, and every report since attaching): rows in, state rows over all
         operators, durations, watermark (``statekit.query.progress`` columns)."""
         self._require_attached()
-        return progress_frame(self._report_dicts()[b] for b in sorted(self._report_dicts()))
+        return progress_frame(self._reports_in_order())
 
     def operator_progress(self) -> pd.DataFrame:
         """One row per batch and stateful operator, from Spark's reports
@@ -255,7 +262,7 @@ class AttachedQuery:
         Spark lists a batch's operators in plan order, which is the order of their ids; the
         ids come from the state metadata where the names agree (NA otherwise)."""
         self._require_attached()
-        frame = operator_frame(self._report_dicts()[b] for b in sorted(self._report_dicts()))
+        frame = operator_frame(self._reports_in_order())
         names = {}
         if self.checkpoint.committed_batches() and self.checkpoint.operator_ids():
             names = {p.operator_id: p.operator for p in self.parts()}
@@ -279,8 +286,7 @@ class AttachedQuery:
         """Per batch, how far the watermark trails the latest event time Spark saw
         (``statekit.live.health.watermark_lag``)."""
         self._require_attached()
-        reports = self._report_dicts()
-        return watermark_lag([reports[b] for b in sorted(reports)])
+        return watermark_lag(self._reports_in_order())
 
     def changelog_lag(self) -> pd.DataFrame:
         """Per shipped part: ``part``, ``topic``, ``committed`` (the query's last batch),
