@@ -197,7 +197,7 @@ def test_ending_offsets_stop_each_listed_partition_there(spark, broker, main_top
     topic, sent = main_topic
     ending = json.dumps({topic: {"0": 7, "2": 0}})  # partition 1 not listed: read to its end
     rows, _ = drain_to_memory(spark, stream(spark, broker, topic, endingOffsets=ending,
-                                            maxOffsetsPerTrigger="4"), "src_ending")
+                                            maxOffsetsPerTrigger="100"), "src_ending")
     counts = rows.groupby("partition")["offset"].agg(["min", "max", "count"])
     assert counts.loc[0].tolist() == [0, 6, 7]
     assert counts.loc[1, "count"] == (sent["partition"] == 1).sum()
