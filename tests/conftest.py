@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import pytest
 
@@ -23,6 +24,25 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(NOTEBOOK_TIMEOUT))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_query_outlives_its_module():
+    """A streaming query left running after its module triggers on, taxing every later test
+    (a drained one at a 100 ms trigger takes about a third of a core): stop it, and warn
+    with its name so the test that left it can be mended."""
+    yield
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is None:
+        return
+    left = [q for q in session.streams.active]
+    for query in left:
+        query.stop()
+    if left:
+        warnings.warn(f"streaming queries still running after the module, now stopped: "
+                      f"{', '.join(str(q.name or q.id) for q in left)}", stacklevel=1)
 
 
 @pytest.fixture(scope="session")
