@@ -311,6 +311,41 @@ def test_the_dashboards_frames_flags_and_chart(job):
         assert f'"label": "{label}"' in text
 
 
+def test_the_live_dashboard_draws_each_operator_its_memory_and_the_changelog_lag(job):
+    from statekit.widgets import AttachedDashboard
+
+    live = job[0]
+    board = AttachedDashboard(live, every=0.2, start=False)
+    try:
+        health = board.refresh()
+        assert health.last_batch == live.last_batch and health.active
+        pd.testing.assert_frame_equal(health.operators, live.operator_progress())
+        assert health.growing.empty   # the watermark bounds every operator of this job
+        for label in ("0 stateStoreSave", "1 symmetricHashJoin", "2 dedupeWithinWatermark"):
+            assert label in board.status.value
+            for panel in ("operators", "memory"):
+                assert f'"label": "{label}"' in json.dumps(board.charts[panel].chart.to_dict())
+        last = health.operators.groupby("operator_id").tail(1)
+        assert (last["memory_bytes"] > 0).all()
+        assert "changelogs: 0 batches behind at most" in board.status.value
+        assert all(topic in board.flags.value for topic in live.changelog_topics().values())
+        assert board.start().running   # the thread refreshes while the query runs
+    finally:
+        board.close()
+    assert not board.running
+
+
+@pytest.mark.parametrize("bad", ["own_live", None])
+def test_the_live_dashboard_takes_an_attached_query_only(job, bad):
+    from statekit.errors import BadArgument
+    from statekit.widgets import AttachedDashboard
+
+    with pytest.raises(BadArgument, match=r"bad live: .*accepted: an AttachedQuery"):
+        AttachedDashboard(bad, start=False)
+    with pytest.raises(BadArgument, match=r"bad every: 0.*seconds > 0"):
+        AttachedDashboard(job[0], every=0, start=False)
+
+
 def test_every_row_of_every_part_is_where_statekit_computes_spark_places_it(job):
     live = job[0]
     checked = 0

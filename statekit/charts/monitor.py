@@ -285,3 +285,32 @@ def operators_chart(frame: pd.DataFrame) -> alt.HConcatChart:
         alt.XOffset("label:N"), tooltip=["batch:O", "label:N", "rows_removed:Q"]).properties(
         width=WIDTH // 2, title="Rows removed (evicted or expired)")
     return alt.hconcat(rows, removed)
+
+
+def operator_memory_chart(frame: pd.DataFrame) -> alt.Chart:
+    """Memory each stateful operator of an attached query holds after each batch (MiB, a
+    line per operator), from ``AttachedQuery.operator_progress()``; an empty note when
+    Spark reported no memory.
+
+    Example:
+        >>> frame = pd.DataFrame({"batch": [0, 1], "operator_id": [0, 0],
+        ...                       "operator": ["dedupe"] * 2, "memory_bytes": [2**20, 2**21]})
+        >>> operator_memory_chart(frame).to_dict()["encoding"]["y"]["title"]
+        'memory (MiB)'
+    """
+    require_columns(frame, ["batch", "operator_id", "operator", "memory_bytes"],
+                    "operator progress frame", OPERATORS_SOURCE)
+    data = frame.dropna(subset=["memory_bytes"])
+    title = "Memory per operator"
+    if data.empty:
+        return _empty_note("Spark reported no memory for these operators", title)
+    data = pd.DataFrame({
+        "batch": data["batch"].astype("int64"),
+        "label": [f"{'?' if pd.isna(i) else int(i)} {name}" for i, name in
+                  zip(data["operator_id"], data["operator"], strict=True)],
+        "memory_mib": data["memory_bytes"].astype("float64") / 2**20})
+    return alt.Chart(inline(data), title=title).mark_line(point=True).encode(
+        _batch_axis(), alt.Y("memory_mib:Q", title="memory (MiB)"),
+        alt.Color("label:N", title="operator"),
+        tooltip=["batch:O", "label:N", alt.Tooltip("memory_mib:Q", format=",.2f")],
+    ).properties(width=WIDTH, height=150)

@@ -43,7 +43,7 @@ from statekit.inspect.stores import StateView
 from statekit.inspect.view import CheckpointView
 from statekit.kafka.connection import Kafka, connect
 from statekit.live.changelogs import app_name, ledger_folder, part_topic
-from statekit.live.health import growing_operators, operator_frame, watermark_lag
+from statekit.live.health import Health, growing_operators, operator_frame, watermark_lag
 from statekit.live.locate import (
     describe_query,
     locate,
@@ -254,6 +254,9 @@ class AttachedQuery:
         return progress_frame(self._reports_in_order())
 
     def operator_progress(self) -> pd.DataFrame:
+        return self._operator_frame(self._reports_in_order())
+
+    def _operator_frame(self, reports: list[dict]) -> pd.DataFrame:
         """One row per batch and stateful operator, from Spark's reports
         (``statekit.live.health.operator_frame``): ``batch``, ``operator_id``, ``position``,
         ``operator`` (Spark's name), ``rows``, ``rows_updated``, ``rows_removed`` (evicted or
@@ -262,7 +265,7 @@ class AttachedQuery:
         Spark lists a batch's operators in plan order, which is the order of their ids; the
         ids come from the state metadata where the names agree (NA otherwise)."""
         self._require_attached()
-        frame = operator_frame(self._reports_in_order())
+        frame = operator_frame(reports)
         names = {}
         if self.checkpoint.committed_batches() and self.checkpoint.operator_ids():
             names = {p.operator_id: p.operator for p in self.parts()}
@@ -277,10 +280,7 @@ class AttachedQuery:
         """The operators whose state only grew over the last ``batches`` batches (rows never
         down, up overall, none removed): ``operator_id``, ``operator``, ``rows`` now. Such
         state has no watermark or TTL to bound it, or keys without end."""
-        frame = self.operator_progress()
-        flagged = growing_operators(frame, batch_id(batches, "batches"))
-        last = frame[frame["position"].isin(flagged)].groupby("position").tail(1)
-        return last[["operator_id", "operator", "rows"]].reset_index(drop=True)
+        return _growing(self.operator_progress(), batch_id(batches, "batches"))
 
     def watermark_lag(self) -> pd.DataFrame:
         """Per batch, how far the watermark trails the latest event time Spark saw
@@ -296,6 +296,19 @@ class AttachedQuery:
                 for part, w in self.changelogs.items()]
         return pd.DataFrame(rows, columns=["part", "topic", "committed", "shipped",
                                            "batches_behind"])
+
+    def health(self, batches: int = 3) -> Health:
+        """Progress, operators, growth flags, watermark lag and changelog lag, read at once
+        from the same reports (what the live dashboard draws; ``Health.summary()`` says it
+        in a line)."""
+        self._require_attached()
+        batches = batch_id(batches, "batches")
+        active, last = self.is_active, self.last_batch
+        reports = self._reports_in_order()
+        operators = self._operator_frame(reports)
+        return Health(last, active, progress_frame(reports), operators,
+                      _growing(operators, batches), watermark_lag(reports),
+                      self.changelog_lag())
 
     def describe(self, **options) -> Description:
         """``CheckpointView.describe`` of the live checkpoint, with this handle's progress
@@ -412,6 +425,14 @@ class AttachedQuery:
 
     def __exit__(self, *exc) -> None:
         self.detach()
+
+
+def _growing(operators: pd.DataFrame, batches: int) -> pd.DataFrame:
+    """``growing_operators`` of an operator frame, as rows: ``operator_id``, ``operator``,
+    ``rows`` at the last batch."""
+    flagged = growing_operators(operators, batches)
+    last = operators[operators["position"].isin(flagged)].groupby("position").tail(1)
+    return last[["operator_id", "operator", "rows"]].reset_index(drop=True)
 
 
 def attach(query, *, checkpoint: str | os.PathLike | None = None,

@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -80,3 +81,68 @@ def watermark_lag(reports: Sequence[Mapping]) -> pd.DataFrame:
                           "watermark": iso_times([t.get("watermark") for t in times])})
     frame["lag_s"] = (frame["max_event_time"] - frame["watermark"]).dt.total_seconds()
     return frame
+
+
+@dataclass(frozen=True)
+class Health:
+    """One reading of an attached query, all from the same progress reports
+    (``AttachedQuery.health()``; what its live dashboard draws).
+
+    Attributes:
+        last_batch: the last committed batch when read.
+        active: whether the query was running.
+        progress: one row per batch (``statekit.query.progress`` columns).
+        operators: one row per batch and operator (``AttachedQuery.operator_progress``).
+        growing: the operators whose state only grew (``operator_id``, ``operator``,
+            ``rows``), see ``growing_operators``.
+        watermark_lag: per batch, seconds the watermark trails the latest event time.
+        changelog_lag: per shipped part, batches its changelog is behind (no rows when
+            nothing is shipped).
+    """
+
+    last_batch: int
+    active: bool
+    progress: pd.DataFrame
+    operators: pd.DataFrame
+    growing: pd.DataFrame
+    watermark_lag: pd.DataFrame
+    changelog_lag: pd.DataFrame
+
+    def summary(self) -> str:
+        """One line: the batch, and per operator its rows and memory at the last batch it
+        reported, flagged when it only grows; the changelogs' lag.
+
+        Example:
+            >>> ops = pd.DataFrame({"batch": [3], "operator_id": [0], "operator": ["dedupe"],
+            ...                     "rows": [40], "memory_bytes": [2**20]})
+            >>> empty = pd.DataFrame()
+            >>> lag = pd.DataFrame({"part": ["0/default"], "batches_behind": [1]})
+            >>> for line in Health(3, True, empty, ops, ops, empty, lag).summary().split(" · "):
+            ...     print(line)
+            batch 3
+            running
+            0 dedupe: 40 rows, 1.0 MiB (only grows)
+            changelogs: 1 batch behind at most
+        """
+        parts = [f"batch {self.last_batch}", "running" if self.active else "stopped"]
+        flagged = set(self.growing["operator_id"].dropna().astype(int)) if len(
+            self.growing) else set()
+        if len(self.operators):
+            last = self.operators.sort_values("batch").groupby("operator_id", dropna=False).tail(1)
+            for row in last.itertuples(index=False):
+                ident = "?" if pd.isna(row.operator_id) else int(row.operator_id)
+                text = f"{ident} {row.operator}: {_count(row.rows)} rows"
+                if not pd.isna(row.memory_bytes):
+                    text += f", {int(row.memory_bytes) / 2**20:,.1f} MiB"
+                if ident in flagged:
+                    text += " (only grows)"
+                parts.append(text)
+        if len(self.changelog_lag):
+            behind = int(self.changelog_lag["batches_behind"].max())
+            parts.append(f"changelogs: {behind} batch{'es' if behind != 1 else ''} behind "
+                         f"at most")
+        return " · ".join(parts)
+
+
+def _count(value: object) -> str:
+    return "?" if pd.isna(value) else f"{int(value):,}"

@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 
 import altair as alt
@@ -42,9 +41,9 @@ from statekit.charts.monitor import (
 from statekit.charts.output import offline
 from statekit.charts.progress import state_rows_chart
 from statekit.charts.serving import leaderboard_chart
-from statekit.errors import BadArgument, StatekitError
+from statekit.errors import BadArgument
 from statekit.monitor.live import Monitor, Reading
-from statekit.validate import non_negative_number
+from statekit.widgets.refreshing import RefreshingBox
 
 PANELS = ("input", "state", "memory", "changelog", "watermark", "top")
 #: Each panel's plot width (px): two panels side by side fit a JupyterLab output area of
@@ -61,7 +60,7 @@ def _mib(value: float) -> str:
     return f"{value / 2**20:,.1f} MiB"
 
 
-class Dashboard(widgets.VBox):
+class Dashboard(RefreshingBox):
     """Live charts of a ``StatefulQuery``, refreshed on a background thread.
 
     Args:
@@ -85,25 +84,17 @@ class Dashboard(widgets.VBox):
 
     def __init__(self, query, every: float = 1.0, top: int = 10, by: str | None = None,
                  snapshot_every: float | None = None, *, start: bool = True):
-        self._stop = threading.Event()   # first: close() (also from __del__) needs them
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
         if not all(hasattr(query, a) for a in ("checkpoint", "spec", "snapshot", "is_active")):
             raise BadArgument("query", type(query).__name__,
                               "a StatefulQuery (statekit.start_query(...))")
-        every = non_negative_number(every, "every", unit="seconds")
-        if every <= 0:
-            raise BadArgument("every", every, "a number of seconds > 0")
-        self.every = float(every)
+        super().__init__(every, layout=widgets.Layout(width="100%"))
         if snapshot_every is None:
             snapshot_every = max(10 * self.every, 5.0)
         self.query = query
         self.monitor = Monitor(query, top=top, by=by, snapshot_every=snapshot_every)
         self.reading: Reading | None = None
         self.costs: dict[str, float] = {}
-        self.error: Exception | None = None
         self.offline = offline()
-        self.status = widgets.Label(value="not refreshed yet")
         self.button = widgets.Button(description="Refresh now", icon="refresh",
                                      tooltip="read the query once, now (snapshot included)")
         self.button.on_click(self._pressed)
@@ -112,8 +103,7 @@ class Dashboard(widgets.VBox):
         grid = widgets.GridBox(list(self.charts.values()), layout=widgets.Layout(
             grid_template_columns=f"repeat(auto-fill, minmax({PANEL_WIDTH + 140}px, 1fr))",
             grid_gap="8px 16px", width="100%"))
-        super().__init__([widgets.HBox([self.button, self.status]), grid],
-                         layout=widgets.Layout(width="100%"))
+        self.children = [widgets.HBox([self.button, self.status]), grid]
         if start:
             self.start()
 
@@ -175,9 +165,7 @@ class Dashboard(widgets.VBox):
                 drawn = time.perf_counter()
                 self._draw(reading)
             except Exception as exc:
-                self.error = exc
-                self.status.value = (f"{time.strftime('%H:%M:%S')} · could not refresh: "
-                                     f"{type(exc).__name__}: {exc}")
+                self._failed(exc)
                 raise
             end = time.perf_counter()
             self.costs = {**reading.costs, "charts": end - drawn, "total": end - start}
@@ -189,60 +177,15 @@ class Dashboard(widgets.VBox):
         with contextlib.suppress(Exception):  # shown in the status line
             self.refresh(snapshot=True)
 
-    # --- the thread -------------------------------------------------------------------------
-    @property
-    def running(self) -> bool:
-        """True while the refresh thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
+    # --- the thread (RefreshingBox) ------------------------------------------------------------
+    def _active(self) -> bool:
+        return self.query.is_active
 
-    def start(self) -> Dashboard:
-        """Refresh every ``every`` seconds on a daemon thread until the query stops."""
-        if self.running:
-            return self
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(self._stop,),
-                                        name="statekit-dashboard", daemon=True)
-        self._thread.start()
-        return self
+    def _refresh(self, final: bool) -> None:
+        self.refresh(snapshot=True if final else None)
 
-    def _run(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            ended = not self.query.is_active
-            with contextlib.suppress(Exception):   # shown in the status line; next try may work
-                self.refresh(snapshot=True if ended else None)
-            if ended:
-                self.status.value += " · the query has stopped: final view"
-                return
-            stop.wait(self.every)
-
-    def stop(self, timeout: float = 120.0) -> None:
-        """Stop the thread and wait for it (a refresh under way, maybe a snapshot, ends first)."""
-        self._stop.set()
-        thread = self._thread
-        if thread is None or thread is threading.current_thread():
-            return
-        thread.join(timeout)
-        if thread.is_alive():
-            raise StatekitError(f"the dashboard thread did not end within {timeout:.0f} s "
-                                "(a refresh is hanging)")
-        self._thread = None
-
-    def wait(self, timeout: float = 120.0) -> bool:
-        """Wait until the refresh thread ends by itself (after the query stopped and the final
-        refresh); True when it has ended, False after ``timeout`` seconds."""
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-        return not self.running
-
-    def close(self) -> None:
-        """Stop the thread, then close the charts and the box."""
-        self.stop()
-        for child in [*getattr(self, "charts", {}).values(), getattr(self, "status", None),
-                      getattr(self, "button", None)]:
-            if child is not None:
-                child.close()
-        super().close()
+    def _parts(self) -> list:
+        return [*getattr(self, "charts", {}).values(), getattr(self, "button", None)]
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
