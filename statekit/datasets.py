@@ -353,6 +353,30 @@ class Dataset:
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, {len(self.records)} records)"
 
+    def write_files(self, folder: str | Path, files: int = 3) -> Path:
+        """The records' JSON values as ``files`` JSON-lines files in ``folder`` (emptied
+        first), in record order: the input of a plain Spark file source, e.g.
+        ``spark.readStream.schema(ds.schema).option("maxFilesPerTrigger", 1).json(folder)``.
+
+        Example:
+            >>> import tempfile
+            >>> folder = game_events().write_files(tempfile.mkdtemp(), files=4)
+            >>> sorted(p.name for p in folder.iterdir())
+            ['part-0.json', 'part-1.json', 'part-2.json', 'part-3.json']
+        """
+        import shutil
+
+        files = whole_number(files, "files", minimum=1)
+        folder = Path(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        values = self.records["value"].tolist()
+        step = -(-len(values) // files)
+        for i in range(files):
+            chunk = values[i * step:(i + 1) * step]
+            (folder / f"part-{i}.json").write_text("".join(f"{v}\n" for v in chunk))
+        return folder
+
     def events(self) -> pd.DataFrame:
         """The events a query of this dataset counts, as a frame: one row per JSON object,
         numbers as numbers, the event time (``spec.event_time``) as naive UTC timestamps.

@@ -80,17 +80,6 @@ def serve_leaderboard(servers: str, query, snapshot: pd.DataFrame, out: Path) ->
         return cluster.assignment.to_frame()
 
 
-def own_job_files(records: pd.DataFrame, folder: Path, files: int = 3) -> Path:
-    """The records' JSON values as ``files`` JSON-lines files (a plain file source's input)."""
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    values = records["value"].tolist()
-    step = -(-len(values) // files)
-    for i in range(files):
-        (folder / f"part-{i}.json").write_text("\n".join(values[i * step:(i + 1) * step]) + "\n")
-    return folder
-
-
 def attach_own_job(spark, dataset, servers: str, out: Path) -> None:
     """A plain PySpark job (no statekit in it), attached: its parts, state, changelogs."""
     from pyspark.sql import functions as F
@@ -98,7 +87,7 @@ def attach_own_job(spark, dataset, servers: str, out: Path) -> None:
     import statekit as sk
     from statekit.state.changes import same_rows
 
-    folder = own_job_files(dataset.records, out / "own-job" / "in")
+    folder = dataset.write_files(out / "own-job" / "in")
     checkpoint = out / "own-job" / "checkpoint"
     shutil.rmtree(checkpoint, ignore_errors=True)
     job = (spark.readStream.schema(dataset.schema).option("maxFilesPerTrigger", 1)
