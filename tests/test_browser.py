@@ -5,8 +5,9 @@ Python running this test) on copies of the notebooks (JupyterLab saves what it
 runs; the notebooks in git keep no outputs). Debian's Chromium
 (``.ci/ensure-chromium`` installs it; ``STATEKIT_CHROMIUM`` points elsewhere) is
 driven by Playwright for Python with ``executable_path``: no browser download.
-For each notebook — every one with a widget: 03's changelog scrubber, 05's drill
-panel, 06's live leaderboard, 08's dashboard — run all cells as a learner does
+For each notebook whose widget outlives its Run All — 03's changelog scrubber, 05's
+drill panel, 06's live leaderboard, 08's dashboard (12 closes its dashboard when it
+detaches, so nbmake runs it alone) — run all cells as a learner does
 (solutions hidden: ``STATEKIT_SOLUTIONS=0``), then check that no cell errored, the
 charts drew (SVG or canvas inside vega-embed) and every widget view rendered; then
 *use* the widget after Run All — slide, press — and check that its view changes

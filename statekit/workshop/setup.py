@@ -41,6 +41,8 @@ SERIES: dict[str, str] = {
     "10_debug_a_checkpoint": "debugging an existing job from its checkpoint",
     "11_write_a_stateful_processor": "the Processor API: your own processor with key-value, "
                                      "window and session stores, punctuation and TTL",
+    "12_your_own_job_live": "your own PySpark job, live: every operator's state, a changelog "
+                            "per part and a dashboard, attached while it runs",
 }
 
 
