@@ -264,6 +264,40 @@ def test_a_parts_changelog_restores_local_stores_equal_to_its_snapshot(job, brok
                                           obj=part)
 
 
+@pytest.mark.parametrize("part", ["0/default", "2/default", "1/left-keyWithIndexToValue"])
+def test_a_routed_get_of_every_key_of_a_part_equals_its_snapshot_where_spark_placed_it(
+        job, part, tmp_path):
+    """A windowed aggregation (its window's times are key columns), a deduplication, and a
+    join store (its ``index`` is a key column Spark does not hash)."""
+    import httpx
+
+    from statekit.changelog.format import decode_json, encode_json
+
+    live = job[0]
+    last = live.wait_shipped()
+    shape = live.part_shape(part)
+    snapshot = live.snapshot(part, last)
+    columns = [*shape.key_columns, *shape.value_columns]
+    with live.serve(part, instances=2, standbys=0, workdir=tmp_path) as cluster:
+        client = cluster.client()
+        answered = set()
+        for row in snapshot.to_dict("records"):
+            answer = client.get({c: row[c] for c in shape.key_columns}, min_batch=last,
+                                timeout=30)
+            assert answer.rows == [decode_json(encode_json(row, columns))], (part, row)
+            [where] = answer.partitions
+            assert (where.partition, where.batch) == (row["partition"], last)
+            answered.add(where.instance)
+        assert len(answered) == 2   # each instance owns some of the keys
+        missing = {c: row[c] for c in shape.key_columns} | {shape.key_columns[-1]: None}
+        assert client.get(missing).rows == []
+        assert len(client.all(min_batch=last).rows) == len(snapshot)
+        # over REST: the key's schema names the part's key columns
+        url = next(iter(client.urls.values()))
+        spec = httpx.get(f"{url}/openapi.json", timeout=30).json()
+        assert all(c in json.dumps(spec) for c in shape.key_columns)
+
+
 def test_a_part_without_a_changelog_says_which_parts_have_one(job):
     with pytest.raises(StatekitError, match="'1/left' has no changelog.*0/default"):
         job[0].read_changelog("left")

@@ -112,6 +112,9 @@ class PartShape:
     name: str
     key_columns: tuple[str, ...]
     value_columns: tuple[str, ...]
+    #: the key columns Spark hashes to place a row, in order (``statekit.inspect.placement``;
+    #: empty: all of ``key_columns``): a join store's ``index`` is not hashed
+    placement_columns: tuple[str, ...] = ()
     #: a part's store keeps every key it holds, whatever the operator (no window store)
     store_kind = "key-value"
     window = None
@@ -120,17 +123,20 @@ class PartShape:
     def __post_init__(self):
         object.__setattr__(self, "key_columns", tuple(self.key_columns))
         object.__setattr__(self, "value_columns", tuple(self.value_columns))
+        object.__setattr__(self, "placement_columns",
+                           tuple(self.placement_columns) or self.key_columns)
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        data["key_columns"], data["value_columns"] = list(self.key_columns), \
-            list(self.value_columns)
+        for name in ("key_columns", "value_columns", "placement_columns"):
+            data[name] = list(data[name])
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping) -> PartShape:
         return cls(**{k: data[k] for k in ("query", "operator_id", "operator", "kind", "what",
-                                           "name", "key_columns", "value_columns")})
+                                           "name", "key_columns", "value_columns")},
+                   placement_columns=data.get("placement_columns") or ())
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from statekit.changelog import format as fmt
 from statekit.changelog import meta
 from statekit.durations import to_millis
 from statekit.errors import StatekitError
+from statekit.inspect.placement import placement_columns
 from statekit.inspect.stores import StateView
 from statekit.state.checkpoint import Checkpoint
 from statekit.state.reader import StateReader
@@ -114,9 +115,10 @@ class PartChanges:
         self.view, self.checkpoint = view, view.checkpoint
         self.ledger_dir = Path(ledger_dir)
         part = view.part
+        hashed, _ = placement_columns(view.schema(), part.store)
         self.shape = meta.PartShape(query, part.operator_id, part.operator, part.kind,
                                     part.what, part.name, tuple(view.key_columns),
-                                    tuple(view.value_columns))
+                                    tuple(view.value_columns), tuple(hashed))
 
     @property
     def key_columns(self) -> list[str]:

@@ -69,7 +69,10 @@ from statekit.state.reader import StateReader
 from statekit.validate import batch_id
 
 LOG = logging.getLogger("statekit.changelog")
-_JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'", "ignoreNullFields": "false"}
+#: Spark's JSON of a key or value: times in UTC whatever the session's time zone (a person's
+#: own session may have another), nulls kept
+_JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'", "timeZone": "UTC",
+                 "ignoreNullFields": "false"}
 #: rounds a writer remembers (``ChangelogWriter.rounds``): a long-running writer keeps no more
 ROUNDS_KEPT = 1000
 #: seconds a fenced writer waits for the writer that fenced it to say who it is

@@ -369,6 +369,25 @@ class AttachedQuery:
         writer.raise_if_failed()
         return writer
 
+    def serve(self, part: str, *, instances: int = 2, standbys: int = 1,
+              workdir: str | os.PathLike | None = None, timeout: float = 120.0):
+        """Serve one shipped part by key: ``instances`` serving processes (``standbys`` each)
+        that tail its changelog, routed as Spark places the part's keys
+        (``statekit.serve.part_keys``). Returns the started ``ServingCluster``; its
+        ``client()`` answers ``get(key)`` (every key column; times as ISO text, ms or
+        datetimes), ``range``, ``all`` and ``top_k``. Stop it with ``stop()`` (or a
+        ``with`` block).
+
+        Example:
+            >>> with live.serve("0/default") as cluster:                   # doctest: +SKIP
+            ...     cluster.client().get({"player": "p07", "minute": "2026-01-05T10:00Z"})
+        """
+        from statekit.serve.cluster import serve
+
+        writer = self._writer(part)
+        return serve(writer.kafka, writer.topic, instances=instances, standbys=standbys,
+                     workdir=workdir, timeout=timeout)
+
     def part_shape(self, part: str) -> PartShape:
         """What the part's changelog holds (for ``restore_stores`` and standbys)."""
         return self._writer(part).source.shape

@@ -14,15 +14,6 @@ operator, and each part's key struct, as Spark's reader gives it, holds them fir
 
 So a part's placement columns are its key columns from the state's ``key`` struct
 (Spark's field path ``key.…``), without a join store's ``key.index``.
-
-Example:
-    >>> import pandas as pd
-    >>> columns = pd.DataFrame({"column": ["field0", "index", "who"],
-    ...                         "field": ["key.field0", "key.index", "value.who"],
-    ...                         "role": ["key", "key", "value"],
-    ...                         "type": ["string", "bigint", "string"]})
-    >>> placement_columns(columns, "left-keyWithIndexToValue")
-    (['field0'], {'field0': 'string'})
 """
 
 from __future__ import annotations
@@ -30,24 +21,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from statekit.serve.placement import TYPES, state_partitions
-
-#: the key field of a join's keyWithIndexToValue stores that Spark adds and does not hash
-JOIN_INDEX_FIELD = "key.index"
-
-
-def placement_columns(schema: pd.DataFrame, store: str) -> tuple[list[str], dict[str, str]]:
-    """The columns Spark hashes to place a part's rows, in order, and their Spark types.
-
-    ``schema``: the part's ``StateView.schema()`` (``column``, ``field``, ``role``,
-    ``type``); ``store``: the Spark store that holds the part.
-    """
-    hashed = schema[schema["field"].str.startswith("key.")]
-    if store.endswith("keyWithIndexToValue"):
-        hashed = hashed[hashed["field"] != JOIN_INDEX_FIELD]
-    kinds = {c: t for c, t in zip(hashed["column"], hashed["type"], strict=True)
-             if t in TYPES}
-    return list(hashed["column"]), kinds
+from statekit.inspect.placement import placement_columns
+from statekit.serve.placement import state_partitions
 
 
 def part_partitions(frame: pd.DataFrame, schema: pd.DataFrame, store: str,

@@ -39,7 +39,7 @@ import pandas as pd
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from statekit.changelog import format as fmt
-from statekit.changelog.meta import Position, StoreSchema, decode_meta, meta_topic
+from statekit.changelog.meta import PartShape, Position, StoreSchema, decode_meta, meta_topic
 from statekit.changelog.reader import topic_partitions
 from statekit.errors import ChangelogError
 from statekit.kafka.connection import Kafka, connect
@@ -108,7 +108,7 @@ class ChangelogTail:
         checkpoint_every: seconds between checkpoints of the stores' offsets.
     """
 
-    def __init__(self, kafka: Kafka, topic: str, spec: QuerySpec,
+    def __init__(self, kafka: Kafka, topic: str, spec: QuerySpec | PartShape,
                  directory: str | os.PathLike | None = None, *, store_name: str | None = None,
                  partitions: Iterable[int] = (), checkpoint_every: float = 1.0):
         self.kafka, self.topic, self.spec = connect(kafka), topic, spec

@@ -51,13 +51,14 @@ import numpy as np
 import pandas as pd
 
 from statekit.changelog.format import format_time
-from statekit.changelog.meta import StoreSchema
+from statekit.changelog.meta import PartShape, StoreSchema
 from statekit.errors import BadArgument, StatekitError
 from statekit.query.spec import QuerySpec
 from statekit.serve.assignment import Assignment
 from statekit.serve.auth import bearer, client_context
 from statekit.serve.instance import PartitionNotHeld, ServingInstance, top
-from statekit.serve.keys import KeyCodec, parse_key_json, time_ms
+from statekit.serve.keys import parse_key_json, time_ms
+from statekit.serve.part_keys import PartKeyCodec, key_codec
 from statekit.serve.results import (
     MAX_LIMIT,
     PartitionUnavailable,
@@ -123,7 +124,7 @@ class ServingClient:
             self.store = local.tail.store_name
         else:
             self.refresh()
-        self.codec = KeyCodec(self.schema.spec, self.schema.key_types, self.schema.partitions)
+        self.codec = key_codec(self.schema)
 
     # --- metadata -------------------------------------------------------------------------
     def refresh(self) -> Assignment:
@@ -136,8 +137,11 @@ class ServingClient:
                 errors.append(f"{name}: {exc}")
                 continue
             self.assignment = Assignment.from_dict(meta["assignment"])
-            self.schema = StoreSchema(QuerySpec.from_dict(meta["spec"]), meta["key_types"],
-                                      meta["partitions"])
+            part = meta.get("part")
+            self.schema = StoreSchema(
+                None if meta.get("spec") is None else QuerySpec.from_dict(meta["spec"]),
+                meta["key_types"], meta["partitions"],
+                part=None if part is None else PartShape.from_dict(part))
             self.store = meta["store"]
             return self.assignment
         raise InstanceDown(f"no serving instance answered: {'; '.join(errors)}")
@@ -366,7 +370,7 @@ class ServingClient:
         params = {"window_start": start, "k": k, "by": by, "min_batch": min_batch,
                   "timeout": timeout, "enrich": enrich}
         result = self._scatter("top_k", params, partial)
-        result.rows = top(result.rows, k, by, self.schema.spec.keys)
+        result.rows = top(result.rows, k, by, self.codec.keys)
         return result
 
     def approximate_num_entries(self, *, partial: bool | None = None) -> QueryResult:
@@ -402,8 +406,11 @@ class ServingClient:
             key = parse_key_json(key)
         if not isinstance(key, Mapping):
             raise BadArgument("key", key, "a dict (or JSON object) of the key columns")
-        names = [*self.schema.spec.keys, *(() if self.codec.spec.kind == "running" else
-                                          ("window_start",))]
+        if isinstance(self.codec, PartKeyCodec):   # every key column, times in ms
+            return {name: value.item() if hasattr(value, "item") else value
+                    for name, value in self.codec.key(key).items()}
+        names = [*self.codec.keys, *(() if self.codec.kind == "running" else
+                                     ("window_start",))]
         return {name: time_ms(key[name], name) if name == "window_start" else
                 key[name].item() if hasattr(key[name], "item") else key[name]
                 for name in names if name in key}

@@ -46,7 +46,8 @@ from statekit.kafka.connection import Kafka, connect
 from statekit.restore.tail import RUNNING, ChangelogTail, PartitionStatus
 from statekit.serve.assignment import Assignment, assign
 from statekit.serve.global_store import GlobalStore, GlobalTable
-from statekit.serve.keys import KeyCodec, time_ms
+from statekit.serve.keys import time_ms
+from statekit.serve.part_keys import key_codec
 from statekit.serve.results import (
     PartitionAnswer,
     PartitionUnavailable,
@@ -112,11 +113,11 @@ class ServingInstance:
         self.name, self.kafka, self.topic = name, connect(kafka), topic
         self.pid, self.started = os.getpid(), None  # started: when start() was called (UTC)
         self.schema = schema or wait_for_schema(self.kafka, topic, schema_timeout)
-        spec = self.schema.spec
-        self.codec = KeyCodec(spec, self.schema.key_types, self.schema.partitions)
-        self.kind = spec.store_kind  # window, session or key-value
+        shape = self.schema.shape  # a statekit query's QuerySpec, or an attached part's shape
+        self.codec = key_codec(self.schema)
+        self.kind = shape.store_kind  # window, session or key-value
         folder = None if directory is None else Path(directory) / name
-        self.tail = ChangelogTail(self.kafka, topic, spec, folder, store_name=store_name)
+        self.tail = ChangelogTail(self.kafka, topic, shape, folder, store_name=store_name)
         self.assignment = assignment or assign(self.schema.partitions, [name], 0)
         self.set_assignment(self.assignment)
         #: global stores (every instance holds all of their topics), by name
@@ -420,10 +421,10 @@ class ServingInstance:
             raise BadArgument("window_start", window_start, "None (a running aggregate has no "
                                                             "windows)")
         k = whole_number(k, "k", minimum=1, maximum=MAX_ROWS)
-        values = self.schema.spec.value_columns
+        values = list(self.schema.shape.value_columns)
         if by not in values:
             raise BadArgument("top_k by", by, values)
-        keys = self.schema.spec.keys
+        keys = self.codec.keys
 
         if self.kind == "key-value":
             def read(store, _p):
@@ -501,7 +502,9 @@ class ServingInstance:
             "started": None if self.started is None else self.started.isoformat(),
             "topic": self.topic, "store": self.tail.store_name,
             "kind": self.kind, "partitions": self.schema.partitions,
-            "spec": self.schema.spec.to_dict(), "key_types": dict(self.schema.key_types),
+            "spec": None if self.schema.spec is None else self.schema.spec.to_dict(),
+            "part": None if self.schema.part is None else self.schema.part.to_dict(),
+            "key_types": dict(self.schema.key_types),
             "assignment": self.assignment.to_dict(),
             "globals": {name: {"topic": g.topic, "state": g.state, "restored": g.restored,
                                "entries": g.approximate_num_entries()}

@@ -295,6 +295,16 @@ class KeyCodec:
         self._text_ms = remember(lambda text: time_ms(text, "window_start"))
         self._window = remember(self._window_parts)
 
+    @property
+    def keys(self) -> list[str]:
+        """The group keys (``spec.keys``)."""
+        return list(self.spec.keys)
+
+    @property
+    def kind(self) -> str:
+        """``spec.kind``: ``running`` (a key-value store) or a window kind."""
+        return self.spec.kind
+
     # --- keys -------------------------------------------------------------------------
     def parse(self, text: str | bytes, what: str = "key", *, window: bool = False) -> dict:
         """A key sent as JSON text (over REST): one object naming only key columns — the

@@ -63,6 +63,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from statekit.errors import BadArgument
+from statekit.inspect.placement import HASHED_TYPES
 from statekit.validate import whole_number
 
 if TYPE_CHECKING:
@@ -72,8 +73,7 @@ if TYPE_CHECKING:
 SEED = 42  # HashPartitioning's seed (and SQL's hash())
 _MASK = 0xFFFFFFFF
 _C1, _C2 = 0xCC9E2D51, 0x1B873593
-TYPES = ("string", "int", "bigint", "timestamp", "date", "boolean", "double", "float",
-         "binary", "smallint", "tinyint", "timestamp_ntz")
+TYPES = HASHED_TYPES  # the types hashed here (one list, with the part placement rule)
 _FLOATING = ("double", "float")
 _WHOLE = ("int", "smallint", "tinyint", "bigint")
 _EXACT = 2**53  # floats hold whole numbers exactly up to here

@@ -768,7 +768,7 @@ def create_app(instance: ServingInstance, client: ServingClient | None = None,
     install(app, ErrorModel)
     store = instance.tail.store_name
     codec = instance.codec
-    values = list(instance.schema.spec.value_columns)
+    values = list(instance.schema.shape.value_columns)
     globals_held = sorted(instance.globals)
     served = QUERIES[instance.kind]
     # threads of their own: queries never wait behind /metadata or POST /assignment, nor those

@@ -1,0 +1,220 @@
+"""Keys of one part of an attached query's operator, made exact: checked, stored, placed.
+
+A part's changelog (``statekit.live``) holds one row per key: an aggregation's group (and
+its window's start and end, as columns), a deduplication's columns, a group state's
+grouping key, a transformWithState variable's grouping key (and a map state's user key).
+Its local store is a key-value store over all the key columns. ``PartKeyCodec`` gives a
+serving instance what ``KeyCodec`` gives it for statekit's own stores: a key from a dict
+or JSON text, checked against the columns' Spark types; its store bytes (the changelog's
+key, ``statekit.changelog.format``); and the state partition Spark keeps it in, by
+hashing the part's placement columns (``PartShape.placement_columns``) in order, as
+Spark's Murmur3 does (a null leaves the hash as it is; a time is hashed in microseconds,
+and keys name times to the millisecond, as the changelog stores them).
+
+``key_codec(schema)`` picks the codec of a changelog's ``StoreSchema``.
+
+Example:
+    >>> from statekit.changelog.meta import PartShape
+    >>> shape = PartShape("own", 0, "stateStoreSave", "aggregation", "store", "default",
+    ...                   ("window_start", "window_end", "team"), ("events",))
+    >>> codec = PartKeyCodec(shape, {"window_start": "timestamp", "window_end": "timestamp",
+    ...                              "team": "string"}, partitions=3)
+    >>> where = codec.locate({"team": "blue", "window_start": "2026-01-05T10:00Z",
+    ...                       "window_end": "2026-01-05T10:05Z"})
+    >>> where[0], where[1].decode()[:44]
+    (0, '{"window_start":"2026-01-05T10:00:00.000Z","')
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import pandas as pd
+
+from statekit.changelog.format import decode_json, encode_json
+from statekit.changelog.meta import PartShape, StoreSchema
+from statekit.errors import BadArgument
+from statekit.serve.keys import (
+    _FITS,
+    MAX_KEY_VALUE_CHARS,
+    VALUE_SCHEMAS,
+    KeyCodec,
+    parse_key_json,
+    shown,
+    time_ms,
+    time_schema,
+)
+from statekit.serve.placement import SEED, TYPES, hash_value, pmod
+from statekit.stores.keys import ms_to_iso
+
+#: Spark types of a key column that ``PartKeyCodec`` takes as a time
+TIME_TYPES = ("timestamp", "timestamp_ntz")
+
+
+def key_codec(schema: StoreSchema) -> KeyCodec | PartKeyCodec:
+    """The codec of a changelog's keys: ``KeyCodec`` for a statekit query's store,
+    ``PartKeyCodec`` for a part of an attached query."""
+    if schema.part is not None:
+        return PartKeyCodec(schema.part, schema.key_types, schema.partitions)
+    return KeyCodec(schema.spec, schema.key_types, schema.partitions)
+
+
+class PartKeyCodec:
+    """Keys of one part of an attached query: every key column, checked by its Spark type.
+
+    Args:
+        shape: the part (from its changelog's metadata).
+        key_types: the key columns' Spark types.
+        partitions: the query's state partitions.
+
+    Raises BadArgument naming the part when Spark places its rows by a column of a type
+    statekit does not hash (a struct, an array, a map): such a part can be read but not
+    served by key.
+    """
+
+    #: one row per key, no windows: a key-value store (the word ``QuerySpec`` uses)
+    kind = "running"
+    windowed = False
+    size_ms = 0
+
+    def __init__(self, shape: PartShape, key_types: Mapping[str, str], partitions: int):
+        self.shape, self.key_types, self.partitions = shape, dict(key_types), partitions
+        self.keys = list(shape.key_columns)
+        self.key_columns = self.keys  # store byte order: a part's changelog keeps Spark's
+        self.placement = list(shape.placement_columns)
+        unhashed = {c: self.key_types.get(c) for c in self.placement
+                    if self.key_types.get(c) not in TYPES}
+        if unhashed:
+            raise BadArgument("part", f"{shape.operator_id}/{shape.name}",
+                              f"a part placed by columns of the types statekit hashes "
+                              f"({', '.join(TYPES)}; this one by {unhashed})")
+        self.iso = ms_to_iso
+
+    # --- keys -------------------------------------------------------------------------
+    def parse(self, text: str | bytes, what: str = "key", *, window: bool = False) -> dict:
+        """A key sent as JSON text: one object naming only key columns (checked by ``key``).
+
+        Example:
+            >>> from statekit.changelog.meta import PartShape
+            >>> codec = PartKeyCodec(PartShape("own", 1, "dedupe", "deduplication", "store",
+            ...                      "default", ("event_id",), ("value",)),
+            ...                      {"event_id": "string"}, 2)
+            >>> codec.parse('{"event_id": "e1", "value": 3}')
+            Traceback (most recent call last):
+            ...
+            statekit.errors.BadArgument: bad key: '{"event_id": "e1", "value": 3}'; \
+accepted: a JSON object of the key columns ['event_id'] (not ['value'])
+        """
+        accepted = f"a JSON object of the key columns {self.keys}"
+        value = parse_key_json(text, what, accepted)
+        sent = shown(text if isinstance(text, str) else text.decode())
+        if not isinstance(value, dict):
+            raise BadArgument(what, sent, accepted)
+        unknown = [name for name in value if name not in self.keys]
+        if unknown:
+            raise BadArgument(what, sent, f"{accepted} (not {unknown})")
+        return value
+
+    def json_schema(self, window: bool = False) -> dict:
+        """The JSON Schema of a key ``parse`` takes: each key column by its Spark type (a
+        time as ``time_schema``), every one required (null allowed: Spark keeps null keys)."""
+        properties = {}
+        for name in self.keys:
+            kind = self.key_types.get(name)
+            schema = time_schema() if kind in TIME_TYPES else dict(
+                VALUE_SCHEMAS.get(kind, {"type": ["string", "number", "boolean"]}))
+            properties[name] = {"anyOf": [schema, {"type": "null"}]}
+        return {"type": "object", "properties": properties, "required": list(self.keys),
+                "additionalProperties": False}
+
+    def window_start_schema(self) -> dict:
+        raise BadArgument("query", "a window", "point and range queries by key (a part's "
+                                               "store has its times as key columns)")
+
+    def key(self, key: object) -> dict:
+        """A full key: every key column, times as milliseconds since the epoch.
+
+        Example:
+            >>> from statekit.changelog.meta import PartShape
+            >>> codec = PartKeyCodec(PartShape("own", 1, "dedupe", "deduplication", "store",
+            ...                      "default", ("player", "ts"), ("value",)),
+            ...                      {"player": "string", "ts": "timestamp"}, 2)
+            >>> codec.key({"player": "p07", "ts": "2026-01-05T10:00:00.5Z"})
+            {'player': 'p07', 'ts': 1767607200500}
+            >>> codec.key({"player": 7, "ts": 0})
+            Traceback (most recent call last):
+            ...
+            statekit.errors.BadArgument: bad key player: 7; accepted: a string value \
+(the key column's type)
+        """
+        raw = parse_key_json(key) if isinstance(key, str | bytes) else key
+        if not isinstance(raw, Mapping):
+            raise BadArgument("key", raw, f"a dict of the key columns {self.keys}")
+        missing = [k for k in self.keys if k not in raw]
+        if missing:
+            raise BadArgument("key", dict(raw), f"a value (or None) for each key column "
+                                                f"{self.keys} (missing {missing})")
+        return {name: self._value(name, raw[name]) for name in self.keys}
+
+    group = key  # a part's key has no window apart: its group is the whole key
+
+    def _value(self, name: str, value: object) -> object:
+        if value is None:
+            return None
+        kind = self.key_types.get(name)
+        if kind in TIME_TYPES:
+            return time_ms(value, name)
+        if isinstance(value, str) and len(value) > MAX_KEY_VALUE_CHARS:
+            raise BadArgument(f"key {name}", shown(value),
+                              f"text of at most {MAX_KEY_VALUE_CHARS} characters")
+        fits = _FITS.get(kind, lambda v: not isinstance(v, Mapping | list | tuple | set))
+        try:
+            ok = fits(value) and (kind not in TYPES or isinstance(hash_value(value, kind, SEED),
+                                                                  int))
+        except (TypeError, ValueError, OverflowError):  # e.g. a lone surrogate in a string
+            ok = False
+        if not ok:
+            raise BadArgument(f"key {name}", value, f"a {kind or 'plain'} value (the key "
+                                                    f"column's type)")
+        return value
+
+    def partition(self, key: Mapping) -> int:
+        """The Spark state partition of a full key (``key()``'s result)."""
+        h = SEED
+        for name in self.placement:
+            value, kind = key[name], self.key_types[name]
+            if value is None:
+                continue
+            if kind in TIME_TYPES:
+                value = pd.Timestamp(value, unit="ms")
+            h = hash_value(value, kind, h)
+        return pmod(h, self.partitions)
+
+    def store_key(self, key: Mapping) -> bytes:
+        """The changelog key bytes of a full key."""
+        return encode_json(self._key_row(key), self.key_columns)
+
+    def _key_row(self, key: Mapping) -> dict:
+        return {c: ms_to_iso(key[c]) if self.key_types.get(c) in TIME_TYPES and
+                key[c] is not None else key[c] for c in self.key_columns}
+
+    def locate(self, key: object) -> tuple[int, bytes, dict]:
+        """A point query's key: its partition, its store key bytes and its columns as the
+        store's rows give them (times as ISO text)."""
+        full = self.key(key)
+        data = self.store_key(full)
+        return self.partition(full), data, json.loads(data)
+
+    def group_prefix(self, group: Mapping) -> dict:
+        return {k: group[k] for k in self.keys}
+
+    def partitions_of_range(self, group: Mapping, time_from: object, time_to: object
+                            ) -> dict[int, list[int]]:
+        raise BadArgument("query", "a time range", "point and range queries by key (a part's "
+                                                   "store has its times as key columns)")
+
+    @staticmethod
+    def row(key: bytes, value: bytes) -> dict:
+        """A store entry as one row: key columns then value columns (times as ISO text)."""
+        return {**decode_json(key), **decode_json(value)}
