@@ -85,3 +85,18 @@ def test_the_schema_picks_the_codec():
     assert isinstance(key_codec(StoreSchema(None, DEDUP_TYPES, 3, part=DEDUP)), PartKeyCodec)
     from statekit.datasets import GAME_SPEC
     assert isinstance(key_codec(StoreSchema(GAME_SPEC, {"player": "string"}, 3)), KeyCodec)
+
+
+def test_dates_and_bytes_are_stored_as_sparks_json_writes_them_and_hashed_as_values():
+    shape = PartShape("own", 0, "stateStoreSave", "aggregation", "store", "default",
+                      ("day", "blob"), ("n",))
+    codec = PartKeyCodec(shape, {"day": "date", "blob": "binary"}, partitions=4)
+    partition, data, _ = codec.locate({"day": dt.date(2026, 1, 5), "blob": b"\x00\xff"})
+    assert data == b'{"day":"2026-01-05","blob":"AP8="}'
+    assert codec.locate({"day": "2026-01-05", "blob": b"\x00\xff"})[:2] == (partition, data)
+    assert partition == pmod(spark_hash([dt.date(2026, 1, 5), b"\x00\xff"],
+                                        ["date", "binary"]), 4)
+    with pytest.raises(BadArgument, match="bad key blob: 'AP8='; accepted: bytes"):
+        codec.locate({"day": "2026-01-05", "blob": "AP8="})
+    with pytest.raises(BadArgument, match="bad key day: 5; accepted: a date"):
+        codec.locate({"day": 5, "blob": b""})

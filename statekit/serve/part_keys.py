@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 
@@ -165,6 +166,16 @@ accepted: a JSON object of the key columns ['event_id'] (not ['value'])
         kind = self.key_types.get(name)
         if kind in TIME_TYPES:
             return time_ms(value, name)
+        if kind == "date":   # as Spark's JSON writes a date: ISO text
+            try:
+                return pd.Timestamp(value).date().isoformat() if not isinstance(
+                    value, bool | int | float) else _refuse(name, value, "a date")
+            except (TypeError, ValueError):
+                _refuse(name, value, "a date (ISO text such as 2026-01-05, or a date)")
+        if kind == "binary":   # as Spark's JSON writes binary: base64 text
+            if not isinstance(value, bytes | bytearray):
+                _refuse(name, value, "bytes (the key column is binary)")
+            return base64.b64encode(bytes(value)).decode()
         if isinstance(value, str) and len(value) > MAX_KEY_VALUE_CHARS:
             raise BadArgument(f"key {name}", shown(value),
                               f"text of at most {MAX_KEY_VALUE_CHARS} characters")
@@ -188,6 +199,8 @@ accepted: a JSON object of the key columns ['event_id'] (not ['value'])
                 continue
             if kind in TIME_TYPES:
                 value = pd.Timestamp(value, unit="ms")
+            elif kind == "binary":
+                value = base64.b64decode(value)
             h = hash_value(value, kind, h)
         return pmod(h, self.partitions)
 
@@ -218,3 +231,7 @@ accepted: a JSON object of the key columns ['event_id'] (not ['value'])
     def row(key: bytes, value: bytes) -> dict:
         """A store entry as one row: key columns then value columns (times as ISO text)."""
         return {**decode_json(key), **decode_json(value)}
+
+
+def _refuse(name: str, value: object, accepted: str):
+    raise BadArgument(f"key {name}", value, accepted)
