@@ -261,6 +261,31 @@ def time_ms(value: object, what: str) -> int:
     return ms
 
 
+def checked_value(name: str, value: object, kind: str | None) -> object:
+    """``value`` of key column ``name`` when it is a value of Spark type ``kind`` (None: any
+    plain value) that Spark can hash; else BadArgument naming it and the type.
+
+    Example:
+        >>> checked_value("player", "p07", "string")
+        'p07'
+        >>> checked_value("n", 2**40, "int")
+        Traceback (most recent call last):
+        ...
+        statekit.errors.BadArgument: bad key n: 1099511627776; accepted: a int value \
+(the key column's type)
+    """
+    fits = _FITS.get(kind, lambda v: not isinstance(v, Mapping | list | tuple | set))
+    hashed = kind if kind in TYPES else (kind_of(value) if kind is None else None)
+    try:
+        ok = fits(value) and (hashed is None or isinstance(hash_value(value, hashed, SEED), int))
+    except (TypeError, ValueError, OverflowError):  # e.g. a lone surrogate in a string
+        ok = False
+    if not ok:
+        raise BadArgument(f"key {name}", value, f"a {kind or 'string, number or bool'} value "
+                                                f"(the key column's type)")
+    return value
+
+
 class KeyCodec:
     """Keys of one store: validation, changelog bytes, Spark partition, window starts.
 
@@ -401,15 +426,7 @@ a JSON object of the key columns ['player'] (not ['count'])
                 return value
             except UnicodeEncodeError:
                 pass  # a lone surrogate: refused below
-        fits = _FITS.get(kind, lambda v: not isinstance(v, Mapping | list | tuple | set))
-        try:
-            ok = fits(value) and isinstance(hash_value(value, kind or kind_of(value), 42), int)
-        except (TypeError, ValueError, OverflowError):  # e.g. a lone surrogate in a string
-            ok = False
-        if not ok:
-            raise BadArgument(f"key {name}", value, f"a {kind or 'string, number or bool'} "
-                                                    f"value (the key column's type)")
-        return value
+        return checked_value(name, value, kind)
 
     def key(self, key: object) -> dict:
         """A full state key: group keys and ``window_start`` (and ``window_end``) in ms; for a

@@ -37,10 +37,10 @@ from statekit.changelog.format import decode_json, encode_json
 from statekit.changelog.meta import PartShape, StoreSchema
 from statekit.errors import BadArgument
 from statekit.serve.keys import (
-    _FITS,
     MAX_KEY_VALUE_CHARS,
     VALUE_SCHEMAS,
     KeyCodec,
+    checked_value,
     parse_key_json,
     shown,
     time_ms,
@@ -179,16 +179,7 @@ accepted: a JSON object of the key columns ['event_id'] (not ['value'])
         if isinstance(value, str) and len(value) > MAX_KEY_VALUE_CHARS:
             raise BadArgument(f"key {name}", shown(value),
                               f"text of at most {MAX_KEY_VALUE_CHARS} characters")
-        fits = _FITS.get(kind, lambda v: not isinstance(v, Mapping | list | tuple | set))
-        try:
-            ok = fits(value) and (kind not in TYPES or isinstance(hash_value(value, kind, SEED),
-                                                                  int))
-        except (TypeError, ValueError, OverflowError):  # e.g. a lone surrogate in a string
-            ok = False
-        if not ok:
-            raise BadArgument(f"key {name}", value, f"a {kind or 'plain'} value (the key "
-                                                    f"column's type)")
-        return value
+        return checked_value(name, value, kind)
 
     def partition(self, key: Mapping) -> int:
         """The Spark state partition of a full key (``key()``'s result)."""
