@@ -172,10 +172,14 @@ accepted: a JSON object of the key columns ['event_id'] (not ['value'])
                     value, bool | int | float) else _refuse(name, value, "a date")
             except (TypeError, ValueError):
                 _refuse(name, value, "a date (ISO text such as 2026-01-05, or a date)")
-        if kind == "binary":   # as Spark's JSON writes binary: base64 text
-            if not isinstance(value, bytes | bytearray):
-                _refuse(name, value, "bytes (the key column is binary)")
-            return base64.b64encode(bytes(value)).decode()
+        if kind == "binary":   # as Spark's JSON writes binary (and JSON carries it): base64
+            if isinstance(value, bytes | bytearray):
+                return base64.b64encode(bytes(value)).decode()
+            try:
+                base64.b64decode(value, validate=True)
+                return value
+            except (TypeError, ValueError):
+                _refuse(name, value, "bytes, or their base64 text (the key column is binary)")
         if isinstance(value, str) and len(value) > MAX_KEY_VALUE_CHARS:
             raise BadArgument(f"key {name}", shown(value),
                               f"text of at most {MAX_KEY_VALUE_CHARS} characters")
