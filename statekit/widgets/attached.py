@@ -34,14 +34,9 @@ from statekit.charts.monitor import (
 )
 from statekit.charts.output import offline
 from statekit.errors import BadArgument
-from statekit.widgets.refreshing import RefreshingBox
+from statekit.widgets.refreshing import RefreshingBox, placeholder
 
 PANELS = ("operators", "memory", "input", "watermark")
-
-
-def _placeholder(text: str) -> alt.Chart:
-    return alt.Chart(pd.DataFrame({"note": [text]})).mark_text(color="#888888").encode(
-        text="note:N").properties(width=480, height=60)
 
 
 def flags_html(health) -> str:
@@ -98,7 +93,7 @@ class AttachedDashboard(RefreshingBox):
         self.button = widgets.Button(description="Refresh now", icon="refresh",
                                      tooltip="read the query's progress once, now")
         self.button.on_click(lambda _button: self._pressed())
-        self.charts = {name: alt.JupyterChart(_placeholder(f"{name}: waiting for a batch"))
+        self.charts = {name: alt.JupyterChart(placeholder(f"{name}: waiting for a batch"))
                        for name in PANELS}
         self.flags = widgets.HTML()
         grid = widgets.GridBox(list(self.charts.values()), layout=widgets.Layout(

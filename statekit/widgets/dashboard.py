@@ -30,7 +30,6 @@ import time
 
 import altair as alt
 import ipywidgets as widgets
-import pandas as pd
 
 from statekit.charts.monitor import (
     changelog_growth_chart,
@@ -43,17 +42,12 @@ from statekit.charts.progress import state_rows_chart
 from statekit.charts.serving import leaderboard_chart
 from statekit.errors import BadArgument
 from statekit.monitor.live import Monitor, Reading
-from statekit.widgets.refreshing import RefreshingBox
+from statekit.widgets.refreshing import RefreshingBox, placeholder
 
 PANELS = ("input", "state", "memory", "changelog", "watermark", "top")
 #: Each panel's plot width (px): two panels side by side fit a JupyterLab output area of
 #: about 1,100 px with their axes and legends; a narrower one puts them one under the other.
 PANEL_WIDTH = 380
-
-
-def _placeholder(text: str) -> alt.Chart:
-    return alt.Chart(pd.DataFrame({"note": [text]})).mark_text(color="#888888").encode(
-        text="note:N").properties(width=480, height=60)
 
 
 def _mib(value: float) -> str:
@@ -98,7 +92,7 @@ class Dashboard(RefreshingBox):
         self.button = widgets.Button(description="Refresh now", icon="refresh",
                                      tooltip="read the query once, now (snapshot included)")
         self.button.on_click(self._pressed)
-        self.charts = {name: alt.JupyterChart(_placeholder(f"{name}: waiting for a batch"))
+        self.charts = {name: alt.JupyterChart(placeholder(f"{name}: waiting for a batch"))
                        for name in PANELS}
         grid = widgets.GridBox(list(self.charts.values()), layout=widgets.Layout(
             grid_template_columns=f"repeat(auto-fill, minmax({PANEL_WIDTH + 140}px, 1fr))",
@@ -124,7 +118,7 @@ class Dashboard(RefreshingBox):
         if reading.changelog is not None and len(reading.changelog):
             self._show("changelog", changelog_growth_chart(reading.changelog))
         elif reading.changelog is None:
-            self._show("changelog", _placeholder("the query keeps no changelog"))
+            self._show("changelog", placeholder("the query keeps no changelog"))
         if reading.top is not None:
             self._show("top", leaderboard_chart(
                 reading.top, self.monitor.by, keys=list(self.query.spec.keys),

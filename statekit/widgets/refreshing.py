@@ -24,10 +24,18 @@ import contextlib
 import threading
 import time
 
+import altair as alt
 import ipywidgets as widgets
+import pandas as pd
 
 from statekit.errors import BadArgument, StatekitError
 from statekit.validate import non_negative_number
+
+
+def placeholder(text: str) -> alt.Chart:
+    """A grey note where a chart will be (a live widget's panel before its first batch)."""
+    return alt.Chart(pd.DataFrame({"note": [text]})).mark_text(color="#888888").encode(
+        text="note:N").properties(width=480, height=60)
 
 
 class RefreshingBox(widgets.VBox):
