@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from livecheck import assert_routed_gets_equal_snapshot, comparable
 from pyspark.sql import functions as F
 
 import statekit as sk
@@ -211,23 +212,12 @@ def test_each_parts_change_feed_replays_to_its_snapshot(job):
         pd.testing.assert_frame_equal(left, right, obj=part)
 
 
-def _comparable(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """Rows as text in one order; times as UTC instants (the changelog's JSON keeps them as
-    ISO text)."""
-    out = frame[columns].copy()
-    for column in columns:
-        if "time" in str(out[column].dtype) or column.endswith(("ts", "start", "end")):
-            out[column] = pd.to_datetime(out[column], utc=True).astype(str)
-        else:
-            out[column] = out[column].astype(str)
-    return out.sort_values(columns, ignore_index=True)
-
-
 def test_each_part_with_a_change_feed_ships_a_topic_that_replays_to_its_snapshot(job):
     live = job[0]
     topics = live.changelog_topics()
     assert topics == {
         "0/default": "own_live-op0-default-changelog",
+        "1/left": "own_live-op1-left-changelog", "1/right": "own_live-op1-right-changelog",
         "1/left-keyToNumValues": "own_live-op1-left-keyToNumValues-changelog",
         "1/left-keyWithIndexToValue": "own_live-op1-left-keyWithIndexToValue-changelog",
         "1/right-keyToNumValues": "own_live-op1-right-keyToNumValues-changelog",
@@ -235,6 +225,8 @@ def test_each_part_with_a_change_feed_ships_a_topic_that_replays_to_its_snapshot
         "2/default": "own_live-op2-default-changelog"}
     batch = live.wait_shipped()
     for part in topics:
+        if live.part_shape(part).lists:  # a join side: test_a_join_sides_changelog_...
+            continue
         log = live.read_changelog(part)
         assert set(log.batches) <= set(range(batch + 1)) and len(log) > 0
         # each batch's changes exactly once: as many records as Spark's change feed has
@@ -243,9 +235,40 @@ def test_each_part_with_a_change_feed_ships_a_topic_that_replays_to_its_snapshot
         if "ts" in log.records:  # JSON's ISO text read back as the part's timestamps
             assert str(log.records["ts"].dtype).startswith("datetime64"), part
         columns = view.key_columns + view.value_columns
-        pd.testing.assert_frame_equal(_comparable(log.materialize(batch), columns),
-                                      _comparable(live.snapshot(part, batch), columns),
+        pd.testing.assert_frame_equal(comparable(log.materialize(batch), columns),
+                                      comparable(live.snapshot(part, batch), columns),
                                       obj=part)
+
+
+def test_a_join_sides_changelog_holds_each_join_keys_whole_list_and_replays_to_its_snapshot(
+        job):
+    from statekit.inspect.lists import list_rows
+
+    live = job[0]
+    batch = live.wait_shipped()
+    for part in ("1/left", "1/right"):
+        shape = live.part_shape(part)
+        view = live.state(part)
+        assert shape.value_columns == ("rows",) and shape.key_columns == tuple(view.key_columns)
+        assert [name for name, _ in shape.list_columns] == view.value_columns
+        log = live.read_changelog(part)
+        # one record per join key a batch touched: never more than the stores' changes
+        touched = live.changes(f"{part}-keyToNumValues", 0, batch)
+        assert 0 < len(log) <= len(touched) + len(live.changes(
+            f"{part}-keyWithIndexToValue", 0, batch)), part
+        puts = log.records[~log.records["tombstone"]]
+        assert puts["rows"].map(len).min() >= 1   # a key with no row left is a tombstone
+        replayed = list_rows(log.materialize(batch), shape.key_columns, shape.list_columns)
+        columns = view.key_columns + view.value_columns
+        pd.testing.assert_frame_equal(comparable(replayed, columns),
+                                      comparable(live.snapshot(part, batch), columns),
+                                      obj=part)
+        # and at an earlier batch: the lists as they were then
+        middle = batch // 2
+        earlier = list_rows(log.materialize(middle), shape.key_columns, shape.list_columns)
+        pd.testing.assert_frame_equal(comparable(earlier, columns),
+                                      comparable(live.snapshot(part, middle), columns),
+                                      obj=f"{part} at batch {middle}")
 
 
 def test_a_parts_changelog_restores_local_stores_equal_to_its_snapshot(job, broker, tmp_path):
@@ -259,54 +282,45 @@ def test_a_parts_changelog_restores_local_stores_equal_to_its_snapshot(job, brok
         with restore_stores(broker, live.changelog_topics()[part], shape,
                             tmp_path / part.replace("/", "_")) as restored:
             columns = list(shape.key_columns + shape.value_columns)
-            pd.testing.assert_frame_equal(_comparable(restored.table(), columns),
-                                          _comparable(live.snapshot(part, batch), columns),
+            pd.testing.assert_frame_equal(comparable(restored.table(), columns),
+                                          comparable(live.snapshot(part, batch), columns),
                                           obj=part)
 
 
-@pytest.mark.parametrize("part", ["0/default", "2/default", "1/left-keyWithIndexToValue"])
+@pytest.mark.parametrize("part", ["0/default", "2/default", "1/left-keyWithIndexToValue",
+                                  "1/left"])
 def test_a_routed_get_of_every_key_of_a_part_equals_its_snapshot_where_spark_placed_it(
         job, part, tmp_path):
-    """A windowed aggregation (its window's times are key columns), a deduplication, and a
-    join store (its ``index`` is a key column Spark does not hash)."""
+    """A windowed aggregation (its window's times are key columns), a deduplication, a
+    join store (its ``index`` is a key column Spark does not hash) and a join side (a
+    list of rows per join key)."""
     import httpx
 
-    from statekit.changelog.format import decode_json, encode_json
-
     live = job[0]
-    last = live.wait_shipped()
     shape = live.part_shape(part)
-    snapshot = live.snapshot(part, last)
-    columns = [*shape.key_columns, *shape.value_columns]
-    with live.serve(part, instances=2, standbys=0, workdir=tmp_path) as cluster:
-        client = cluster.client()
-        answered = set()
-        for row in snapshot.to_dict("records"):
-            answer = client.get({c: row[c] for c in shape.key_columns}, min_batch=last,
-                                timeout=30)
-            assert answer.rows == [decode_json(encode_json(row, columns))], (part, row)
-            [where] = answer.partitions
-            assert (where.partition, where.batch) == (row["partition"], last)
-            answered.add(where.instance)
-        assert len(answered) == 2   # each instance owns some of the keys
-        missing = {c: row[c] for c in shape.key_columns} | {shape.key_columns[-1]: None}
-        assert client.get(missing).rows == []
-        assert len(client.all(min_batch=last).rows) == len(snapshot)
-        # over REST: the key's schema names the part's key columns
+
+    def over_rest(client):  # the key's schema names the part's key columns
         url = next(iter(client.urls.values()))
         spec = httpx.get(f"{url}/openapi.json", timeout=30).json()
         assert all(c in json.dumps(spec) for c in shape.key_columns)
 
+    assert_routed_gets_equal_snapshot(live, part, tmp_path, then=over_rest)
+
 
 def test_a_part_without_a_changelog_says_which_parts_have_one(job):
-    with pytest.raises(StatekitError, match="'1/left' has no changelog.*0/default"):
-        job[0].read_changelog("left")
+    other = sk.attach(job[1])   # attached again, without kafka=: no part is shipped
+    try:
+        with pytest.raises(StatekitError, match="'1/left' has no changelog here; parts "
+                                                "shipped: none: attach with kafka="):
+            other.read_changelog("left")
+    finally:
+        other.detach()
 
 
 def test_the_ledgers_are_outside_the_checkpoint(job):
     *_, base = job
     ledgers = sorted(p.name for p in (base / "ledgers").iterdir())
-    assert "own_live-op2-default-changelog.json" in ledgers and len(ledgers) == 6
+    assert "own_live-op2-default-changelog.json" in ledgers and len(ledgers) == 8
     assert not any("_statekit" in f or f.endswith(".json") and "changelog" in f
                    for f in _files(base / "ck-live"))
 
@@ -573,8 +587,8 @@ def test_kill_9_while_shipping_then_a_rerun_keeps_each_batch_once_in_each_part(
             snap = live.snapshot(part, last)
             view = live.state(part)
             columns = view.key_columns + view.value_columns
-            pd.testing.assert_frame_equal(_comparable(log.materialize(), columns),
-                                          _comparable(snap, columns), obj=topic)
+            pd.testing.assert_frame_equal(comparable(log.materialize(), columns),
+                                          comparable(snap, columns), obj=topic)
             # a string and an int key: each row where statekit computes Spark keeps it
             assert (live.state_partitions(part, snap) == snap["partition"].to_numpy()).all()
         # the state against pandas over the same input

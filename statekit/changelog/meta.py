@@ -115,6 +115,10 @@ class PartShape:
     #: the key columns Spark hashes to place a row, in order (``statekit.inspect.placement``;
     #: empty: all of ``key_columns``): a join store's ``index`` is not hashed
     placement_columns: tuple[str, ...] = ()
+    #: a list-valued part (a join side, a list state: ``statekit.inspect.lists``): the
+    #: columns of each row of a key's list, with Spark's types; its one value column is
+    #: then ``rows``. Empty for a part with one row per key.
+    list_columns: tuple[tuple[str, str], ...] = ()
     #: a part's store keeps every key it holds, whatever the operator (no window store)
     store_kind = "key-value"
     window = None
@@ -125,18 +129,27 @@ class PartShape:
         object.__setattr__(self, "value_columns", tuple(self.value_columns))
         object.__setattr__(self, "placement_columns",
                            tuple(self.placement_columns) or self.key_columns)
+        object.__setattr__(self, "list_columns",
+                           tuple((str(n), str(t)) for n, t in self.list_columns))
+
+    @property
+    def lists(self) -> bool:
+        """True when each key holds a list of rows (the value column ``rows``)."""
+        return bool(self.list_columns)
 
     def to_dict(self) -> dict:
         data = asdict(self)
         for name in ("key_columns", "value_columns", "placement_columns"):
             data[name] = list(data[name])
+        data["list_columns"] = [list(pair) for pair in self.list_columns]
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping) -> PartShape:
         return cls(**{k: data[k] for k in ("query", "operator_id", "operator", "kind", "what",
                                            "name", "key_columns", "value_columns")},
-                   placement_columns=data.get("placement_columns") or ())
+                   placement_columns=data.get("placement_columns") or (),
+                   list_columns=data.get("list_columns") or ())
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ from is a ``ChangeSource``:
   columns, and a windowed store's topic is ``compact,delete`` with a retention);
 * ``PartChanges``: one part of any operator of an attached query (``statekit.inspect``'s
   ``StateView``: an aggregation's store, a deduplication's keys, a join's stores, group
-  state, a transformWithState variable), described by a ``meta.PartShape``. Its topic is
+  state, a transformWithState variable), described by a ``meta.PartShape``. A part whose
+  key holds a list of rows (a join side, a list state: ``statekit.inspect.lists``) ships
+  one record per key, its whole list after the batch (value column ``rows``). Its topic is
   ``compact``: Spark removes what the part no longer holds with deletes, which become
   tombstones, so compaction alone bounds it. Its ledger lives in a folder statekit owns,
   never in the person's checkpoint.
@@ -21,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -30,6 +33,7 @@ from statekit.changelog import format as fmt
 from statekit.changelog import meta
 from statekit.durations import to_millis
 from statekit.errors import StatekitError
+from statekit.inspect.lists import ROWS, holds_lists, list_changes_frame
 from statekit.inspect.placement import placement_columns
 from statekit.inspect.stores import StateView
 from statekit.state.checkpoint import Checkpoint
@@ -104,21 +108,32 @@ class PartChanges:
     """One part of an attached query's operator (an inspect ``StateView``), as a writer
     ships it; its ledgers go to ``ledger_dir`` (outside the checkpoint).
 
+    A list-valued part (a join side, a list state) ships each touched key's whole list;
+    ``touched_by`` are the views whose change feeds name the keys a batch touched (a join
+    side's two stores; a list state's own change feed when not given).
+
     Raises ``UnsupportedRead`` (from the part) when Spark's reader gives no change feed
-    for it (a join side, timers).
+    for it (timers; a join side without the views of its stores).
     """
 
-    def __init__(self, view: StateView, query: str, ledger_dir: str | os.PathLike):
-        limit = view.part.changes_limit()
-        if limit is not None:
+    def __init__(self, view: StateView, query: str, ledger_dir: str | os.PathLike,
+                 touched_by: Sequence[StateView] = ()):
+        part = view.part
+        self.lists = holds_lists(part)
+        self.touched_by = list(touched_by) or ([view] if self.lists else [])
+        limit = part.changes_limit()
+        if limit is not None and not (self.lists and touched_by):
             raise limit
         self.view, self.checkpoint = view, view.checkpoint
         self.ledger_dir = Path(ledger_dir)
-        part = view.part
-        hashed, _ = placement_columns(view.schema(), part.store)
-        self.shape = meta.PartShape(query, part.operator_id, part.operator, part.kind,
-                                    part.what, part.name, tuple(view.key_columns),
-                                    tuple(view.value_columns), tuple(hashed))
+        schema = view.schema()
+        hashed, _ = placement_columns(schema, part.store)
+        values = schema[schema["role"] == "value"]
+        self.shape = meta.PartShape(
+            query, part.operator_id, part.operator, part.kind, part.what, part.name,
+            tuple(view.key_columns), (ROWS,) if self.lists else tuple(view.value_columns),
+            tuple(hashed),
+            tuple(zip(values["column"], values["type"], strict=True)) if self.lists else ())
 
     @property
     def key_columns(self) -> list[str]:
@@ -129,6 +144,8 @@ class PartChanges:
         return list(self.shape.value_columns)
 
     def changes_frame(self, first: int, last: int) -> DataFrame:
+        if self.lists:
+            return list_changes_frame(self.view, self.touched_by, first, last)
         return self.view.changes_frame(first, last)
 
     def ledger_path(self, topic: str) -> Path:

@@ -38,6 +38,7 @@ from statekit.changelog.sources import PartChanges
 from statekit.changelog.writer import ChangelogWriter
 from statekit.errors import StatekitError
 from statekit.inspect.describe import Description
+from statekit.inspect.lists import join_side_stores
 from statekit.inspect.operators import Part
 from statekit.inspect.stores import StateView
 from statekit.inspect.view import CheckpointView
@@ -346,14 +347,28 @@ class AttachedQuery:
         conn = connect(kafka)
         app = app_name(self.name, self.id) if app is None else app
         folder = ledger_folder(self.id, ledger_dir)
-        for part in self.parts():
-            if part.changes_limit() is not None or part_id(part) in self.changelogs:
+        parts = self.parts()
+        for part in parts:
+            touched_by = self._join_side_stores(parts, part)
+            if part_id(part) in self.changelogs or (part.changes_limit() is not None
+                                                    and not touched_by):
                 continue
-            source = PartChanges(StateView(self.checkpoint, part, self.spark, None),
-                                 app, folder)
+            source = PartChanges(self._part_view(part), app, folder, touched_by)
             topic = part_topic(app, part.operator_id, part.name)
             self.changelogs[part_id(part)] = ChangelogWriter(source, conn, topic).start()
         return self.changelog_topics()
+
+    def _part_view(self, part: Part) -> StateView:
+        return StateView(self.checkpoint, part, self.spark, None)
+
+    def _join_side_stores(self, parts: list[Part], part: Part) -> list[StateView]:
+        """For a join side, the views of its two stores (their change feeds say which join
+        keys a batch touched: ``statekit.inspect.lists``); else none."""
+        if part.what != "join side":
+            return []
+        stores = join_side_stores(part.name)
+        return [self._part_view(p) for p in parts if p.operator_id == part.operator_id
+                and p.what == "store" and p.store in stores]
 
     def changelog_topics(self) -> dict[str, str]:
         """Part → its changelog topic, for the parts shipped."""
@@ -364,7 +379,7 @@ class AttachedQuery:
         if full not in self.changelogs:
             shipped = ", ".join(self.changelogs) or "none: attach with kafka= to ship them"
             raise StatekitError(f"part {full!r} has no changelog here; parts shipped: {shipped} "
-                                f"(a join side and timers have no change feed to ship)")
+                                f"(timers have no change feed to ship)")
         writer = self.changelogs[full]
         writer.raise_if_failed()
         return writer

@@ -25,6 +25,7 @@ pyspark.sql.streaming.StreamingQuery (what DataStreamWriter.start() returns)
 from __future__ import annotations
 
 import os
+import re
 
 from statekit.errors import BadArgument, CheckpointError, StatekitError
 from statekit.inspect.limits import UnsupportedRead
@@ -52,12 +53,35 @@ def describe_query(query) -> str:
     return f"query {name!r} (id {query.id})" if name else f"query {query.id}"
 
 
+_RAISED = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit|Interrupt)\b(: .*)?$")
+
+
+def failure_line(text: str) -> str:
+    r"""The line of a query's failure that says what went wrong: Spark's first line, and
+    where a Python worker's traceback follows, the exception it ends with.
+
+    Example:
+        >>> failure_line("[PYTHON_EXCEPTION] From the worker: Traceback (most recent call "
+        ...              "last):\n  File \"job.py\", line 3\nValueError: bad score\n\tat org")
+        '[PYTHON_EXCEPTION] From the worker: ValueError: bad score'
+    """
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if not lines:
+        return "no message"
+    first = lines[0]
+    if "Traceback (most recent call last)" not in first:
+        return first
+    raised = [line for line in lines if _RAISED.match(line)]
+    head = first.split("Traceback (most recent call last)")[0].rstrip(" :")
+    return f"{head}: {raised[-1]}" if raised else first
+
+
 def require_active(query) -> None:
     """StatekitError unless the query runs, naming how it ended."""
     if query.isActive:
         return
     failure = query.exception()
-    how = f"it failed: {str(failure).splitlines()[0]}" if failure is not None else \
+    how = f"it failed: {failure_line(str(failure))}" if failure is not None else \
         "it was stopped"
     raise StatekitError(f"{describe_query(query)} is not active ({how}); statekit attaches to a "
                         f"running query: start it again with the same checkpoint, then attach, "

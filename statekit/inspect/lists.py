@@ -1,0 +1,142 @@
+"""Parts whose key holds a list of rows, as one entry per key: a join side, a list state.
+
+A stream-stream join buffers, per join key, every input row of a side it may still
+match; a transformWithState ``ListState`` keeps, per grouping key, a list of elements.
+Spark's ``statestore`` reader gives both one row per element. Kafka Streams would keep
+either as one store entry per key whose value is the list, and that is the shape a
+changelog and a served answer need: one record per key, the key's **whole list** after
+the batch, so that compaction keeps the latest list and a ``get`` answers with all of it.
+
+``list_changes_frame`` builds those records for batches ``first..last`` in Spark:
+
+1. **which keys each batch touched.** Spark's reader has no change feed for a join side,
+   but it has one for the side's two stores (``<side>-keyToNumValues``: how many rows a
+   join key holds; ``<side>-keyWithIndexToValue``: each row, by key and index); a list
+   state's own change feed says which keys it ``put``, ``append``\\ ed or deleted.
+2. **their lists after that batch**: the part's snapshot at the batch, only the keys
+   touched, each key's rows gathered in the order the store holds them.
+3. a touched key with no rows left is a ``delete`` (a tombstone in the changelog).
+
+Each batch with a touched key costs one read of the part's snapshot; a batch that
+touched none costs nothing beyond the change feed.
+
+Example:
+    >>> frame = list_changes_frame(side_view, [counts_view, rows_view], 3, 5)  # doctest: +SKIP
+    >>> frame.columns                                                          # doctest: +SKIP
+    ['batch', 'partition', 'change', 'player', 'rows']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from statekit.inspect.operators import Part
+from statekit.inspect.stores import StateView
+from statekit.state.times import iso_times
+
+#: The value column of a list-valued part's entry: the key's rows, in the store's order.
+ROWS = "rows"
+_KEY, _POS = "__statekit_key", "__statekit_pos"
+
+
+def join_side_stores(side: str) -> tuple[str, str]:
+    """The two Spark stores that hold a join side: its counts per key and its rows."""
+    return f"{side}-keyToNumValues", f"{side}-keyWithIndexToValue"
+
+
+def holds_lists(part: Part) -> bool:
+    """True where a key of ``part`` holds a list of rows (a join side, a list state)."""
+    return part.what == "join side" or part.variable_type == "ListState"
+
+
+def _quoted(name: str) -> Column:
+    return F.col(f"`{name}`")
+
+
+def _key_text(keys: Sequence[str]) -> Column:
+    """One text per key (nulls included, so a null key still meets itself in a join)."""
+    return F.to_json(F.struct(*[_quoted(k) for k in keys]))
+
+
+def touched_keys(changed: Sequence[StateView], keys: Sequence[str], first: int,
+                 last: int) -> DataFrame:
+    """``batch``, ``partition`` and the key columns of every key the change feeds of
+    ``changed`` name in batches ``first..last``, once each."""
+    frames = [view.changes_frame(first, last).select("batch", "partition",
+                                                     *[_quoted(k) for k in keys])
+              for view in changed]
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    return union.distinct()
+
+
+def list_changes_frame(entries: StateView, changed: Sequence[StateView], first: int,
+                       last: int) -> DataFrame:
+    """One record per key each of batches ``first..last`` touched: ``batch``,
+    ``partition``, ``change`` (``put``, or ``delete`` when the key holds no row after the
+    batch), the key columns, and ``rows`` (the key's rows after the batch: an array of
+    structs of the value columns; null on a delete).
+
+    ``entries`` reads the part's rows (one per element); ``changed`` are the views whose
+    change feeds say which keys a batch touched (the part itself for a list state).
+    """
+    keys, values = entries.key_columns, entries.value_columns
+    # read the change feeds once (not once per batch below)
+    touched = (touched_keys(changed, keys, first, last).withColumn(_KEY, _key_text(keys))
+               .localCheckpoint())
+    batches = sorted(int(r[0]) for r in touched.select("batch").distinct().collect())
+    lists = []
+    for batch in batches:
+        keys_then = touched.where(F.col("batch") == batch)
+        rows = (entries.snapshot_frame(batch)
+                .withColumn(_POS, F.monotonically_increasing_id())  # the store's order
+                .withColumn(_KEY, _key_text(keys))
+                .join(keys_then.select(_KEY), _KEY, "left_semi")
+                .groupBy(_KEY)
+                .agg(F.sort_array(F.collect_list(F.struct(_POS, *[_quoted(v) for v in values])))
+                     .alias(ROWS)))
+        rows = rows.select(_KEY, F.transform(ROWS, lambda row: row.dropFields(_POS)).alias(ROWS))
+        lists.append(keys_then.join(rows, _KEY, "left"))
+    if not lists:  # an empty frame of the same columns
+        lists = [touched.where(F.lit(False)).withColumn(ROWS, F.lit(None))]
+    union = lists[0]
+    for frame in lists[1:]:
+        union = union.unionByName(frame)
+    change = F.when(F.col(ROWS).isNull(), F.lit("delete")).otherwise(F.lit("put"))
+    return union.select("batch", "partition", change.alias("change"),
+                        *[_quoted(k) for k in keys], ROWS)
+
+
+def list_rows(entries: pd.DataFrame, key_columns: Sequence[str],
+              list_columns: Sequence[tuple[str, str]]) -> pd.DataFrame:
+    """List-valued entries (the key columns, ``rows``, maybe ``partition``) as one row per
+    element, as the part's snapshot has them: the key columns, each row's columns (times
+    from ISO text to timestamps, as JSON carried them), then ``partition`` if given.
+
+    Example:
+        >>> entries = pd.DataFrame({"player": ["p1", "p2"], "partition": [0, 2],
+        ...                         "rows": [[{"item": "a"}, {"item": "b"}], [{"item": "c"}]]})
+        >>> list_rows(entries, ["player"], [("item", "string")])
+          player item  partition
+        0     p1    a          0
+        1     p1    b          0
+        2     p2    c          2
+    """
+    keys, names = list(key_columns), [name for name, _ in list_columns]
+    tail = ["partition"] if "partition" in entries.columns else []
+    held = entries[entries[ROWS].map(lambda rows: isinstance(rows, list | np.ndarray))]
+    exploded = held[[*keys, *tail, ROWS]].explode(ROWS, ignore_index=True)
+    exploded = exploded[exploded[ROWS].notna()].reset_index(drop=True)
+    fields = pd.DataFrame.from_records(list(exploded[ROWS]), columns=names)
+    for name, spark_type in list_columns:
+        if spark_type.startswith("timestamp") and fields[name].dtype == object:
+            fields[name] = iso_times(fields[name])
+    out = pd.concat([exploded[keys].reset_index(drop=True), fields,
+                     exploded[tail].reset_index(drop=True)], axis=1)
+    return out
