@@ -10,6 +10,8 @@ groupBy(player, level).agg(count, sum), update mode, the noop sink.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -43,7 +45,24 @@ def start(config: dict) -> subprocess.Popen:
     from statekit.processes import spawn
 
     return spawn([sys.executable, __file__, json.dumps(config)], stdout=subprocess.PIPE,
-                 stderr=subprocess.STDOUT, text=True)
+                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def kill_9(worker: subprocess.Popen, timeout: float = 60.0) -> None:
+    """kill -9 the job's whole process group (its Python, its JVM, Spark's Python workers),
+    as a crashed machine loses them, and wait until none is left: a JVM outliving its
+    Python would go on writing the checkpoint the rerun takes over."""
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(worker.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the job's processes (group {worker.pid}) outlived kill -9 by "
+                         f"{timeout:.0f} s")
 
 
 def start_job(spark, config: dict):

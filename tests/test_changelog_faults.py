@@ -372,7 +372,9 @@ def test_a_checkpoint_without_its_first_batches_says_its_changelog_cannot_start_
 
     os.remove(Path(state.checkpoint.path) / "commits" / "0")  # as Spark's retention does
     fresh = ChangelogWriter(StateReader(spark, str(state.checkpoint), GAME_SPEC), kafka, TOPIC)
-    with pytest.raises(DataLoss, match=r"changes of batches 0\.\.0 are gone; this checkpoint no "
+    with pytest.raises(DataLoss, match=r"changes of batches 0\.\.0 are gone \(Spark keeps the "
+                                       r"state and logs of the last spark\.sql\.streaming\."
+                                       r"minBatchesToRetain batches.*\); this checkpoint no "
                                        r"longer keeps batches 0\.\.0, so its changelog cannot be "
                                        r"shipped again from the start: delete the topic "
                                        r"'faults-aggregate-changelog' and run the query from a "

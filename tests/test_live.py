@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -32,10 +33,14 @@ FILES = 6
 DELAY = dt.timedelta(minutes=10)
 
 
-def _write(folder: Path, name: str, rows: list[dict]) -> None:
+def _write(folder: Path, name: str, rows: list[dict], i: int = 0) -> None:
+    """File ``i`` of a source, modified ``i`` seconds after the first (Spark's file source
+    takes new files in modification order: files written in one instant, in any order)."""
     tmp = folder / f".{name}"
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
     tmp.rename(folder / name)
+    stamp = time.time() - 600 + i
+    os.utime(folder / name, (stamp, stamp))
 
 
 def _inputs(base: Path) -> tuple[Path, Path, pd.DataFrame, pd.DataFrame]:
@@ -53,8 +58,8 @@ def _inputs(base: Path) -> tuple[Path, Path, pd.DataFrame, pd.DataFrame]:
         profile = [{"player": f"p{j}", "team": ["red", "blue", "gold"][(i + j) % 3],
                     "pts": (T0 + dt.timedelta(minutes=8 * i, seconds=3)).isoformat()}
                    for j in range(5)]
-        _write(events_dir, f"e{i:02d}.json", batch + copies)
-        _write(profiles_dir, f"p{i:02d}.json", profile)
+        _write(events_dir, f"e{i:02d}.json", batch + copies, i)
+        _write(profiles_dir, f"p{i:02d}.json", profile, i)
         events += batch
         profiles += profile
     ev, pr = pd.DataFrame(events), pd.DataFrame(profiles)
@@ -351,7 +356,7 @@ def test_the_dashboards_frames_flags_and_chart(job):
     lag = live.watermark_lag().dropna()
     assert len(lag) > 0 and (lag["lag_s"] > 0).all()
     behind = live.changelog_lag()
-    assert len(behind) == 6 and (behind["batches_behind"] == 0).all()
+    assert len(behind) == 8 and (behind["batches_behind"] == 0).all()
     chart = operators_chart(live.operator_progress()).to_dict()
     text = json.dumps(chart)
     assert [m["mark"]["type"] for m in chart["hconcat"]] == ["line", "bar"]
@@ -545,8 +550,6 @@ def test_kill_9_while_shipping_then_a_rerun_keeps_each_batch_once_in_each_part(
     part's topic holds every batch's changes once and replays to the snapshot, the state
     equals pandas, the rows are where Spark places them."""
     import random
-    import signal
-    import time
 
     import livejob
 
@@ -566,8 +569,7 @@ def test_kill_9_while_shipping_then_a_rerun_keeps_each_batch_once_in_each_part(
             time.sleep(0.05)
         time.sleep(random.uniform(0, 1.0))
     finally:
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(30)
+        livejob.kill_9(worker)
     killed_at = json.loads(ledger.read_text())["last_batch"]
 
     # the rerun, here: the same job on the same checkpoint, attached with the same ledgers

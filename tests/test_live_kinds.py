@@ -177,7 +177,25 @@ def test_a_list_states_changelog_has_one_record_per_player_a_batch_touched(track
 
 @pytest.mark.parametrize("part", ["0/recent", "0/best"])
 def test_tracker_routed_gets_answer_each_key(tracker, part, tmp_path):
-    assert_routed_gets_equal_snapshot(tracker[0], part, tmp_path)
+    """A list state answers each player's list; a map state each entry by its full key,
+    and each player's whole map by the player alone."""
+    from statekit.errors import BadArgument
+
+    live, _, last = tracker
+    snap = live.snapshot(part, last)
+
+    def whole_maps(client):
+        for player, entries in snap.groupby("player"):
+            answer = client.get({"player": player}, min_batch=last, timeout=30)
+            assert sorted((r["item"], r["value_score"]) for r in answer.rows) == \
+                sorted(zip(entries["item"], entries["value_score"], strict=True))
+            assert answer.partitions[0].partition == entries["partition"].iloc[0]
+        assert client.get({"player": "nobody"}).rows == []
+        with pytest.raises(BadArgument, match=r"or only \['player'\]"):
+            client.get({"item": "i0"})
+
+    assert_routed_gets_equal_snapshot(live, part, tmp_path,
+                                      then=whole_maps if part == "0/best" else None)
 
 
 # --- applyInPandasWithState ---------------------------------------------------------------------

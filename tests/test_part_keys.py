@@ -101,3 +101,38 @@ def test_dates_and_bytes_are_stored_as_sparks_json_writes_them_and_hashed_as_val
         codec.locate({"day": "2026-01-05", "blob": "not base64!"})
     with pytest.raises(BadArgument, match="bad key day: 5; accepted: a date"):
         codec.locate({"day": 5, "blob": b""})
+
+
+MAP = PartShape("own", 0, "transformWithStateInPandasExec", "transform_with_state",
+                "state variable", "best", ("player", "item"), ("value_score",), ("player",))
+MAP_TYPES = {"player": "string", "item": "string"}
+
+
+def test_a_map_states_grouping_key_alone_asks_for_every_entry_under_it():
+    codec = PartKeyCodec(MAP, MAP_TYPES, partitions=3)
+    assert codec.prefix == ["player"]
+    partition, data, row = codec.locate({"player": "p1"})
+    assert codec.is_prefix(row) and row == {"player": "p1"}
+    full = encode_json({"player": "p1", "item": "i0"}, ["player", "item"])
+    assert full.startswith(data) and data == b'{"player":"p1",'
+    # not a prefix of another player's keys written the same way
+    assert not encode_json({"player": "p10", "item": "i0"}, ["player", "item"]).startswith(data)
+    # the partition is the full key's: Spark hashes the grouping key only
+    assert partition == codec.locate({"player": "p1", "item": "i9"})[0]
+    assert not codec.is_prefix(codec.locate({"player": "p1", "item": "i0"})[2])
+    assert codec.json_schema()["required"] == ["player"]
+
+
+@pytest.mark.parametrize("key", [{"item": "i0"}, {}, {"player": "p1", "nope": 1}])
+def test_a_key_that_is_neither_whole_nor_the_grouping_key_is_refused(key):
+    codec = PartKeyCodec(MAP, MAP_TYPES, partitions=3)
+    with pytest.raises(BadArgument, match=r"each key column \['player', 'item'\], or only "
+                                          r"\['player'\] for every entry under them"):
+        codec.locate(key)
+
+
+def test_a_part_placed_by_all_its_key_columns_takes_whole_keys_only():
+    codec = PartKeyCodec(DEDUP, DEDUP_TYPES, partitions=3)
+    assert codec.prefix is None
+    with pytest.raises(BadArgument, match=r"missing \['ts'\]\)$"):
+        codec.locate({"player": "p1"})

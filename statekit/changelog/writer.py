@@ -54,7 +54,13 @@ from statekit.changelog import format as fmt
 from statekit.changelog import meta
 from statekit.changelog.ledger import Ledger, LedgerState
 from statekit.changelog.sources import ChangeSource, QueryChanges, change_source
-from statekit.errors import BatchNotRetained, ChangelogError, ChangelogFenced, DataLoss
+from statekit.errors import (
+    BatchNotRetained,
+    ChangelogError,
+    ChangelogFenced,
+    CheckpointError,
+    DataLoss,
+)
 from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import (
     consume_ranges,
@@ -77,6 +83,12 @@ _JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'", "timeZone": 
 ROUNDS_KEPT = 1000
 #: seconds a fenced writer waits for the writer that fenced it to say who it is
 _NAMING_WAIT = 5.0
+
+
+#: Why a writer that falls behind loses batches, and the setting that gives it more time.
+_RETAIN = ("Spark keeps the state and logs of the last spark.sql.streaming.minBatchesToRetain "
+           "batches, 100 by default: a writer further behind than that cannot ship the older "
+           "ones; a larger value gives it more time")
 
 
 def changelog_retention_ms(state: StateReader) -> int:
@@ -442,22 +454,26 @@ class ChangelogWriter:
             raise DataLoss(
                 f"changelog {self.topic!r} was shipped up to batch {first - 1}, but the "
                 f"checkpoint {str(checkpoint)!r} now keeps batches {batches[0]}..{last}: "
-                f"the changes of batches {first}..{batches[0] - 1} are gone; "
+                f"the changes of batches {first}..{batches[0] - 1} are gone ({_RETAIN}); "
                 f"{self._start_over()}")
         started = time.perf_counter()
         try:
+            # the batches' times first: their offset logs go with the oldest state files
+            stamps = {b: checkpoint.batch_timestamp_ms(b) for b in range(first, last + 1)}
             table = self._encoded_changes(first, last)
-        except BatchNotRetained as exc:
-            raise DataLoss(f"cannot ship batches {first}..{last} to {self.topic!r}: {exc}; "
-                           f"{self._start_over()}") from None
-        self._produce(table, first, last, ledger, done, ends)
+        except (BatchNotRetained, CheckpointError) as exc:
+            if checkpoint.committed_batches()[:1] <= [first]:
+                raise
+            raise DataLoss(f"cannot ship batches {first}..{last} to {self.topic!r}: Spark "
+                           f"removed the oldest of them while they were read ({exc}; "
+                           f"{_RETAIN}); {self._start_over()}") from None
+        self._produce(table, first, last, ledger, done, ends, stamps)
         self.rounds.append((first, last, table.num_rows, time.perf_counter() - started))
         return last
 
     def _produce(self, table: pa.Table, first: int, last: int, ledger: LedgerState,
-                 done: set[tuple[int, int, int]], ends: Mapping[int, int]) -> None:
-        stamps = {b: self.source.checkpoint.batch_timestamp_ms(b)
-                  for b in set(table.column("batch").to_pylist())}
+                 done: set[tuple[int, int, int]], ends: Mapping[int, int],
+                 stamps: Mapping[int, int]) -> None:
         after: list[LedgerState] = []
 
         def positions(shipped: Round) -> None:  # in the round's transaction

@@ -250,7 +250,9 @@ class ServingInstance:
     # --- the queries ------------------------------------------------------------------------
     def get(self, key: object, *, min_batch: int | None = None, timeout: float = 0.0
             ) -> QueryResult:
-        """One state row by its full key: group keys and ``window_start``.
+        """One state row by its full key: group keys and ``window_start``. For a part of an
+        attached query that allows it (``PartKeyCodec.prefix``), the grouping key alone
+        answers every entry under it: a map state's whole map of that key.
 
         The key's partition must be held here (``PartitionNotHeld`` otherwise).
         """
@@ -272,8 +274,12 @@ class ServingInstance:
         min_batch = optional_batch_id(min_batch, "min_batch")
         # the partition is computed, not asked for: no need to check it as _over does
         store, status = self._ready(partition, min_batch, timeout)
-        value = store.get_raw(store_key)
-        rows = [] if value is None else [{**key_row, **decode_json(value)}]
+        if self.codec.is_prefix(key_row):
+            with store.prefix_scan(store_key) as found:  # every entry under the key
+                rows = [{**k, **v} for k, v in islice(found, MAX_ROWS)]
+        else:
+            value = store.get_raw(store_key)
+            rows = [] if value is None else [{**key_row, **decode_json(value)}]
         return QueryResult("get", rows, [self.answer_of(partition, status, started)])
 
     def fetch(self, key: object, time_from: object, time_to: object, *,

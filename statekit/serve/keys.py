@@ -478,6 +478,12 @@ a JSON object of the key columns ['player'] (not ['count'])
         """The changelog key bytes of a full key (``key()``'s result)."""
         return self._encode(self._key_row(key))[0]
 
+    @staticmethod
+    def is_prefix(key: Mapping) -> bool:
+        """False: a statekit query's store is asked by full key (``PartKeyCodec`` also takes
+        a map state's grouping key alone)."""
+        return False
+
     def locate(self, key: object) -> tuple[int, bytes, dict]:
         """A point query's key: its partition, its store key bytes and its columns as
         ``row()`` gives them (what ``key()``, ``partition()`` and ``store_key()`` compute,

@@ -84,6 +84,11 @@ class PartKeyCodec:
         self.keys = list(shape.key_columns)
         self.key_columns = self.keys  # store byte order: a part's changelog keeps Spark's
         self.placement = list(shape.placement_columns)
+        #: the leading key columns a key may stop at, to ask for every entry under them:
+        #: a map state's grouping key (its entries), a join store's join key (its rows)
+        self.prefix = self.placement if (len(self.placement) < len(self.keys) and
+                                         self.keys[:len(self.placement)] == self.placement
+                                         ) else None
         unhashed = {c: self.key_types.get(c) for c in self.placement
                     if self.key_types.get(c) not in TYPES}
         if unhashed:
@@ -126,15 +131,17 @@ accepted: a JSON object of the key columns ['event_id'] (not ['value'])
             schema = time_schema() if kind in TIME_TYPES else dict(
                 VALUE_SCHEMAS.get(kind, {"type": ["string", "number", "boolean"]}))
             properties[name] = {"anyOf": [schema, {"type": "null"}]}
-        return {"type": "object", "properties": properties, "required": list(self.keys),
-                "additionalProperties": False}
+        return {"type": "object", "properties": properties,
+                "required": list(self.prefix or self.keys), "additionalProperties": False}
 
     def window_start_schema(self) -> dict:
         raise BadArgument("query", "a window", "point and range queries by key (a part's "
                                                "store has its times as key columns)")
 
     def key(self, key: object) -> dict:
-        """A full key: every key column, times as milliseconds since the epoch.
+        """A full key: every key column, times as milliseconds since the epoch; or, where
+        the part has them (``prefix``), its leading placement columns alone (a map state's
+        grouping key: ``get`` then answers every entry under it).
 
         Example:
             >>> from statekit.changelog.meta import PartShape
@@ -152,11 +159,20 @@ accepted: a JSON object of the key columns ['event_id'] (not ['value'])
         raw = parse_key_json(key) if isinstance(key, str | bytes) else key
         if not isinstance(raw, Mapping):
             raise BadArgument("key", raw, f"a dict of the key columns {self.keys}")
-        missing = [k for k in self.keys if k not in raw]
+        wanted = self.keys
+        if self.prefix is not None and set(raw) == set(self.prefix):
+            wanted = self.prefix
+        missing = [k for k in wanted if k not in raw]
         if missing:
+            also = (f", or only {self.prefix} for every entry under them"
+                    if self.prefix is not None else "")
             raise BadArgument("key", dict(raw), f"a value (or None) for each key column "
-                                                f"{self.keys} (missing {missing})")
-        return {name: self._value(name, raw[name]) for name in self.keys}
+                                                f"{self.keys}{also} (missing {missing})")
+        return {name: self._value(name, raw[name]) for name in wanted}
+
+    def is_prefix(self, key: Mapping) -> bool:
+        """True for a key that names only the leading ``prefix`` columns."""
+        return len(key) < len(self.keys)
 
     group = key  # a part's key has no window apart: its group is the whole key
 
@@ -200,19 +216,23 @@ accepted: a JSON object of the key columns ['event_id'] (not ['value'])
         return pmod(h, self.partitions)
 
     def store_key(self, key: Mapping) -> bytes:
-        """The changelog key bytes of a full key."""
-        return encode_json(self._key_row(key), self.key_columns)
+        """The changelog key bytes of a full key; of a prefix key, the bytes every key
+        under it starts with (its JSON object left open after its last column)."""
+        columns = [c for c in self.key_columns if c in key]
+        data = encode_json(self._key_row(key), columns)
+        return data[:-1] + b"," if len(columns) < len(self.key_columns) else data
 
     def _key_row(self, key: Mapping) -> dict:
         return {c: ms_to_iso(key[c]) if self.key_types.get(c) in TIME_TYPES and
-                key[c] is not None else key[c] for c in self.key_columns}
+                key[c] is not None else key[c] for c in self.key_columns if c in key}
 
     def locate(self, key: object) -> tuple[int, bytes, dict]:
         """A point query's key: its partition, its store key bytes and its columns as the
         store's rows give them (times as ISO text)."""
         full = self.key(key)
         data = self.store_key(full)
-        return self.partition(full), data, json.loads(data)
+        row = json.loads(data[:-1] + b"}") if self.is_prefix(full) else json.loads(data)
+        return self.partition(full), data, row
 
     def group_prefix(self, group: Mapping) -> dict:
         return {k: group[k] for k in self.keys}
