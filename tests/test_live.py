@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -320,6 +321,23 @@ def test_a_part_without_a_changelog_says_which_parts_have_one(job):
             other.read_changelog("left")
     finally:
         other.detach()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread niceness is Linux's")
+def test_the_shipping_threads_run_below_the_query(job):
+    from statekit.live.handle import SHIP_NICE
+
+    writers = job[0].changelogs.values()
+    assert {os.getpriority(os.PRIO_PROCESS, w._thread.native_id) for w in writers} == \
+        {os.getpriority(os.PRIO_PROCESS, 0) + SHIP_NICE}
+
+
+@pytest.mark.parametrize("bad", [-1, 20, 2.5, "low"])
+def test_a_bad_ship_nice_is_refused_before_anything_is_attached(job, broker, bad):
+    from statekit.errors import BadArgument
+
+    with pytest.raises(BadArgument, match=r"bad ship_nice: .*accepted: a niceness from 0"):
+        sk.attach(job[1], kafka=broker, ship_nice=bad)
 
 
 def test_the_ledgers_are_outside_the_checkpoint(job):

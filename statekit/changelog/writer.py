@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -72,7 +73,7 @@ from statekit.kafka.topics import (
 )
 from statekit.kafka.transactions import discard, is_fenced, transactional_producer
 from statekit.state.reader import StateReader
-from statekit.validate import batch_id
+from statekit.validate import batch_id, whole_number
 
 LOG = logging.getLogger("statekit.changelog")
 #: Spark's JSON of a key or value: times in UTC whatever the session's time zone (a person's
@@ -89,6 +90,25 @@ _NAMING_WAIT = 5.0
 _RETAIN = ("Spark keeps the state and logs of the last spark.sql.streaming.minBatchesToRetain "
            "batches, 100 by default: a writer further behind than that cannot ship the older "
            "ones; a larger value gives it more time")
+
+
+def lower_priority(nice: int) -> bool:
+    """Run the calling thread ``nice`` steps below the process on Linux (one thread's
+    niceness: ``setpriority`` on its thread id); returns whether it did.
+
+    A writer shipping an attached query's changelogs runs on the same cores as the query:
+    lowered, its Python work (reading Arrow, producing) waits while the query's JVM threads
+    want the CPU, which roughly halves what it costs the query's batches (``bench.attach``).
+    Its Spark jobs run in the JVM's task threads and are not lowered.
+    """
+    if nice <= 0 or not sys.platform.startswith("linux"):
+        return False
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                       os.getpriority(os.PRIO_PROCESS, 0) + nice)
+    except (OSError, AttributeError):
+        return False
+    return True
 
 
 def changelog_retention_ms(state: StateReader) -> int:
@@ -210,8 +230,12 @@ class ChangelogWriter:
     """
 
     def __init__(self, state: StateReader | ChangeSource, kafka: Kafka, topic: str, *,
-                 poll_interval: float = 0.2, flush_timeout: float = 60.0):
+                 poll_interval: float = 0.2, flush_timeout: float = 60.0, nice: int = 0):
         self.state, self.topic = state, topic
+        #: how much lower the background thread's CPU priority is (``lower_priority``)
+        self.nice = whole_number(nice, "nice", minimum=0, maximum=19,
+                                 accepted="a niceness from 0 (as the process) to 19 (only "
+                                          "what the rest leaves)")
         #: what is shipped: the changes, the ledger's place, the topic's config, the schema
         self.source = change_source(state)
         self.kafka = connect(kafka)
@@ -576,6 +600,7 @@ class ChangelogWriter:
         return self
 
     def _run(self) -> None:
+        lower_priority(self.nice)
         while not self._stop.is_set():
             try:
                 before = self.shipped_batch

@@ -58,7 +58,7 @@ from statekit.query.progress import progress_frame
 from statekit.spark.connect import is_connect
 from statekit.state.checkpoint import Checkpoint
 from statekit.state.times import iso_times
-from statekit.validate import batch_id
+from statekit.validate import batch_id, whole_number
 
 
 class _Reports(StreamingQueryListener):
@@ -113,6 +113,11 @@ def _reports(spark: SparkSession) -> _Reports:
         if not is_connect(spark):
             spark.streams.addListener(_LISTENERS[key])
     return _LISTENERS[key]
+
+
+#: How far below the query an attached query's shipping threads run (``bench.attach``: about
+#: half the overhead on the query's batches of shipping at the same priority).
+SHIP_NICE = 15
 
 
 class AttachedQuery:
@@ -339,10 +344,12 @@ class AttachedQuery:
 
     # --- changelogs --------------------------------------------------------------------
     def ship_changelogs(self, kafka: Kafka, app: str | None = None,
-                        ledger_dir: str | os.PathLike | None = None) -> dict[str, str]:
+                        ledger_dir: str | os.PathLike | None = None,
+                        nice: int = SHIP_NICE) -> dict[str, str]:
         """Ship every part that has a change feed to a changelog topic of its own, in the
         background, after each committed batch (``statekit.live.changelogs``); returns
-        part → topic. Needs a committed batch (the parts are known from it)."""
+        part → topic. Needs a committed batch (the parts are known from it). The shipping
+        threads run ``nice`` steps below the query (``changelog.writer.lower_priority``)."""
         self._require_state()
         conn = connect(kafka)
         app = app_name(self.name, self.id) if app is None else app
@@ -355,7 +362,8 @@ class AttachedQuery:
                 continue
             source = PartChanges(self._part_view(part), app, folder, touched_by)
             topic = part_topic(app, part.operator_id, part.name)
-            self.changelogs[part_id(part)] = ChangelogWriter(source, conn, topic).start()
+            self.changelogs[part_id(part)] = ChangelogWriter(source, conn, topic,
+                                                             nice=nice).start()
         return self.changelog_topics()
 
     def _part_view(self, part: Part) -> StateView:
@@ -472,7 +480,7 @@ def _growing(operators: pd.DataFrame, batches: int) -> pd.DataFrame:
 def attach(query, *, checkpoint: str | os.PathLike | None = None,
            spark: SparkSession | None = None, kafka: Kafka | None = None,
            app: str | None = None, ledger_dir: str | os.PathLike | None = None,
-           timeout: float = 120.0) -> AttachedQuery:
+           timeout: float = 120.0, ship_nice: int = SHIP_NICE) -> AttachedQuery:
     """Follow a running streaming query live (any source, sink and stateful operators).
 
     Args:
@@ -484,6 +492,8 @@ def attach(query, *, checkpoint: str | os.PathLike | None = None,
         app: the first word of the topics' names (default: the query's name).
         ledger_dir: where the changelogs' ledgers live (default: statekit's state folder,
             ``statekit.live.changelogs.ledger_folder``; never inside the checkpoint).
+        ship_nice: how far below the query the shipping threads' CPU priority is, on
+            Linux (0 to 19; 0: the same): the query's batches take the cores first.
 
     Raises:
         BadArgument: ``query`` is not a streaming query.
@@ -493,6 +503,8 @@ def attach(query, *, checkpoint: str | os.PathLike | None = None,
         UnsupportedRead: its state gives no change feed (the setting that enables it named).
     """
     require_query(query)
+    whole_number(ship_nice, "ship_nice", minimum=0, maximum=19,
+                 accepted="a niceness from 0 (as the query) to 19 (only what it leaves)")
     require_active(query)
     if spark is None:
         spark = SparkSession.getActiveSession()
@@ -507,7 +519,7 @@ def attach(query, *, checkpoint: str | os.PathLike | None = None,
         if found.committed_batches():
             handle._require_state()
         if kafka is not None:
-            handle.ship_changelogs(kafka, app, ledger_dir)
+            handle.ship_changelogs(kafka, app, ledger_dir, ship_nice)
     except BaseException:
         handle.detach()
         raise
