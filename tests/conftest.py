@@ -26,6 +26,32 @@ def pytest_collection_modifyitems(items):
                 item.add_marker(pytest.mark.timeout(NOTEBOOK_TIMEOUT))
 
 
+class _NotebooksRunOnce:
+    """A notebook that tests/test_browser.py runs top to bottom in JupyterLab is not run a
+    second time by nbmake: the browser run executes every cell in a real kernel, the same
+    way (solutions hidden), fails on any cell that raised, then uses its widgets. Only where
+    Chromium runs, so that without it nbmake still runs every notebook."""
+
+    @pytest.hookimpl(trylast=True)  # after -k and -m chose the items
+    def pytest_collection_modifyitems(self, config, items):
+        in_browser = {item.callspec.params.get("stem") for item in items
+                      if item.path.name == "test_browser.py" and hasattr(item, "callspec")}
+        twice = [item for item in items
+                 if item.path.suffix == ".ipynb" and item.path.stem in in_browser]
+        if not twice:
+            return
+        from test_browser import chromium
+
+        if chromium() is None:
+            return
+        config.hook.pytest_deselected(items=twice)
+        items[:] = [item for item in items if item not in twice]
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_NotebooksRunOnce(), "statekit-notebooks-run-once")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def no_query_outlives_its_module():
     """A streaming query left running after its module triggers on, taxing every later test
