@@ -85,11 +85,18 @@ def attach_own_job(spark, dataset, servers: str, out: Path) -> None:
     from pyspark.sql import functions as F
 
     import statekit as sk
+    from statekit.kafka.topics import delete_topic, list_topics
     from statekit.state.changes import same_rows
 
     folder = dataset.write_files(out / "own-job" / "in")
     checkpoint = out / "own-job" / "checkpoint"
-    shutil.rmtree(checkpoint, ignore_errors=True)
+    # a run before this one left its checkpoint, ledgers and (on a broker that outlived it)
+    # topics: this run ships its changelogs from batch 0 again
+    for leftover in ("checkpoint", "ledgers"):
+        shutil.rmtree(out / "own-job" / leftover, ignore_errors=True)
+    for topic in list_topics(servers):
+        if topic.startswith("own_job-op"):
+            delete_topic(servers, topic)
     job = (spark.readStream.schema(dataset.schema).option("maxFilesPerTrigger", 1)
            .json(str(folder)).withWatermark("ts", "10 minutes")
            .dropDuplicatesWithinWatermark(["player", "game", "ts"])

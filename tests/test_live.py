@@ -629,3 +629,22 @@ def test_kill_9_while_shipping_then_a_rerun_keeps_each_batch_once_in_each_part(
         live.detach()
     finally:
         query.stop()
+
+
+def test_the_demos_own_job_runs_again_in_the_same_folder(spark, broker, tmp_path, capsys):
+    """``make demo`` twice: the second run finds the first one's checkpoint and ledgers, and
+    a new embedded broker without the first run's topics; it ships its changelogs from
+    batch 0 again instead of refusing them."""
+    from statekit.datasets import game_events
+    from statekit.demo import attach_own_job
+    from statekit.kafka.topics import delete_topic, list_topics
+
+    for run in range(2):
+        if run:   # as a new embedded broker: none of the first run's topics
+            for topic in list_topics(broker):
+                if topic.startswith("own_job-"):
+                    delete_topic(broker, topic)
+        attach_own_job(spark, game_events(), broker.bootstrap_servers, tmp_path)
+        said = [line for line in capsys.readouterr().out.splitlines() if "part " in line]
+        assert len(said) == 2 and all(line.endswith("replays to the snapshot: True") and
+                                      "computes: True" in line for line in said), said
