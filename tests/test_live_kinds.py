@@ -198,6 +198,19 @@ def test_tracker_routed_gets_answer_each_key(tracker, part, tmp_path):
                                       then=whole_maps if part == "0/best" else None)
 
 
+def _attached_until_drained(query, broker, base: Path, events: pd.DataFrame):
+    """Attach (a changelog per part), let the query read all its input and ship it; give
+    (live, events, last batch); detach and stop after."""
+    live = sk.attach(query, kafka=broker, ledger_dir=base / "ledgers")
+    try:
+        query.processAllAvailable()
+        last = live.wait_shipped()
+        yield live, events, last
+    finally:
+        live.detach()
+        query.stop()
+
+
 # --- applyInPandasWithState ---------------------------------------------------------------------
 def _count_and_sum(key, frames, state):
     n, total = state.get if state.exists else (0, 0)
@@ -219,14 +232,7 @@ def group_state(spark, broker, tmp_path_factory):
              .writeStream.format("noop").outputMode("update").queryName("group_state")
              .option("checkpointLocation", str(base / "ck"))
              .trigger(processingTime="200 milliseconds").start())
-    live = sk.attach(query, kafka=broker, ledger_dir=base / "ledgers")
-    try:
-        query.processAllAvailable()
-        last = live.wait_shipped()
-        yield live, events, last
-    finally:
-        live.detach()
-        query.stop()
+    yield from _attached_until_drained(query, broker, base, events)
 
 
 def test_group_state_equals_pandas_and_its_changelog_replays(group_state, tmp_path):
@@ -268,14 +274,7 @@ def outer(spark, broker, tmp_path_factory):
     query = (joined.writeStream.format("noop").outputMode("append").queryName("outer")
              .option("checkpointLocation", str(base / "ck"))
              .trigger(processingTime="200 milliseconds").start())
-    live = sk.attach(query, kafka=broker, ledger_dir=base / "ledgers")
-    try:
-        query.processAllAvailable()
-        last = live.wait_shipped()
-        yield live, events, last
-    finally:
-        live.detach()
-        query.stop()
+    yield from _attached_until_drained(query, broker, base, events)
 
 
 def test_plain_dedup_keeps_every_id_and_the_outer_join_marks_what_matched(outer):
