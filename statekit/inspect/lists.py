@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import reduce
 
 import numpy as np
 import pandas as pd
@@ -70,9 +71,7 @@ def touched_keys(changed: Sequence[StateView], keys: Sequence[str], first: int,
     frames = [view.changes_frame(first, last).select("batch", "partition",
                                                      *[_quoted(k) for k in keys])
               for view in changed]
-    union = frames[0]
-    for frame in frames[1:]:
-        union = union.unionByName(frame)
+    union = reduce(lambda a, b: a.unionByName(b), frames)
     return union.distinct()
 
 
@@ -105,9 +104,7 @@ def list_changes_frame(entries: StateView, changed: Sequence[StateView], first: 
         lists.append(keys_then.join(rows, _KEY, "left"))
     if not lists:  # an empty frame of the same columns
         lists = [touched.where(F.lit(False)).withColumn(ROWS, F.lit(None))]
-    union = lists[0]
-    for frame in lists[1:]:
-        union = union.unionByName(frame)
+    union = reduce(lambda a, b: a.unionByName(b), lists)
     change = F.when(F.col(ROWS).isNull(), F.lit("delete")).otherwise(F.lit("put"))
     return union.select("batch", "partition", change.alias("change"),
                         *[_quoted(k) for k in keys], ROWS)

@@ -24,7 +24,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cached_property
+from functools import cached_property, reduce
 
 import pandas as pd
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
@@ -181,9 +181,7 @@ class StateView:
             frames = [self._reader(batchId=b).load(str(self.checkpoint))
                       .select(F.lit(b).alias("batch"), F.col("partition_id").alias("partition"))
                       for b in chosen]
-            union = frames[0]
-            for frame in frames[1:]:
-                union = union.unionByName(frame)
+            union = reduce(lambda a, b: a.unionByName(b), frames)
             counted = union.groupBy("batch", "partition").count().toPandas()
         counted = counted.rename(columns={"count": "rows"})
         return counted.astype("int64").sort_values(["batch", "partition"], ignore_index=True)

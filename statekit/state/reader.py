@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import os
+from functools import reduce
 
 import pandas as pd
 import pyarrow as pa
@@ -165,9 +166,7 @@ class StateReader:
         what = f"the state of batches {chosen[0]}..{chosen[-1]} of checkpoint {self.path!r}"
         with reading(what, self._bad_files(chosen[0] + 1, chosen[-1] + 1, deltas_only=True)):
             frames = [self._load(batchId=b).select(F.lit(b).alias("batch")) for b in chosen]
-            union = frames[0]
-            for frame in frames[1:]:
-                union = union.unionByName(frame)
+            union = reduce(lambda a, b: a.unionByName(b), frames)
             totals = union.groupBy("batch").count().toPandas()
             feed = self._load(readChangeFeed=True, changeStartBatchId=chosen[0],
                               changeEndBatchId=chosen[-1])
