@@ -17,7 +17,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from livecheck import assert_routed_gets_equal_snapshot, comparable
+from livecheck import (
+    assert_replays_to_snapshot,
+    assert_routed_gets_equal_snapshot,
+    comparable,
+)
 from pyspark.sql import functions as F
 
 import statekit as sk
@@ -248,8 +252,6 @@ def test_each_part_with_a_change_feed_ships_a_topic_that_replays_to_its_snapshot
 
 def test_a_join_sides_changelog_holds_each_join_keys_whole_list_and_replays_to_its_snapshot(
         job):
-    from statekit.inspect.lists import list_rows
-
     live = job[0]
     batch = live.wait_shipped()
     for part in ("1/left", "1/right"):
@@ -264,17 +266,8 @@ def test_a_join_sides_changelog_holds_each_join_keys_whole_list_and_replays_to_i
             f"{part}-keyWithIndexToValue", 0, batch)), part
         puts = log.records[~log.records["tombstone"]]
         assert puts["rows"].map(len).min() >= 1   # a key with no row left is a tombstone
-        replayed = list_rows(log.materialize(batch), shape.key_columns, shape.list_columns)
-        columns = view.key_columns + view.value_columns
-        pd.testing.assert_frame_equal(comparable(replayed, columns),
-                                      comparable(live.snapshot(part, batch), columns),
-                                      obj=part)
-        # and at an earlier batch: the lists as they were then
-        middle = batch // 2
-        earlier = list_rows(log.materialize(middle), shape.key_columns, shape.list_columns)
-        pd.testing.assert_frame_equal(comparable(earlier, columns),
-                                      comparable(live.snapshot(part, middle), columns),
-                                      obj=f"{part} at batch {middle}")
+        assert_replays_to_snapshot(live, part, batch)
+        assert_replays_to_snapshot(live, part, batch // 2)   # the lists as they were then
 
 
 def test_a_parts_changelog_restores_local_stores_equal_to_its_snapshot(job, broker, tmp_path):

@@ -119,10 +119,10 @@ class PartChanges:
     def __init__(self, view: StateView, query: str, ledger_dir: str | os.PathLike,
                  touched_by: Sequence[StateView] = ()):
         part = view.part
-        self.lists = holds_lists(part)
-        self.touched_by = list(touched_by) or ([view] if self.lists else [])
+        lists = holds_lists(part)
+        self.touched_by = list(touched_by) or ([view] if lists else [])
         limit = part.changes_limit()
-        if limit is not None and not (self.lists and touched_by):
+        if limit is not None and not (lists and touched_by):
             raise limit
         self.view, self.checkpoint = view, view.checkpoint
         self.ledger_dir = Path(ledger_dir)
@@ -131,9 +131,9 @@ class PartChanges:
         values = schema[schema["role"] == "value"]
         self.shape = meta.PartShape(
             query, part.operator_id, part.operator, part.kind, part.what, part.name,
-            tuple(view.key_columns), (ROWS,) if self.lists else tuple(view.value_columns),
+            tuple(view.key_columns), (ROWS,) if lists else tuple(view.value_columns),
             tuple(hashed),
-            tuple(zip(values["column"], values["type"], strict=True)) if self.lists else ())
+            tuple(zip(values["column"], values["type"], strict=True)) if lists else ())
 
     @property
     def key_columns(self) -> list[str]:
@@ -144,7 +144,7 @@ class PartChanges:
         return list(self.shape.value_columns)
 
     def changes_frame(self, first: int, last: int) -> DataFrame:
-        if self.lists:
+        if self.shape.lists:
             return list_changes_frame(self.view, self.touched_by, first, last)
         return self.view.changes_frame(first, last)
 

@@ -486,7 +486,8 @@ class ChangelogWriter:
             stamps = {b: checkpoint.batch_timestamp_ms(b) for b in range(first, last + 1)}
             table = self._encoded_changes(first, last)
         except (BatchNotRetained, CheckpointError) as exc:
-            if checkpoint.committed_batches()[:1] <= [first]:
+            kept = checkpoint.committed_batches()
+            if not kept or kept[0] <= first:   # Spark removed none of them: another cause
                 raise
             raise DataLoss(f"cannot ship batches {first}..{last} to {self.topic!r}: Spark "
                            f"removed the oldest of them while they were read ({exc}; "
