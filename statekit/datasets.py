@@ -27,7 +27,9 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 import random
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -357,6 +359,8 @@ class Dataset:
         """The records' JSON values as ``files`` JSON-lines files in ``folder`` (emptied
         first), in record order: the input of a plain Spark file source, e.g.
         ``spark.readStream.schema(ds.schema).option("maxFilesPerTrigger", 1).json(folder)``.
+        Each file is modified a second after the one before, so the source (which takes
+        files oldest first) reads them in this order.
 
         Example:
             >>> import tempfile
@@ -372,9 +376,15 @@ class Dataset:
         folder.mkdir(parents=True)
         values = self.records["value"].tolist()
         step = -(-len(values) // files)
+        # Spark's file source takes new files oldest first, by modification time, and files
+        # modified in the same instant in any order: each file is a second younger than the
+        # one before, so a stream reads them in record order (event time ahead too)
+        first = time.time() - files
         for i in range(files):
             chunk = values[i * step:(i + 1) * step]
-            (folder / f"part-{i}.json").write_text("".join(f"{v}\n" for v in chunk))
+            path = folder / f"part-{i}.json"
+            path.write_text("".join(f"{v}\n" for v in chunk))
+            os.utime(path, (first + i, first + i))
         return folder
 
     def events(self) -> pd.DataFrame:

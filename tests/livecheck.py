@@ -8,7 +8,6 @@ import json
 import pandas as pd
 
 from statekit.changelog.format import decode_json, encode_json
-from statekit.inspect.lists import list_rows
 
 
 def comparable(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -23,20 +22,10 @@ def comparable(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return out.sort_values(columns, ignore_index=True)
 
 
-def replayed(live, part: str, batch: int) -> pd.DataFrame:
-    """The part's changelog replayed through ``batch``, one row per state row (a list-valued
-    part's lists spread out, as its snapshot has them)."""
-    shape = live.part_shape(part)
-    table = live.read_changelog(part).materialize(batch)
-    if shape.lists:
-        return list_rows(table, shape.key_columns, shape.list_columns)
-    return table
-
-
 def assert_replays_to_snapshot(live, part: str, batch: int) -> None:
     view = live.state(part)
     columns = view.key_columns + view.value_columns
-    pd.testing.assert_frame_equal(comparable(replayed(live, part, batch), columns),
+    pd.testing.assert_frame_equal(comparable(live.replay(part, batch), columns),
                                   comparable(live.snapshot(part, batch), columns),
                                   obj=f"{part} at batch {batch}")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pandas as pd
@@ -154,6 +155,22 @@ def test_the_events_a_query_counts_in_pandas(lines):
     assert sorted(events["score"].dropna()) == sorted(good["score"].dropna())
     flights_ = flights(limit=3).events()
     assert flights_["dep_delay"].tolist() == [2, 4, 2] and flights_["ts"].dt.tz is None
+
+
+def test_written_files_hold_every_record_in_order_each_modified_after_the_one_before(tmp_path):
+    """Spark's file source takes files oldest first (and files of one instant in any order):
+    the files' modification times must follow their order for a stream to read the records
+    in the order written."""
+    ds = game_events()
+    folder = ds.write_files(tmp_path / "in", files=6)
+    paths = [folder / f"part-{i}.json" for i in range(6)]
+    assert sorted(folder.iterdir()) == paths
+    assert [line for p in paths for line in p.read_text().splitlines()] == \
+        ds.records["value"].tolist()
+    stamps = [p.stat().st_mtime for p in paths]
+    assert all(later - earlier >= 1 for earlier, later in itertools.pairwise(stamps))
+    ds.write_files(folder, files=2)  # written again: emptied first
+    assert sorted(p.name for p in folder.iterdir()) == ["part-0.json", "part-1.json"]
 
 
 def test_game_events_falls_back_to_the_generator(tmp_path):

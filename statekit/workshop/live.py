@@ -33,57 +33,62 @@ WRITER = Choices(
 review("12.1", "Who writes an attached part's changelog, and when?", NOTEBOOK, WRITER)
 
 GROWTH = Choices(
-    {"a": "the deduplication: it keeps a row for every event it has seen",
-     "b": "the per-minute count: no watermark ever removes one of its rows, and each new "
-          "minute of event time brings new keys",
-     "c": "neither: Spark evicts every operator's state once the watermark passes"},
-    right="b",
-    why={"a": "dropDuplicatesWithinWatermark keeps a key until the watermark passes its "
-              "event time: its rows removed per batch are above zero",
-         "b": "right: a groupBy without a time window keeps each key forever, and a key "
-              "with a minute in it never repeats: the state grows with event time, the "
-              "classic state store that fills a disk (a window, or a TTL, bounds it)",
-         "c": "the watermark evicts only what a time window or a within-watermark "
-              "deduplication ties to event time; a plain groupBy's rows stay"})
+    {"a": "the deduplication: its key is a hash of the event, with no event time in it",
+     "b": "the join: it keeps every top score for the plays that may still follow it",
+     "c": "the windowed count: each new 10 minutes of event time brings new keys"},
+    right="a",
+    why={"a": "right: dropDuplicates keeps a key until the watermark passes the event time "
+              "in it, and this key has none, so no id is ever let go: the state grows with "
+              "every event, the classic state store that fills a disk (a key with the event "
+              "time in it, or dropDuplicatesWithinWatermark, bounds it)",
+         "b": "the join's condition bounds a play to 2 minutes after its top score: once the "
+              "watermark passes that, no row can match any more and Spark drops it from both "
+              "sides: the join's rows removed per batch are above zero",
+         "c": "in append mode Spark emits a window's count once the watermark passes the "
+              "window's end, and then removes it: new windows come, old ones go"})
 
 review("12.2", "Which operator's state only grows?", NOTEBOOK, GROWTH)
 
 
-def _dedup_part(live) -> str:
+def _buffered_side(live) -> str:
+    """The join side that holds the top scores: the right side of notebook 12's join."""
     states = live.states()
-    found = states[states["kind"] == "deduplication"]
+    found = states[(states["kind"] == "join") & states["part"].str.endswith("/right")]
     if found.empty:
         raise BadArgument("live", repr(live), "the attached job of notebook 12 (it has a "
-                                              "deduplication)")
+                                              "stream-stream join)")
     return str(found["part"].iloc[0])
 
 
-@exercise("12.3", "The keys the watermark let go", NOTEBOOK, "build")
-def evicted_keys(answer: object, *, live=None):
-    """``answer``: the key columns of every row the deduplication part deleted in batch
-    ``EVICTION_BATCH``; ``live``: the ``AttachedQuery`` of the notebook's job."""
-    if live is None or not hasattr(live, "changes"):
+@exercise("12.3", "The join keys the watermark emptied", NOTEBOOK, "build")
+def emptied_keys(answer: object, *, live=None):
+    """``answer``: the key columns of every join key whose record in batch
+    ``EVICTION_BATCH`` of the buffered side's changelog is a tombstone; ``live``: the
+    ``AttachedQuery`` of the notebook's job."""
+    if live is None or not hasattr(live, "read_changelog"):
         raise BadArgument("live", type(live).__name__, "the AttachedQuery of the notebook "
                                                         "(live=live)")
-    part = _dedup_part(live)
-    changes = live.changes(part, EVICTION_BATCH, EVICTION_BATCH)
-    keys = list(live.state(part).key_columns)
-    expected = changes.loc[changes["change"] == "delete", keys].reset_index(drop=True)
-    if isinstance(answer, pd.DataFrame) and "change" in answer.columns and \
-            set(answer["change"].dropna()) - {"delete"}:
-        return [Point(False, f"your table holds {sorted(set(answer['change'].dropna()))} "
-                             f"changes: keep the deletes only (a put is a key let in, not "
-                             f"one let go)")]
+    part = _buffered_side(live)
+    log = live.read_changelog(part, EVICTION_BATCH, EVICTION_BATCH)
+    keys = list(log.key_columns)
+    records = log.records
+    expected = records.loc[records["tombstone"].astype(bool), keys].reset_index(drop=True)
+    if isinstance(answer, pd.DataFrame) and "tombstone" in answer.columns and \
+            not answer["tombstone"].fillna(False).astype(bool).all():
+        return [Point(False, "your table holds records that are not tombstones: keep those "
+                             "whose tombstone is True (a record with rows is a key that still "
+                             "holds top scores)")]
     if isinstance(answer, pd.DataFrame) and "batch" in answer.columns and \
             set(answer["batch"].dropna().astype(int)) - {EVICTION_BATCH}:
-        return [Point(False, f"your table has rows of batches "
+        return [Point(False, f"your table has records of batches "
                              f"{sorted(set(answer['batch'].dropna().astype(int)))}: "
-                             f"changes({part!r}, {EVICTION_BATCH}, {EVICTION_BATCH}) gives "
-                             f"batch {EVICTION_BATCH} alone")]
+                             f"read_changelog({part!r}, {EVICTION_BATCH}, {EVICTION_BATCH}) "
+                             f"gives batch {EVICTION_BATCH} alone")]
     points = compare_rows(answer, expected, keys, [],
-                          f"keys deleted from part {part} in batch {EVICTION_BATCH}")
+                          f"join keys emptied in batch {EVICTION_BATCH} of {part}")
     if all(p.ok for p in points):
-        points.append(Point(True, f"{len(expected):,} keys left the deduplication in batch "
-                                  f"{EVICTION_BATCH}: the watermark passed their event time, "
-                                  f"so a copy arriving now is late and dropped anyway"))
+        points.append(Point(True, f"{len(expected):,} join keys lost their last top score in "
+                                  f"batch {EVICTION_BATCH}: the watermark passed 2 minutes "
+                                  f"after it, so no play to come can match it; the tombstone "
+                                  f"lets compaction drop the key from the topic too"))
     return points

@@ -41,8 +41,9 @@ SERIES: dict[str, str] = {
     "10_debug_a_checkpoint": "debugging an existing job from its checkpoint",
     "11_write_a_stateful_processor": "the Processor API: your own processor with key-value, "
                                      "window and session stores, punctuation and TTL",
-    "12_your_own_job_live": "your own PySpark job, live: every operator's state, a changelog "
-                            "per part and a dashboard, attached while it runs",
+    "12_your_own_job_live": "your own PySpark job, live: a deduplication, a stream-stream "
+                            "join and an aggregation attached while they run; a changelog "
+                            "per part, a join side served by key, the dashboard",
 }
 
 
