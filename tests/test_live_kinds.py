@@ -1,8 +1,8 @@
 """statekit.attach on more kinds of stateful operator, each a plain PySpark job fed from
 JSON files (one file a batch, at least five batches):
 
-- ``transformWithStateInPandas`` with a value state, a list state, a map state with a TTL
-  and processing-time timers;
+- ``transformWithStateInPandas`` with a value state, a list state, a map state with a TTL,
+  a value state whose 4 s TTL expires while the test runs, and processing-time timers;
 - ``applyInPandasWithState`` (group state);
 - a plain ``dropDuplicates`` (no watermark: its keys are kept for good) before a
   left-outer stream-stream join.
@@ -72,10 +72,14 @@ def _events(folder: Path, files: int = FILES) -> pd.DataFrame:
 
 
 # --- transformWithStateInPandas: value, list, map with a TTL, timers ---------------------------
+SEEN_TTL_MS = 4_000
+
+
 class Tracker(StatefulProcessor):
     """Per player: the total score (value state), the last three (item, score) by event
-    time (list state), the best score per item (map state, 1 hour TTL), and a
-    processing-time timer an hour after the player's last batch."""
+    time (list state), the best score per item (map state, 1 hour TTL), the last event time
+    seen (value state, 4 s TTL: gone soon after the input ends), and a processing-time
+    timer an hour after the player's last batch."""
 
     def init(self, handle):
         self.handle = handle
@@ -83,6 +87,7 @@ class Tracker(StatefulProcessor):
         self.recent = handle.getListState("recent", "item string, score long")
         self.best = handle.getMapState("best", "item string", "score long",
                                        ttlDurationMs=3_600_000)
+        self.seen = handle.getValueState("seen", "at timestamp", ttlDurationMs=SEEN_TTL_MS)
 
     def handleInputRows(self, key, rows, timerValues):
         frame = pd.concat(list(rows)).sort_values("ts")
@@ -94,6 +99,7 @@ class Tracker(StatefulProcessor):
             if old is None or score > old[0]:
                 self.best.updateValue((item,), (int(score),))
         self.total.update((total,))
+        self.seen.update((frame["ts"].max().to_pydatetime(),))
         self.recent.put([(i, int(s)) for i, s in recent[-3:]])
         for timer in list(self.handle.listTimers()):
             self.handle.deleteTimer(timer)
@@ -134,8 +140,10 @@ def test_tracker_parts_are_each_variable_and_the_timers(tracker):
     states = live.states()
     assert set(zip(states["part"], states["variable_type"], states["ttl"], strict=True)) >= {
         ("0/total", "ValueState", False), ("0/recent", "ListState", False),
-        ("0/best", "MapState", True), ("0/timers", "TimerState", False)}
-    assert set(live.changelog_topics()) == {"1/default", "0/total", "0/recent", "0/best"}
+        ("0/best", "MapState", True), ("0/seen", "ValueState", True),
+        ("0/timers", "TimerState", False)}
+    assert set(live.changelog_topics()) == {"1/default", "0/total", "0/recent", "0/best",
+                                            "0/seen", "0/timers"}
 
 
 def test_tracker_state_equals_pandas(tracker):
@@ -157,7 +165,8 @@ def test_tracker_state_equals_pandas(tracker):
     assert sorted(timers["player"]) == sorted(events["player"].unique())
 
 
-@pytest.mark.parametrize("part", ["1/default", "0/total", "0/recent", "0/best"])
+@pytest.mark.parametrize("part", ["1/default", "0/total", "0/recent", "0/best", "0/timers",
+                                  "0/seen"])
 def test_tracker_changelogs_replay_to_each_snapshot(tracker, part):
     live, _, last = tracker
     assert_replays_to_snapshot(live, part, last)
@@ -175,13 +184,36 @@ def test_a_list_states_changelog_has_one_record_per_player_a_batch_touched(track
     assert log["rows"].map(len).max() == 3
 
 
-@pytest.mark.parametrize("part", ["0/recent", "0/best"])
+def test_the_timers_changelog_has_each_players_timers_after_every_batch_that_moved_them(
+        tracker):
+    """Timers have no change feed: statekit diffs each batch's timers with the batch
+    before's. Each data batch deleted every player's timer and registered a new one an
+    hour on: one record per player and batch, holding the player's one timer."""
+    live, events, last = tracker
+    shape = live.part_shape("0/timers")
+    assert shape.lists and shape.list_columns == (("expiration_timestamp_ms", "bigint"),)
+    log = live.read_changelog("0/timers", to_batch=last).records
+    progress = live.progress().set_index("batch")
+    with_data = progress.index[progress["input_rows"] > 0]
+    assert len(with_data) == FILES and sorted(log["batch"].unique()) == list(with_data)
+    for _, batch in log.groupby("batch"):
+        assert sorted(batch["player"]) == ["p0", "p1", "p2", "p3"]
+    assert log["rows"].map(len).eq(1).all() and not log["tombstone"].any()
+    for row in log.itertuples():  # an hour after the batch that set it
+        set_at = progress.loc[row.batch, "timestamp"].value // 10**6
+        assert 0 <= row.rows[0]["expiration_timestamp_ms"] - 3_600_000 - set_at < 60_000
+
+
+@pytest.mark.parametrize("part", ["0/recent", "0/best", "0/timers"])
 def test_tracker_routed_gets_answer_each_key(tracker, part, tmp_path):
     """A list state answers each player's list; a map state each entry by its full key,
     and each player's whole map by the player alone."""
     from statekit.errors import BadArgument
 
-    live, _, last = tracker
+    live, _, _ = tracker
+    # the query runs a batch a second: read a batch Spark still keeps (after the input
+    # ended, only ``seen``'s TTL changes anything)
+    last = live.wait_shipped()
     snap = live.snapshot(part, last)
 
     def whole_maps(client):
@@ -209,6 +241,29 @@ def _attached_until_drained(query, broker, base: Path, events: pd.DataFrame):
     finally:
         live.detach()
         query.stop()
+
+
+def test_a_ttl_expiring_reaches_the_changelog_as_tombstones(tracker):
+    """``seen`` keeps each player's last event time 4 s: once the input ends, Spark's TTL
+    removes every player's value, its change feed says delete, and the changelog holds a
+    tombstone after each player's last put; replayed, the part is empty, as Spark holds it
+    (``test_tracker_changelogs_replay_to_each_snapshot`` replays it while it holds values)."""
+    live, events, _ = tracker
+    deadline = time.monotonic() + 120
+    while True:
+        batch = live.wait_shipped()
+        if live.snapshot("0/seen", batch).empty:
+            break
+        assert time.monotonic() < deadline, "the 4 s TTL of 0/seen expired nothing in 120 s"
+        time.sleep(1)
+    # the query runs a batch a second: the changelog keeps what Spark may have purged
+    log = live.read_changelog("0/seen", to_batch=batch).records
+    assert sorted(log.loc[log["tombstone"], "player"]) == ["p0", "p1", "p2", "p3"]
+    for player, records in log.groupby("player"):
+        assert records["tombstone"].tolist()[-1] and not records["tombstone"].iloc[0], player
+        put = records.loc[~records["tombstone"], "value_at"].iloc[-1]
+        assert put == events.loc[events["player"] == player, "ts"].max(), player
+    assert live.replay("0/seen", batch).empty
 
 
 # --- applyInPandasWithState ---------------------------------------------------------------------

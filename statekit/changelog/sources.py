@@ -7,9 +7,10 @@ from is a ``ChangeSource``:
   columns, and a windowed store's topic is ``compact,delete`` with a retention);
 * ``PartChanges``: one part of any operator of an attached query (``statekit.inspect``'s
   ``StateView``: an aggregation's store, a deduplication's keys, a join's stores, group
-  state, a transformWithState variable), described by a ``meta.PartShape``. A part whose
-  key holds a list of rows (a join side, a list state: ``statekit.inspect.lists``) ships
-  one record per key, its whole list after the batch (value column ``rows``). Its topic is
+  state, a transformWithState variable or its timers), described by a ``meta.PartShape``.
+  A part whose key holds a list of rows (a join side, a list state, the timers:
+  ``statekit.inspect.lists``) ships one record per key, its whole list after the batch
+  (value column ``rows``). Its topic is
   ``compact``: Spark removes what the part no longer holds with deletes, which become
   tombstones, so compaction alone bounds it. Its ledger lives in a folder statekit owns,
   never in the person's checkpoint.
@@ -33,7 +34,13 @@ from statekit.changelog import format as fmt
 from statekit.changelog import meta
 from statekit.durations import to_millis
 from statekit.errors import StatekitError
-from statekit.inspect.lists import ROWS, holds_lists, list_changes_frame
+from statekit.inspect.lists import (
+    ROWS,
+    diffs_snapshots,
+    holds_lists,
+    list_changes_frame,
+    snapshot_diff_frame,
+)
 from statekit.inspect.placement import placement_columns
 from statekit.inspect.stores import StateView
 from statekit.state.checkpoint import Checkpoint
@@ -108,12 +115,13 @@ class PartChanges:
     """One part of an attached query's operator (an inspect ``StateView``), as a writer
     ships it; its ledgers go to ``ledger_dir`` (outside the checkpoint).
 
-    A list-valued part (a join side, a list state) ships each touched key's whole list;
-    ``touched_by`` are the views whose change feeds name the keys a batch touched (a join
-    side's two stores; a list state's own change feed when not given).
+    A list-valued part (a join side, a list state, the timers) ships each touched key's
+    whole list; ``touched_by`` are the views whose change feeds name the keys a batch
+    touched (a join side's two stores; a list state's own change feed when not given).
+    The timers, which have no change feed, are diffed snapshot to snapshot.
 
     Raises ``UnsupportedRead`` (from the part) when Spark's reader gives no change feed
-    for it (timers; a join side without the views of its stores).
+    for it and it cannot be diffed (a join side without the views of its stores).
     """
 
     def __init__(self, view: StateView, query: str, ledger_dir: str | os.PathLike,
@@ -121,8 +129,9 @@ class PartChanges:
         part = view.part
         lists = holds_lists(part)
         self.touched_by = list(touched_by) or ([view] if lists else [])
+        self.diffed = diffs_snapshots(part)
         limit = part.changes_limit()
-        if limit is not None and not (lists and touched_by):
+        if limit is not None and not (lists and touched_by) and not self.diffed:
             raise limit
         self.view, self.checkpoint = view, view.checkpoint
         self.ledger_dir = Path(ledger_dir)
@@ -144,6 +153,8 @@ class PartChanges:
         return list(self.shape.value_columns)
 
     def changes_frame(self, first: int, last: int) -> DataFrame:
+        if self.diffed:
+            return snapshot_diff_frame(self.view, first, last)
         if self.shape.lists:
             return list_changes_frame(self.view, self.touched_by, first, last)
         return self.view.changes_frame(first, last)

@@ -1,8 +1,10 @@
-"""Parts whose key holds a list of rows, as one entry per key: a join side, a list state.
+"""Parts whose key holds a list of rows, as one entry per key: a join side, a list state,
+transformWithState's timers.
 
 A stream-stream join buffers, per join key, every input row of a side it may still
-match; a transformWithState ``ListState`` keeps, per grouping key, a list of elements.
-Spark's ``statestore`` reader gives both one row per element. Kafka Streams would keep
+match; a transformWithState ``ListState`` keeps, per grouping key, a list of elements, and
+its timers are, per grouping key, the times registered. Spark's ``statestore`` reader
+gives each one row per element. Kafka Streams would keep
 either as one store entry per key whose value is the list, and that is the shape a
 changelog and a served answer need: one record per key, the key's **whole list** after
 the batch, so that compaction keeps the latest list and a ``get`` answers with all of it.
@@ -20,6 +22,11 @@ the batch, so that compaction keeps the latest list and a ``get`` answers with a
 Each batch with a touched key costs one read of the part's snapshot; a batch that
 touched none costs nothing beyond the change feed.
 
+Timers have no change feed at all (``inspect.limits.timer_changes``), nor stores that have
+one: ``snapshot_diff_frame`` compares each key's list after a batch with its list after
+the batch before: one Spark job reads the snapshots of the batches (and of the batch
+before the first) together.
+
 Example:
     >>> frame = list_changes_frame(side_view, [counts_view, rows_view], 3, 5)  # doctest: +SKIP
     >>> frame.columns                                                          # doctest: +SKIP
@@ -33,7 +40,7 @@ from functools import reduce
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from statekit.inspect.operators import Part
@@ -51,8 +58,15 @@ def join_side_stores(side: str) -> tuple[str, str]:
 
 
 def holds_lists(part: Part) -> bool:
-    """True where a key of ``part`` holds a list of rows (a join side, a list state)."""
-    return part.what == "join side" or part.variable_type == "ListState"
+    """True where a key of ``part`` holds a list of rows (a join side, a list state, the
+    timers)."""
+    return part.what in ("join side", "timers") or part.variable_type == "ListState"
+
+
+def diffs_snapshots(part: Part) -> bool:
+    """True where the changes of ``part`` come from comparing snapshots: Spark's reader
+    gives its store no change feed and it has no stores that have one (the timers)."""
+    return part.what == "timers"
 
 
 def _quoted(name: str) -> Column:
@@ -104,10 +118,47 @@ def list_changes_frame(entries: StateView, changed: Sequence[StateView], first: 
         lists.append(keys_then.join(rows, _KEY, "left"))
     if not lists:  # an empty frame of the same columns
         lists = [touched.where(F.lit(False)).withColumn(ROWS, F.lit(None))]
-    union = reduce(lambda a, b: a.unionByName(b), lists)
+    return _records(reduce(lambda a, b: a.unionByName(b), lists), keys)
+
+
+def _records(union: DataFrame, keys: Sequence[str]) -> DataFrame:
     change = F.when(F.col(ROWS).isNull(), F.lit("delete")).otherwise(F.lit("put"))
     return union.select("batch", "partition", change.alias("change"),
                         *[_quoted(k) for k in keys], ROWS)
+
+
+def snapshot_diff_frame(entries: StateView, first: int, last: int) -> DataFrame:
+    """``list_changes_frame``'s records for a part without change feeds: for each batch of
+    ``first..last``, every key whose list differs from its list after the batch before (a
+    key gone is a ``delete``). One Spark job reads the snapshots of ``first - 1..last``
+    together; per key, each batch's list meets the list of the batch before."""
+    keys, values = entries.key_columns, entries.value_columns
+    snapshots = [entries.snapshot_frame(b).withColumn("batch", F.lit(b).cast("long"))
+                 for b in range(max(first - 1, 0), last + 1)]
+    held = (reduce(lambda a, b: a.unionByName(b), snapshots)
+            .withColumn(_POS, F.monotonically_increasing_id())  # the store's order
+            .withColumn(_KEY, _key_text(keys))
+            .groupBy(_KEY, "batch")
+            .agg(F.first("partition").alias("partition"),
+                 *[F.first(_quoted(k)).alias(k) for k in keys],
+                 F.sort_array(F.collect_list(F.struct(_POS, *[_quoted(v) for v in values])))
+                 .alias(ROWS)))
+    held = held.withColumn(ROWS, F.transform(ROWS, lambda row: row.dropFields(_POS)))
+    per_key = Window.partitionBy(_KEY).orderBy("batch")
+    held = (held.withColumn("_before", F.lag("batch").over(per_key))
+            .withColumn("_rows_before", F.lag(ROWS).over(per_key))
+            .withColumn("_after", F.lead("batch").over(per_key)))
+    key_columns = [_quoted(k) for k in keys]
+    puts = held.where((F.col("batch") >= first) & (
+        F.col("_before").isNull() | (F.col("_before") != F.col("batch") - 1)
+        | ~F.col("_rows_before").eqNullSafe(F.col(ROWS))))
+    puts = puts.select("batch", "partition", *key_columns, ROWS)
+    # held after batch b, not after b + 1: deleted in b + 1
+    gone = held.where((F.col("batch") < last) & (F.col("batch") + 1 >= first) & (
+        F.col("_after").isNull() | (F.col("_after") != F.col("batch") + 1)))
+    gone = gone.select((F.col("batch") + 1).alias("batch"), "partition", *key_columns,
+                       F.lit(None).cast(held.schema[ROWS].dataType).alias(ROWS))
+    return _records(puts.unionByName(gone), keys)
 
 
 def list_rows(entries: pd.DataFrame, key_columns: Sequence[str],

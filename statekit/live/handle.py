@@ -38,7 +38,7 @@ from statekit.changelog.sources import PartChanges
 from statekit.changelog.writer import ChangelogWriter
 from statekit.errors import StatekitError
 from statekit.inspect.describe import Description
-from statekit.inspect.lists import join_side_stores
+from statekit.inspect.lists import diffs_snapshots, join_side_stores
 from statekit.inspect.operators import Part
 from statekit.inspect.stores import StateView
 from statekit.inspect.view import CheckpointView
@@ -130,7 +130,7 @@ class AttachedQuery:
 
     def __init__(self, query, checkpoint: Checkpoint, spark: SparkSession):
         self.query, self.checkpoint, self.spark = query, checkpoint, spark
-        #: the changelog writer of each part that has a change feed, by full part name
+        #: the changelog writer of each shipped part, by full part name
         #: (empty unless attached with ``kafka=``)
         self.changelogs: dict[str, ChangelogWriter] = {}
         #: the first batch committed after attaching (``wait_for_batches`` counts from it)
@@ -346,8 +346,9 @@ class AttachedQuery:
     def ship_changelogs(self, kafka: Kafka, app: str | None = None,
                         ledger_dir: str | os.PathLike | None = None,
                         nice: int = SHIP_NICE) -> dict[str, str]:
-        """Ship every part that has a change feed to a changelog topic of its own, in the
-        background, after each committed batch (``statekit.live.changelogs``); returns
+        """Ship every part to a changelog topic of its own, in the background, after each
+        committed batch (``statekit.live.changelogs``; what a record holds for each kind of
+        part: ``statekit.changelog.sources``); returns
         part → topic. Needs a committed batch (the parts are known from it). The shipping
         threads run ``nice`` steps below the query (``changelog.writer.lower_priority``)."""
         self._require_state()
@@ -358,7 +359,8 @@ class AttachedQuery:
         for part in parts:
             touched_by = self._join_side_stores(parts, part)
             if part_id(part) in self.changelogs or (part.changes_limit() is not None
-                                                    and not touched_by):
+                                                    and not touched_by
+                                                    and not diffs_snapshots(part)):
                 continue
             source = PartChanges(self._part_view(part), app, folder, touched_by)
             topic = part_topic(app, part.operator_id, part.name)
@@ -386,8 +388,7 @@ class AttachedQuery:
         full = part_id(find_part(self.parts(), part))
         if full not in self.changelogs:
             shipped = ", ".join(self.changelogs) or "none: attach with kafka= to ship them"
-            raise StatekitError(f"part {full!r} has no changelog here; parts shipped: {shipped} "
-                                f"(timers have no change feed to ship)")
+            raise StatekitError(f"part {full!r} has no changelog here; parts shipped: {shipped}")
         writer = self.changelogs[full]
         writer.raise_if_failed()
         return writer
