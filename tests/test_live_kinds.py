@@ -170,7 +170,8 @@ def test_tracker_state_equals_pandas(tracker):
 def test_tracker_changelogs_replay_to_each_snapshot(tracker, part):
     live, _, last = tracker
     assert_replays_to_snapshot(live, part, last)
-    assert_replays_to_snapshot(live, part, 2)
+    if part != "0/timers":  # the timers' records are a round's net change: see below
+        assert_replays_to_snapshot(live, part, 2)
 
 
 def test_a_list_states_changelog_has_one_record_per_player_a_batch_touched(tracker):
@@ -184,24 +185,29 @@ def test_a_list_states_changelog_has_one_record_per_player_a_batch_touched(track
     assert log["rows"].map(len).max() == 3
 
 
-def test_the_timers_changelog_has_each_players_timers_after_every_batch_that_moved_them(
+def test_the_timers_changelog_has_each_players_timer_as_the_last_batch_with_data_set_it(
         tracker):
-    """Timers have no change feed: statekit diffs each batch's timers with the batch
-    before's. Each data batch deleted every player's timer and registered a new one an
-    hour on: one record per player and batch, holding the player's one timer."""
+    """Timers have no change feed: statekit diffs the timers after a shipping round with
+    those before it. Each data batch deleted every player's timer and registered a new one
+    an hour on; each record holds a player's one timer, an hour after the time of the last
+    batch with data at or before the record's batch (a round that covered several batches
+    ships their net change, stamped with its last batch)."""
     live, events, last = tracker
     shape = live.part_shape("0/timers")
     assert shape.lists and shape.list_columns == (("expiration_timestamp_ms", "bigint"),)
     log = live.read_changelog("0/timers", to_batch=last).records
     progress = live.progress().set_index("batch")
     with_data = progress.index[progress["input_rows"] > 0]
-    assert len(with_data) == FILES and sorted(log["batch"].unique()) == list(with_data)
-    for _, batch in log.groupby("batch"):
-        assert sorted(batch["player"]) == ["p0", "p1", "p2", "p3"]
+    assert len(with_data) == FILES
+    assert set(log["player"]) == {"p0", "p1", "p2", "p3"}
     assert log["rows"].map(len).eq(1).all() and not log["tombstone"].any()
-    for row in log.itertuples():  # an hour after the batch that set it
-        set_at = progress.loc[row.batch, "timestamp"].value // 10**6
-        assert 0 <= row.rows[0]["expiration_timestamp_ms"] - 3_600_000 - set_at < 60_000
+    for row in log.itertuples():
+        set_by = max(b for b in with_data if b <= row.batch)
+        set_at = progress.loc[set_by, "timestamp"].value // 10**6
+        assert 0 <= row.rows[0]["expiration_timestamp_ms"] - 3_600_000 - set_at < 60_000, row
+    # at most one record per player and batch; the last data batch's timers all shipped
+    assert not log.duplicated(["batch", "player"]).any()
+    assert (log.groupby("player")["batch"].max() >= with_data.max()).all()
 
 
 @pytest.mark.parametrize("part", ["0/recent", "0/best", "0/timers"])

@@ -23,9 +23,9 @@ Each batch with a touched key costs one read of the part's snapshot; a batch tha
 touched none costs nothing beyond the change feed.
 
 Timers have no change feed at all (``inspect.limits.timer_changes``), nor stores that have
-one: ``snapshot_diff_frame`` compares each key's list after a batch with its list after
-the batch before: one Spark job reads the snapshots of the batches (and of the batch
-before the first) together.
+one: ``snapshot_diff_frame`` compares each key's list after the last batch of a round with
+its list before the round's first (two snapshot reads a round, however many batches: a
+writer that keeps up ships each batch; one that is behind, the round's net change).
 
 Example:
     >>> frame = list_changes_frame(side_view, [counts_view, rows_view], 3, 5)  # doctest: +SKIP
@@ -40,7 +40,7 @@ from functools import reduce
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from statekit.inspect.operators import Part
@@ -127,38 +127,42 @@ def _records(union: DataFrame, keys: Sequence[str]) -> DataFrame:
                         *[_quoted(k) for k in keys], ROWS)
 
 
-def snapshot_diff_frame(entries: StateView, first: int, last: int) -> DataFrame:
-    """``list_changes_frame``'s records for a part without change feeds: for each batch of
-    ``first..last``, every key whose list differs from its list after the batch before (a
-    key gone is a ``delete``). One Spark job reads the snapshots of ``first - 1..last``
-    together; per key, each batch's list meets the list of the batch before."""
+def _lists_at(entries: StateView, batch: int) -> DataFrame:
+    """``_KEY``, ``partition``, the key columns and ``rows`` (in the store's order) of every
+    key the part holds after ``batch`` (none before batch 0)."""
     keys, values = entries.key_columns, entries.value_columns
-    snapshots = [entries.snapshot_frame(b).withColumn("batch", F.lit(b).cast("long"))
-                 for b in range(max(first - 1, 0), last + 1)]
-    held = (reduce(lambda a, b: a.unionByName(b), snapshots)
-            .withColumn(_POS, F.monotonically_increasing_id())  # the store's order
+    frame = entries.snapshot_frame(max(batch, 0))
+    if batch < 0:
+        frame = frame.where(F.lit(False))
+    held = (frame.withColumn(_POS, F.monotonically_increasing_id())  # the store's order
             .withColumn(_KEY, _key_text(keys))
-            .groupBy(_KEY, "batch")
+            .groupBy(_KEY)
             .agg(F.first("partition").alias("partition"),
                  *[F.first(_quoted(k)).alias(k) for k in keys],
                  F.sort_array(F.collect_list(F.struct(_POS, *[_quoted(v) for v in values])))
                  .alias(ROWS)))
-    held = held.withColumn(ROWS, F.transform(ROWS, lambda row: row.dropFields(_POS)))
-    per_key = Window.partitionBy(_KEY).orderBy("batch")
-    held = (held.withColumn("_before", F.lag("batch").over(per_key))
-            .withColumn("_rows_before", F.lag(ROWS).over(per_key))
-            .withColumn("_after", F.lead("batch").over(per_key)))
-    key_columns = [_quoted(k) for k in keys]
-    puts = held.where((F.col("batch") >= first) & (
-        F.col("_before").isNull() | (F.col("_before") != F.col("batch") - 1)
-        | ~F.col("_rows_before").eqNullSafe(F.col(ROWS))))
-    puts = puts.select("batch", "partition", *key_columns, ROWS)
-    # held after batch b, not after b + 1: deleted in b + 1
-    gone = held.where((F.col("batch") < last) & (F.col("batch") + 1 >= first) & (
-        F.col("_after").isNull() | (F.col("_after") != F.col("batch") + 1)))
-    gone = gone.select((F.col("batch") + 1).alias("batch"), "partition", *key_columns,
-                       F.lit(None).cast(held.schema[ROWS].dataType).alias(ROWS))
-    return _records(puts.unionByName(gone), keys)
+    return held.withColumn(ROWS, F.transform(ROWS, lambda row: row.dropFields(_POS)))
+
+
+def snapshot_diff_frame(entries: StateView, first: int, last: int) -> DataFrame:
+    """``list_changes_frame``'s records for a part without change feeds, over batches
+    ``first..last`` taken together: every key whose list after ``last`` differs from its
+    list after ``first - 1`` (a key gone is a ``delete``), stamped batch ``last``.
+
+    Two snapshot reads, however many batches: a writer that keeps up ships each batch
+    exactly; one that is behind ships the round's net change, as a Kafka Streams store
+    with a record cache sends only a key's latest value at a commit.
+    """
+    keys = entries.key_columns
+    old = _lists_at(entries, first - 1).alias("old")
+    new = _lists_at(entries, last).alias("new")
+    both = old.join(new, F.col(f"old.{_KEY}") == F.col(f"new.{_KEY}"), "full_outer")
+    differ = both.where(~F.col(f"old.{ROWS}").eqNullSafe(F.col(f"new.{ROWS}")))
+    return _records(differ.select(
+        F.lit(last).cast("long").alias("batch"),
+        F.coalesce(F.col("new.partition"), F.col("old.partition")).alias("partition"),
+        *[F.coalesce(F.col(f"new.`{k}`"), F.col(f"old.`{k}`")).alias(k) for k in keys],
+        F.col(f"new.{ROWS}").alias(ROWS)), keys)
 
 
 def list_rows(entries: pd.DataFrame, key_columns: Sequence[str],

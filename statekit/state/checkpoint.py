@@ -324,13 +324,15 @@ class Checkpoint:
     def shuffle_partitions(self) -> int:
         """The query's state partitions (``spark.sql.shuffle.partitions`` of its offset log)."""
         batches = self.committed_batches()
-        first = batches[0] if batches else 0
-        conf = self.offset_metadata(first).get("conf") or {}
+        # the newest: a running query purges the oldest logs while this reads (it keeps
+        # the number for its whole life, so any batch tells it)
+        newest = batches[-1] if batches else 0
+        conf = self.offset_metadata(newest).get("conf") or {}
         try:
             return int(conf["spark.sql.shuffle.partitions"])
         except (KeyError, TypeError, ValueError):
             raise CheckpointError(
-                f"the offset log of batch {first} in {str(self.path)!r} does not record "
+                f"the offset log of batch {newest} in {str(self.path)!r} does not record "
                 f"spark.sql.shuffle.partitions") from None
 
     # --- statekit's folder ----------------------------------------------------------------
