@@ -372,7 +372,7 @@ def test_session_tracker_keeps_the_active_sessions(spark, broker, games, events,
 def attached_to_a_transform_with_state(query, broker, tmp_path, last: int) -> None:
     """statekit.attach on the running processor as on anyone's query: its state variable
     (a map state: the user's map key is not hashed) and its timers are where Spark places
-    them, and the variable's changelog replays to its snapshot."""
+    them, and the variable's and the timers' changelogs replay to their snapshots."""
     import statekit as sk
 
     live = sk.attach(query.query, kafka=broker, ledger_dir=tmp_path / "ledgers")
@@ -385,12 +385,14 @@ def attached_to_a_transform_with_state(query, broker, tmp_path, last: int) -> No
             snap = live.snapshot(part, last)
             assert len(snap) > 0
             assert (live.state_partitions(part, snap) == snap["partition"].to_numpy()).all()
-        assert live.changelog_topics() == {"0/sessions": "sessions-op0-sessions-changelog"}
+        assert live.changelog_topics() == {"0/sessions": "sessions-op0-sessions-changelog",
+                                           "0/timers": "sessions-op0-timers-changelog"}
         live.wait_shipped(last)
-        view = live.state("sessions")
-        columns = view.key_columns + view.value_columns
-        log = live.read_changelog("sessions").materialize(last)
-        assert same_rows(log[columns], live.snapshot("sessions", last)[columns])
+        for part in ("sessions", "timers"):  # the timers: one list of timers per player
+            view = live.state(part)
+            columns = view.key_columns + view.value_columns
+            assert same_rows(live.replay(part, last)[columns],
+                             live.snapshot(part, last)[columns]), part
     finally:
         live.detach()
 
