@@ -99,7 +99,7 @@ def list_changes_frame(entries: StateView, changed: Sequence[StateView], first: 
     ``entries`` reads the part's rows (one per element); ``changed`` are the views whose
     change feeds say which keys a batch touched (the part itself for a list state).
     """
-    keys, values = entries.key_columns, entries.value_columns
+    keys = entries.key_columns
     # read the change feeds once (not once per batch below)
     touched = (touched_keys(changed, keys, first, last).withColumn(_KEY, _key_text(keys))
                .localCheckpoint())
@@ -107,14 +107,7 @@ def list_changes_frame(entries: StateView, changed: Sequence[StateView], first: 
     lists = []
     for batch in batches:
         keys_then = touched.where(F.col("batch") == batch)
-        rows = (entries.snapshot_frame(batch)
-                .withColumn(_POS, F.monotonically_increasing_id())  # the store's order
-                .withColumn(_KEY, _key_text(keys))
-                .join(keys_then.select(_KEY), _KEY, "left_semi")
-                .groupBy(_KEY)
-                .agg(F.sort_array(F.collect_list(F.struct(_POS, *[_quoted(v) for v in values])))
-                     .alias(ROWS)))
-        rows = rows.select(_KEY, F.transform(ROWS, lambda row: row.dropFields(_POS)).alias(ROWS))
+        rows = _lists_at(entries, batch, only=keys_then.select(_KEY)).select(_KEY, ROWS)
         lists.append(keys_then.join(rows, _KEY, "left"))
     if not lists:  # an empty frame of the same columns
         lists = [touched.where(F.lit(False)).withColumn(ROWS, F.lit(None))]
@@ -127,20 +120,21 @@ def _records(union: DataFrame, keys: Sequence[str]) -> DataFrame:
                         *[_quoted(k) for k in keys], ROWS)
 
 
-def _lists_at(entries: StateView, batch: int) -> DataFrame:
+def _lists_at(entries: StateView, batch: int, only: DataFrame | None = None) -> DataFrame:
     """``_KEY``, ``partition``, the key columns and ``rows`` (in the store's order) of every
-    key the part holds after ``batch`` (none before batch 0)."""
+    key the part holds after ``batch`` (none before batch 0); only the keys of ``only``'s
+    ``_KEY`` when given."""
     keys, values = entries.key_columns, entries.value_columns
     frame = entries.snapshot_frame(max(batch, 0))
     if batch < 0:
         frame = frame.where(F.lit(False))
-    held = (frame.withColumn(_POS, F.monotonically_increasing_id())  # the store's order
-            .withColumn(_KEY, _key_text(keys))
-            .groupBy(_KEY)
-            .agg(F.first("partition").alias("partition"),
-                 *[F.first(_quoted(k)).alias(k) for k in keys],
-                 F.sort_array(F.collect_list(F.struct(_POS, *[_quoted(v) for v in values])))
-                 .alias(ROWS)))
+    frame = (frame.withColumn(_POS, F.monotonically_increasing_id())  # the store's order
+             .withColumn(_KEY, _key_text(keys)))
+    if only is not None:
+        frame = frame.join(only, _KEY, "left_semi")
+    held = frame.groupBy(_KEY).agg(
+        F.first("partition").alias("partition"), *[F.first(_quoted(k)).alias(k) for k in keys],
+        F.sort_array(F.collect_list(F.struct(_POS, *[_quoted(v) for v in values]))).alias(ROWS))
     return held.withColumn(ROWS, F.transform(ROWS, lambda row: row.dropFields(_POS)))
 
 

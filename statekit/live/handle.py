@@ -38,7 +38,8 @@ from statekit.changelog.sources import PartChanges
 from statekit.changelog.writer import ChangelogWriter
 from statekit.errors import StatekitError
 from statekit.inspect.describe import Description
-from statekit.inspect.lists import diffs_snapshots, join_side_stores
+from statekit.inspect.limits import UnsupportedRead
+from statekit.inspect.lists import join_side_stores
 from statekit.inspect.operators import Part
 from statekit.inspect.stores import StateView
 from statekit.inspect.view import CheckpointView
@@ -357,12 +358,13 @@ class AttachedQuery:
         folder = ledger_folder(self.id, ledger_dir)
         parts = self.parts()
         for part in parts:
-            touched_by = self._join_side_stores(parts, part)
-            if part_id(part) in self.changelogs or (part.changes_limit() is not None
-                                                    and not touched_by
-                                                    and not diffs_snapshots(part)):
+            if part_id(part) in self.changelogs:
                 continue
-            source = PartChanges(self._part_view(part), app, folder, touched_by)
+            try:  # PartChanges owns which parts can be shipped
+                source = PartChanges(self._part_view(part), app, folder,
+                                     self._join_side_stores(parts, part))
+            except UnsupportedRead:
+                continue
             topic = part_topic(app, part.operator_id, part.name)
             self.changelogs[part_id(part)] = ChangelogWriter(source, conn, topic,
                                                              nice=nice).start()
