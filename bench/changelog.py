@@ -36,10 +36,11 @@ def produce(bootstrap: str, topic: str, records: int, keys: int, batches: int) -
     """Produce ``records`` changelog records; returns how many were written."""
     from confluent_kafka import Producer
 
-    from statekit.changelog import format as fmt
+    from statekit.changelog import naming
     from statekit.kafka.topics import create_topic
+    from statekit.model import changelog_record as codec
 
-    create_topic(bootstrap, topic, PARTITIONS, fmt.topic_config(True, 7 * 24 * 3600 * 1000))
+    create_topic(bootstrap, topic, PARTITIONS, naming.topic_config(True, 7 * 24 * 3600 * 1000))
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "queue.buffering.max.messages": 2_000_000, "batch.size": 1_000_000})
     per_batch = max(1, records // batches)
@@ -60,7 +61,7 @@ def produce(bootstrap: str, topic: str, records: int, keys: int, batches: int) -
                     {"count": n // keys + 1, "sum_score": n % 1000, "max_score": n % 100},
                     separators=(",", ":")).encode()
                 producer.produce(topic, key=key.encode(), value=value, partition=part,
-                                 headers=fmt.headers(batch, seq, count, prev[part]))
+                                 headers=codec.headers(batch, seq, count, prev[part]))
                 if seq % 50_000 == 49_999:
                     producer.poll(0)
             if count:
@@ -92,8 +93,8 @@ def ship_table(bootstrap: str, topic: str, records: int):
     """``records`` rows (batch, partition, key, value) read back from the produced topic."""
     import pyarrow as pa
 
-    from statekit.changelog import format as fmt
     from statekit.kafka.topics import consume_ranges, end_offsets, plain_consumer
+    from statekit.model import changelog_record as codec
 
     rows: dict[str, list] = {"batch": [], "partition": [], "key": [], "value": []}
     consumer = plain_consumer(bootstrap)
@@ -101,7 +102,7 @@ def ship_table(bootstrap: str, topic: str, records: int):
         ranges = end_offsets(consumer, topic, list(range(PARTITIONS)))
         for chunk in consume_ranges(consumer, topic, ranges):
             for msg in chunk:
-                rows["batch"].append(fmt.parse_headers(msg.headers())[fmt.H_BATCH])
+                rows["batch"].append(codec.parse_headers(msg.headers())[codec.H_BATCH])
                 rows["partition"].append(msg.partition())
                 rows["key"].append(msg.key())
                 rows["value"].append(msg.value())
@@ -123,11 +124,12 @@ def ship_rounds(bootstrap: str, topic: str, table, per_round: int, statekit: boo
     import pyarrow.compute as pc
     from confluent_kafka import Producer
 
-    from statekit.changelog import format as fmt
+    from statekit.changelog import naming
     from statekit.changelog.writer import changelog_producer, ship_round
     from statekit.kafka.topics import create_topic
+    from statekit.model import changelog_record as codec
 
-    create_topic(bootstrap, topic, PARTITIONS, fmt.topic_config(True, 7 * 24 * 3600 * 1000))
+    create_topic(bootstrap, topic, PARTITIONS, naming.topic_config(True, 7 * 24 * 3600 * 1000))
     producer = (changelog_producer(bootstrap, topic) if statekit else
                 Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                           "acks": "all", "linger.ms": 5,
@@ -146,7 +148,7 @@ def ship_rounds(bootstrap: str, topic: str, table, per_round: int, statekit: boo
             for b, p, k, v in zip(cols["batch"], cols["partition"], cols["key"],
                                   cols["value"], strict=True):
                 producer.produce(topic, key=k, value=v, partition=p, timestamp=0,
-                                 headers=fmt.headers(b, 0, 1, prev[p]))
+                                 headers=codec.headers(b, 0, 1, prev[p]))
             assert producer.flush(120) == 0
         sent += part.num_rows
     return sent

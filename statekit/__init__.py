@@ -33,14 +33,14 @@ _NAMES = {  # name → the subpackage that exports it (which knows its module)
     **dict.fromkeys(("Aggregate", "QuerySpec", "WindowSpec", "hopping", "session", "tumbling",
                      "StatefulQuery", "start_query"), "statekit.query"),
     "spark_session": "statekit.spark.session",
-    **dict.fromkeys(("Checkpoint", "StateReader", "apply_changes"), "statekit.state"),
+    **dict.fromkeys(("Checkpoint", "StateReader", "apply_changes"), "statekit.spark_state"),
     "Changelog": "statekit.changelog",
     **dict.fromkeys(("CheckpointView", "open_checkpoint"), "statekit.inspect"),
     **dict.fromkeys(("AttachedQuery", "attach"), "statekit.live"),
 }
-SUBPACKAGES = ("changelog", "charts", "datasets", "inspect", "kafka", "live", "monitor",
-               "processor", "query", "restore", "spark", "state", "stores", "widgets",
-               "workshop")
+SUBPACKAGES = ("changelog", "charts", "datasets", "inspect", "kafka", "live", "model",
+               "monitor", "processor", "query", "reference", "restore", "serve", "spark",
+               "spark_state", "standby", "stores", "widgets", "workshop")
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerly
     from statekit import (
@@ -50,12 +50,16 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
         inspect,
         kafka,
         live,
+        model,
         monitor,
         processor,
         query,
+        reference,
         restore,
+        serve,
         spark,
-        state,
+        spark_state,
+        standby,
         stores,
         widgets,
         workshop,
@@ -63,14 +67,21 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
     from statekit.changelog.log import Changelog
     from statekit.inspect.view import CheckpointView, open_checkpoint
     from statekit.kafka.broker import EmbeddedBroker
-    from statekit.kafka.connection import KafkaConnection
     from statekit.live.handle import AttachedQuery, attach
-    from statekit.query.spec import Aggregate, QuerySpec, WindowSpec, hopping, session, tumbling
+    from statekit.model.connection import KafkaConnection
+    from statekit.model.query_spec import (
+        Aggregate,
+        QuerySpec,
+        WindowSpec,
+        hopping,
+        session,
+        tumbling,
+    )
     from statekit.query.stateful import StatefulQuery, start_query
     from statekit.spark.session import spark_session
-    from statekit.state.changes import apply_changes
-    from statekit.state.checkpoint import Checkpoint
-    from statekit.state.reader import StateReader
+    from statekit.spark_state.changes import apply_changes
+    from statekit.spark_state.checkpoint import Checkpoint
+    from statekit.spark_state.reader import StateReader
 
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES, SUBPACKAGES)
 
@@ -106,16 +117,20 @@ __all__ = [
     "inspect",
     "kafka",
     "live",
+    "model",
     "monitor",
     "open_checkpoint",
     "processor",
     "query",
+    "reference",
     "restore",
+    "serve",
     "session",
     "spark",
     "spark_session",
+    "spark_state",
+    "standby",
     "start_query",
-    "state",
     "stores",
     "tumbling",
     "widgets",

@@ -38,7 +38,7 @@ from pathlib import Path
 import pandas as pd
 
 from statekit.errors import BadArgument
-from statekit.query.spec import QuerySpec, tumbling
+from statekit.model.query_spec import QuerySpec, tumbling
 from statekit.validate import whole_number
 
 #: Where the committed sample files live (the repository's ``data/`` folder).

@@ -86,7 +86,7 @@ def attach_own_job(spark, dataset, servers: str, out: Path) -> None:
 
     import statekit as sk
     from statekit.kafka.topics import delete_topic, list_topics
-    from statekit.state.changes import same_rows
+    from statekit.spark_state.changes import same_rows
 
     folder = dataset.write_files(out / "own-job" / "in")
     checkpoint = out / "own-job" / "checkpoint"
@@ -143,7 +143,7 @@ def main(args: Namespace) -> int:
     from statekit.query.stateful import start_query
     from statekit.restore import restore_stores
     from statekit.spark.session import spark_session
-    from statekit.state.changes import same_rows
+    from statekit.spark_state.changes import same_rows
 
     out = Path(args.out).resolve()
     checkpoint = out / "checkpoint"

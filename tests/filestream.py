@@ -50,7 +50,7 @@ def snapshot_versions(checkpoint: Path) -> dict[int, list[int]]:
 
 def start_windowed_count(spark, source: Path, checkpoint: Path, name: str):
     """statekit's windowed count (2-minute windows per player) over the event files."""
-    from statekit.query.spec import tumbling
+    from statekit.model.query_spec import tumbling
     from statekit.query.stateful import start_query
 
     events = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
@@ -114,7 +114,7 @@ def _build(config: dict) -> None:
     from pyspark.sql import functions as F
 
     from statekit.spark.session import spark_session
-    from statekit.state.reader import committed_batches
+    from statekit.spark_state.reader import committed_batches
 
     source, checkpoint = Path(config["source"]), Path(config["checkpoint"])
     spark = spark_session("local[2]", app_name=f"snapshots-{config['name']}",

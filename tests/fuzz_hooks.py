@@ -22,9 +22,9 @@ import os
 import httpx
 import schemathesis
 
-from statekit.changelog.meta import StoreSchema
-from statekit.query.spec import QuerySpec
-from statekit.serve.keys import KeyCodec, time_ms
+from statekit.model.query_spec import QuerySpec
+from statekit.model.store_schema import StoreSchema
+from statekit.serve.routing.key_codec import KeyCodec, time_ms
 
 URL = os.environ.get("STATEKIT_FUZZ_URL", "")
 INSTANCE = os.environ.get("STATEKIT_FUZZ_INSTANCE", "i0")

@@ -13,11 +13,12 @@ import json
 
 from confluent_kafka import Producer
 
-from statekit.changelog import format as fmt
-from statekit.changelog.meta import StoreSchema
+from statekit.changelog import naming
 from statekit.kafka.topics import create_topic
-from statekit.query.spec import QuerySpec, tumbling
-from statekit.serve.keys import KeyCodec
+from statekit.model import changelog_record as codec
+from statekit.model.query_spec import QuerySpec, tumbling
+from statekit.model.store_schema import StoreSchema
+from statekit.serve.routing.key_codec import KeyCodec
 
 SPEC = QuerySpec(keys=["player"], window=tumbling("10 minutes"), aggregates=["count"])
 START = 1_767_607_200_000  # 2026-01-05T10:00:00Z: the one window every batch counts in
@@ -28,7 +29,7 @@ class HandLog:
 
     def __init__(self, broker, topic: str, partitions: int = 3):
         create_topic(broker.bootstrap_servers, topic, partitions,
-                     fmt.topic_config(True, 7 * 86_400_000))
+                     naming.topic_config(True, 7 * 86_400_000))
         self.topic = topic
         self.schema = StoreSchema(SPEC, {"player": "string"}, partitions)
         self.codec = KeyCodec(SPEC, {"player": "string"}, partitions)
@@ -59,7 +60,7 @@ class HandLog:
             key = self.codec.store_key(self.codec.key(self.key_of(player)))
             self._producer.produce(self.topic, key=key, partition=p,
                                    value=json.dumps({"count": self.counts[p]}).encode(),
-                                   headers=fmt.headers(self.batch, 0, 1, self.batch - 1))
+                                   headers=codec.headers(self.batch, 0, 1, self.batch - 1))
         assert self._producer.flush(30) == 0
         return self.batch
 

@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 
-from statekit.changelog.format import decode_json, encode_json
+from statekit.model.changelog_record import decode_json, encode_json
 
 
 def comparable(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:

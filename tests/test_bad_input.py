@@ -16,9 +16,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 import statekit as sk
 from statekit.datasets import GAME_EVENT_SCHEMA, parse_game_events
 from statekit.kafka.topics import create_topic
-from statekit.query.reference import windowed_reference
-from statekit.query.spec import QuerySpec, tumbling
+from statekit.model.query_spec import QuerySpec, tumbling
 from statekit.query.stateful import CORRUPT, JSON_OPTIONS, parse_events
+from statekit.reference.aggregates import windowed_reference
 from statekit.restore import restore_stores
 from statekit.spark.source import JsonValues
 
@@ -360,7 +360,7 @@ def test_without_the_bound_every_reader_keeps_the_far_times_spark_accepted(spark
 
 
 def test_the_pandas_reference_applies_the_same_bound():
-    from statekit.query.reference import too_far_ahead
+    from statekit.reference.aggregates import too_far_ahead
 
     record = pd.Series([pd.Timestamp(RECORD_MS, unit="ms")] * 4)
     day = pd.Timedelta(days=1)

@@ -15,20 +15,21 @@ import pandas as pd
 import pytest
 
 import statekit as sk
-from statekit.changelog import format as fmt
+from statekit.changelog import naming
 from statekit.changelog.compaction import compact
 from statekit.changelog.log import Changelog, materialize
 from statekit.changelog.reader import read_changelog
 from statekit.changelog.writer import ChangelogWriter
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
+from statekit.drills.worker import query_config, start_worker
 from statekit.kafka.topics import (
     create_topic,
     delete_topic,
     describe_topic_config,
     plain_consumer,
 )
-from statekit.restore.worker import query_config, start_worker
-from statekit.state.reader import StateReader
+from statekit.model import changelog_record as codec
+from statekit.spark_state.reader import StateReader
 
 
 def aligned(table: pd.DataFrame, snapshot: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -126,7 +127,7 @@ def test_a_plain_kafka_consumer_reads_keys_values_and_tombstones(logged, broker)
 def test_keys_written_by_spark_equal_keys_encoded_in_python(logged):
     _, log = logged
     row = log.records.iloc[0]
-    assert fmt.encode_key(row, ["window_start", "window_end", "player"]).decode() == row["key"]
+    assert codec.encode_key(row, ["window_start", "window_end", "player"]).decode() == row["key"]
 
 
 def test_a_range_of_batches_and_one_partition(logged, broker):
@@ -247,8 +248,8 @@ def _produce(broker, topic, records) -> None:
 def test_a_gap_in_batches_is_named(broker, topic_name):
     create_topic(broker.bootstrap_servers, topic_name, 1, {"cleanup.policy": "compact"})
     key, value = b'{"player":"a"}', b'{"count":1}'
-    _produce(broker, topic_name, [(key, value, fmt.headers(0, 0, 1, -1)),
-                                  (key, value, fmt.headers(2, 0, 2, 0))])  # batch 2 cut short
+    _produce(broker, topic_name, [(key, value, codec.headers(0, 0, 1, -1)),
+                                  (key, value, codec.headers(2, 0, 2, 0))])  # batch 2 cut short
     with pytest.raises(sk.ChangelogError, match=r"partition 0 .* offset 1 .* batch 2 record 1 of "
                                                 r"2.*previous batch here 0"):
         read_changelog(broker.bootstrap_servers, topic_name)
@@ -257,8 +258,8 @@ def test_a_gap_in_batches_is_named(broker, topic_name):
 def test_a_repeated_batch_is_named(broker, topic_name):
     create_topic(broker.bootstrap_servers, topic_name, 1, {"cleanup.policy": "compact"})
     key, value = b'{"player":"a"}', b'{"count":1}'
-    _produce(broker, topic_name, [(key, value, fmt.headers(0, 0, 1, -1)),
-                                  (key, value, fmt.headers(0, 0, 1, -1))])
+    _produce(broker, topic_name, [(key, value, codec.headers(0, 0, 1, -1)),
+                                  (key, value, codec.headers(0, 0, 1, -1))])
     with pytest.raises(sk.ChangelogError, match="offset 1 it holds batch 0 record 1 of 1"):
         read_changelog(broker.bootstrap_servers, topic_name)
 
@@ -276,7 +277,7 @@ def test_a_topic_with_foreign_records_is_not_shipped_to(spark, broker, games, lo
 
 def test_bad_names_and_batches_are_named(broker, logged):
     with pytest.raises(sk.BadArgument, match="store name: 'my store'"):
-        fmt.changelog_topic("app", "my store")
+        naming.changelog_topic("app", "my store")
     with pytest.raises(sk.BadArgument, match="to_batch: -1"):
         read_changelog(broker.bootstrap_servers, logged[0].changelog_topic, to_batch=-1)
     with pytest.raises(sk.BadArgument, match="partition: 7; accepted: a partition of"):

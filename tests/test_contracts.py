@@ -129,7 +129,7 @@ def test_views_of_a_changelog_keep_its_meaning(logged):
 
 def test_a_checkpoint_url_is_refused_not_turned_into_a_local_folder():
     from statekit.errors import BadArgument
-    from statekit.state.checkpoint import Checkpoint
+    from statekit.spark_state.checkpoint import Checkpoint
 
     with pytest.raises(BadArgument, match="s3a://bucket/ck.*mount"):
         Checkpoint("s3a://bucket/ck")

@@ -11,9 +11,9 @@ import pytest
 from confluent_kafka import Producer
 
 import statekit as sk
-from statekit.changelog.format import changelog_key_columns
 from statekit.datasets import player_profiles
 from statekit.kafka.dataset_replay import replay
+from statekit.model.changelog_record import changelog_key_columns
 from statekit.serve.global_store import GlobalStore, GlobalTable
 from statekit.serve.instance import ServingInstance
 

@@ -15,8 +15,8 @@ import pytest
 import statekit as sk
 from statekit.datasets import Dataset
 from statekit.kafka.dataset_replay import replay
-from statekit.query.growth import growth_warning, state_growth
-from statekit.query.reference import windowed_reference
+from statekit.monitor.growth import growth_warning, state_growth
+from statekit.reference.aggregates import windowed_reference
 
 EVENTS, PER_USER, BATCH = 3_000, 20, 300
 SCHEMA = "user string, score long, ts timestamp"

@@ -25,7 +25,7 @@ from plainrun import run_query
 import statekit as sk
 from statekit.errors import BadArgument, BatchNotRetained, CheckpointError
 from statekit.inspect import UnsupportedRead, open_checkpoint
-from statekit.state.changes import apply_changes, same_rows
+from statekit.spark_state.changes import apply_changes, same_rows
 
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"

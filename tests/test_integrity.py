@@ -1,5 +1,5 @@
 """A damaged checkpoint is named the same way everywhere: the query API, ``open_checkpoint``
-and ``describe()`` (``statekit.state.integrity`` is the one owner of the checks).
+and ``describe()`` (``statekit.spark_state.integrity`` is the one owner of the checks).
 
 The query tests run one real statekit query (a windowed count over JSON files, RocksDB with
 changelog checkpointing) and damage its checkpoint one way per test, restoring it after; the
@@ -20,8 +20,8 @@ from filestream import add_events_file, build_snapshot_checkpoint, start_windowe
 
 from statekit.errors import CheckpointError
 from statekit.inspect import open_checkpoint
-from statekit.state.checkpoint import Checkpoint
-from statekit.state.integrity import (
+from statekit.spark_state.checkpoint import Checkpoint
+from statekit.spark_state.integrity import (
     LZ4_MAGIC,
     checkpoint_problems,
     lz4_stream_problem,

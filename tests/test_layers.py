@@ -1,21 +1,22 @@
-"""The import rules: data flows one way, and each layer loads only what it needs.
+"""The import rules: data flows one way, each folder is one layer, and each layer loads only
+what it needs.
 
-Layers, lowest first (a module may import its own layer and lower ones, never higher):
+Layers, lowest first (a module may import its own layer and lower ones, never higher;
+``LAYER_NAMES`` below is the table the architecture page shows):
 
 0. rules, files and processes: ``errors``, ``validate``, ``atomic``, ``durations``, ``_lazy``,
    ``processes``, ``cache``
-1. descriptions: ``query.spec``, ``kafka.connection``
+1. descriptions: ``model`` (the query and store descriptions, the changelog record codec,
+   the Kafka connection)
 2. sources and engines: ``kafka``, ``spark``, ``datasets``
-3. state: ``state``, ``query.progress``, ``query.reference``, ``query.session_reference``,
-   ``query.running`` (the running aggregate's state processor), ``query.growth``; any
-   checkpoint: ``inspect``; a person's own processor, its stores and the runner Spark's
-   Python workers call: ``processor``
+3. reading state: Spark's state of a statekit query (``spark_state``), any checkpoint
+   (``inspect``), the same results in pandas (``reference``)
 4. the changelog: ``changelog``
-5. the query and the local stores: ``query.stateful``, ``stores``; monitoring: ``monitor``;
-   starting and reading a processor: ``processor.query``
-6. restore, standby, drills: ``restore``
-7. serving (interactive queries): ``serve``; a person's own query, attached and followed
-   live (its state, changelogs, serving): ``live``
+5. the query, the local stores, monitoring, a person's own processor: ``query``, ``stores``,
+   ``monitor``, ``processor``
+6. restore and standby replicas: ``restore``, ``standby``
+7. serving (interactive queries, routing): ``serve``; a person's own query attached: ``live``;
+   crash drills and the processes they kill: ``drills``
 8. charts (pure functions to Altair): ``charts``
 9. widgets: ``widgets``
 10. entry points: the package itself, ``demo``, ``doctor``, ``__main__``; the workshop's
@@ -43,24 +44,29 @@ LAYERS = [
     ("statekit.errors", 0), ("statekit.validate", 0), ("statekit.atomic", 0),
     ("statekit.durations", 0), ("statekit._lazy", 0), ("statekit.processes", 0),
     ("statekit.cache", 0),
-    ("statekit.query.spec", 1), ("statekit.kafka.connection", 1),
+    ("statekit.model", 1),
     ("statekit.kafka", 2), ("statekit.spark", 2), ("statekit.datasets", 2),
-    ("statekit.state", 3), ("statekit.query.progress", 3), ("statekit.query.reference", 3),
-    ("statekit.query.running", 3), ("statekit.query.growth", 3),
-    ("statekit.query.session_reference", 3), ("statekit.inspect", 3),
-    ("statekit.processor", 3),
+    ("statekit.spark_state", 3), ("statekit.inspect", 3), ("statekit.reference", 3),
     ("statekit.changelog", 4),
-    ("statekit.query.stateful", 5), ("statekit.stores", 5), ("statekit.monitor", 5),
-    ("statekit.processor.query", 5),
-    ("statekit.restore", 6),
-    ("statekit.serve", 7), ("statekit.live", 7),
+    ("statekit.query", 5), ("statekit.stores", 5), ("statekit.monitor", 5),
+    ("statekit.processor", 5),
+    ("statekit.restore", 6), ("statekit.standby", 6),
+    ("statekit.serve", 7), ("statekit.live", 7), ("statekit.drills", 7),
     ("statekit.charts", 8),
     ("statekit.widgets", 9),
     ("statekit.demo", 10), ("statekit.doctor", 10), ("statekit.__main__", 10),
     ("statekit.workshop", 10),
 ]
+#: A short title per layer (the architecture page's table is made from these and LAYERS).
+LAYER_NAMES = {
+    0: "rules, files and processes", 1: "descriptions", 2: "sources and engines",
+    3: "reading state", 4: "the changelog",
+    5: "the query, local stores, monitoring, your own processor",
+    6: "restore and standby replicas", 7: "serving, attached queries, crash drills", 8: "charts",
+    9: "widgets", 10: "entry points and the workshop",
+}
 #: Package ``__init__`` files only re-export their own modules (lazily, by name).
-PACKAGE_INITS = {"statekit.query": 5, "statekit": 10}
+PACKAGE_INITS = {"statekit": 10}
 
 #: Third-party packages only some layers may import (anywhere in the module, even lazily).
 ONLY_IN = {
@@ -71,12 +77,13 @@ ONLY_IN = {
     "uvicorn": ("statekit.serve",),
 }
 #: Modules that must not import pyspark at module level (they are pure pandas / Python).
-NO_PYSPARK_AT_IMPORT = ("statekit.stores", "statekit.changelog.format", "statekit.changelog.log",
+NO_PYSPARK_AT_IMPORT = ("statekit.stores", "statekit.model", "statekit.changelog.log",
+                        "statekit.changelog.arrow", "statekit.changelog.naming",
                         "statekit.changelog.compaction", "statekit.changelog.ledger",
-                        "statekit.state.checkpoint", "statekit.state.changes",
-                        "statekit.query.spec", "statekit.validate", "statekit.atomic",
-                        "statekit.kafka", "statekit.datasets", "statekit.restore.changelog",
-                        "statekit.restore.standby", "statekit.restore.worker",
+                        "statekit.spark_state.checkpoint", "statekit.spark_state.changes",
+                        "statekit.model.query_spec", "statekit.validate", "statekit.atomic",
+                        "statekit.kafka", "statekit.datasets", "statekit.restore.rebuild",
+                        "statekit.standby.replica", "statekit.drills.worker",
                         "statekit.restore.listener", "statekit.processor.layout",
                         "statekit.processor.fields", "statekit.processor.errors")
 
@@ -99,13 +106,25 @@ def imports(path: Path, top_level_only: bool = False) -> list[tuple[str, int]]:
     for node in nodes:
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.append((node.module, node.lineno))
-            found += [(f"{node.module}.{alias.name}", node.lineno) for alias in node.names
-                      if f"{node.module}.{alias.name}" in modules()]
+        elif isinstance(node, ast.ImportFrom):
+            module = _absolute(path, node)
+            found.append((module, node.lineno))
+            found += [(f"{module}.{alias.name}", node.lineno) for alias in node.names
+                      if f"{module}.{alias.name}" in modules()]
         elif isinstance(node, ast.If) and top_level_only and not _is_type_checking(node):
             found += [(n, line) for n, line in _imports_in(node.body)]
     return found
+
+
+def _absolute(path: Path, node: ast.ImportFrom) -> str:
+    """The module a ``from ... import`` names, relative ones (``from . import x``) resolved."""
+    if not node.level:
+        return node.module
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    base = package[:len(package) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -117,8 +136,8 @@ def _imports_in(body: list[ast.stmt]) -> list[tuple[str, int]]:
     for node in body:
         if isinstance(node, ast.Import):
             out += [(alias.name, node.lineno) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            out.append((node.module, node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            out.append((node.module or "", node.lineno))
     return out
 
 
@@ -148,6 +167,60 @@ def test_no_module_imports_a_higher_layer():
                 wrong.append(f"{name} (layer {layer(name)}) imports {target} "
                              f"(layer {layer(target)}) at line {line}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_no_package_cycle():
+    """Packages (the folders under statekit/) import each other in one direction only."""
+    edges: dict[str, set[str]] = {}
+    for name, path in modules().items():
+        source = _package(name)
+        for target, _ in imports(path):
+            if target.startswith("statekit.") and _package(target) != source:
+                edges.setdefault(source, set()).add(_package(target))
+    cycles = [f"{a} ⇄ {b}" for a, targets in edges.items() for b in targets
+              if a < b and _reaches(edges, b, a)]
+    assert not cycles, "package cycles: " + ", ".join(cycles)
+
+
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def _reaches(edges: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, todo = set(), [start]
+    while todo:
+        node = todo.pop()
+        if node == goal:
+            return True
+        if node not in seen:
+            seen.add(node)
+            todo += edges.get(node, ())
+    return False
+
+
+def test_lazy_exports_point_no_higher_than_their_package():
+    """A package ``__init__``'s lazy name map is an import made later: it obeys the layers."""
+    wrong = []
+    for name, path in modules().items():
+        if path.name != "__init__.py" or name in PACKAGE_INITS:
+            continue
+        for target in _lazy_targets(path):
+            if layer(target) > layer(name):
+                wrong.append(f"{name} (layer {layer(name)}) exports a name of {target} "
+                             f"(layer {layer(target)})")
+    assert not wrong, "\n".join(wrong)
+
+
+def _lazy_targets(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    return {node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and node.value.startswith("statekit.") and " " not in node.value
+            and node.value in modules()}
+
+
+def test_every_layer_has_a_name():
+    assert sorted(LAYER_NAMES) == sorted({number for _, number in LAYERS})
 
 
 def test_package_inits_import_nothing_of_their_own_eagerly():
@@ -194,16 +267,16 @@ def loaded_after(statement: str) -> set[str]:
 
 def test_stores_and_the_compaction_model_load_without_pyspark():
     loaded = loaded_after("import statekit.stores, statekit.changelog.compaction, "
-                          "statekit.changelog.log, statekit.state.checkpoint; "
+                          "statekit.changelog.log, statekit.spark_state.checkpoint; "
                           "from statekit.changelog import compact, materialize")
     assert "pyspark" not in loaded
     assert not {"altair", "ipywidgets"} & loaded
 
 
 def test_a_store_owner_worker_loads_no_charts_widgets_or_spark():
-    loaded = loaded_after("import statekit.restore.worker, statekit.restore.standby, "
-                          "statekit.restore.changelog; from statekit.restore import "
-                          "StandbyReplica, restore_stores")
+    loaded = loaded_after("import statekit.drills.worker, statekit.standby.replica, "
+                          "statekit.restore.rebuild; from statekit.restore import "
+                          "restore_stores; from statekit.standby import StandbyReplica")
     assert not {"altair", "ipywidgets", "anywidget", "pyspark"} & loaded
 
 
@@ -214,7 +287,7 @@ def test_spark_python_workers_load_the_source_without_pandas_or_altair():
 
 def test_subpackages_resolve_on_first_use():
     code = ("import statekit as sk; "
-            "print(sk.state.Checkpoint, sk.kafka.KafkaConnection, sk.datasets.GAME_SPEC, "
+            "print(sk.spark_state.Checkpoint, sk.kafka.KafkaConnection, sk.datasets.GAME_SPEC, "
             "sk.query.QuerySpec, sk.widgets.ChangelogScrubber, sk.changelog.Changelog, "
             "sk.restore.restore_stores, sk.stores.open_store, sk.charts.save_chart)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

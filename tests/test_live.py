@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 import statekit as sk
 from statekit.errors import BadArgument, BatchNotRetained, CheckpointError, StatekitError
 from statekit.inspect.limits import UnsupportedRead
-from statekit.state.changes import apply_changes, same_rows
+from statekit.spark_state.changes import apply_changes, same_rows
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -271,7 +271,7 @@ def test_a_join_sides_changelog_holds_each_join_keys_whole_list_and_replays_to_i
 
 
 def test_a_parts_changelog_restores_local_stores_equal_to_its_snapshot(job, broker, tmp_path):
-    from statekit.restore.changelog import restore_stores
+    from statekit.restore.rebuild import restore_stores
 
     live = job[0]
     batch = live.wait_shipped()

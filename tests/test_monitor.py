@@ -20,7 +20,7 @@ from statekit.monitor import (
     wide,
     write_coalescing,
 )
-from statekit.monitor.rocksdb import ARENA_BLOCK, MIB, TOLERANCE, UNITS
+from statekit.monitor.rocksdb_stats import ARENA_BLOCK, MIB, TOLERANCE, UNITS
 from statekit.spark.tuning import PREFIX, PRESETS, SPARK_DEFAULTS, key
 
 #: Metrics every batch of a RocksDB query reports (statekit names).
@@ -82,7 +82,8 @@ def test_the_tidy_frame_keeps_spark_names_it_does_not_know_and_rejects_other_fra
 
 
 def test_the_sizing_rule_lands_within_its_tolerance_of_measured_memory(measured):
-    """The documented rule (statekit.monitor.rocksdb) against memoryUsedBytes of a real query:
+    """The documented rule (statekit.monitor.rocksdb_stats) against memoryUsedBytes of a real
+    query:
     the peak within a factor TOLERANCE either way, and no batch above the ceiling."""
     _, _, progress, tidy = measured
     by_batch = memory_by_batch(progress, INSTANCES)

@@ -9,12 +9,12 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from statekit.changelog.format import encode_json
-from statekit.changelog.meta import PartShape, StoreSchema
 from statekit.errors import BadArgument
-from statekit.serve.keys import KeyCodec
+from statekit.model.changelog_record import encode_json
+from statekit.model.store_schema import PartShape, StoreSchema
 from statekit.serve.part_keys import PartKeyCodec, key_codec
-from statekit.serve.placement import pmod, spark_hash
+from statekit.serve.routing.key_codec import KeyCodec
+from statekit.serve.routing.partitioner import pmod, spark_hash
 
 JOIN = PartShape("own", 1, "symmetricHashJoin", "join", "store", "left-keyWithIndexToValue",
                  ("field0", "index"), ("who", "ts", "matched"), ("field0",))

@@ -1,5 +1,5 @@
-"""Spark's state placement, reproduced: ``statekit.serve.placement`` against SQL ``hash()`` and
-against the partition of every row of real streaming state.
+"""Spark's state placement, reproduced: ``statekit.serve.routing.partitioner`` against SQL
+``hash()`` and against the partition of every row of real streaming state.
 
 Spark places a streaming aggregation's state with ``HashPartitioning`` on its grouping
 expressions: ``pmod(hash(window, keys...), spark.sql.shuffle.partitions)`` for tumbling and
@@ -24,9 +24,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import statekit as sk
-from statekit.query.spec import QuerySpec, hopping, tumbling
-from statekit.serve.keys import KeyCodec
-from statekit.serve.placement import (
+from statekit.model.query_spec import QuerySpec, hopping, tumbling
+from statekit.serve.routing.key_codec import KeyCodec
+from statekit.serve.routing.partitioner import (
     kind_of,
     pmod,
     spark_hash,
@@ -365,7 +365,7 @@ def test_state_partitions_equals_sql_pmod_hash_over_what_pandas_gets(spark):
     becomes float64) and statekit's ``to_pandas(nullable_ints=True)`` (Int32, Int64, ...)."""
     from pyspark.sql import functions as F
 
-    from statekit.state.reader import to_pandas
+    from statekit.spark_state.reader import to_pandas
 
     keys = [c for c in COLUMNS if c != "ts"]
     window = ["window_start", "window_end"]

@@ -40,7 +40,7 @@ from statekit.processor.examples import (
     sessions_reference,
 )
 from statekit.processor.stores import KeyValueStore, SessionStore, StoreContext, WindowStore
-from statekit.state.changes import apply_changes, same_rows
+from statekit.spark_state.changes import apply_changes, same_rows
 
 BATCH = 800  # records per micro-batch: the 5,000 game events make 7 batches
 WATERMARK = "50 minutes"  # later than the data's late events (45 min): none is dropped

@@ -8,7 +8,7 @@ import pytest
 import statekit as sk
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC, game_events, parse_game_events
 from statekit.kafka.dataset_replay import replay
-from statekit.query.reference import windowed_reference
+from statekit.reference.aggregates import windowed_reference
 
 AGGREGATES = ["count", "sum(score)", "max(score)", "avg(score)"]
 BATCH = 500  # records per micro-batch: ~12 minutes of game time

@@ -18,7 +18,7 @@ import pytest
 import statekit as sk
 from statekit.datasets import FLIGHT_EVENT_SCHEMA, FLIGHT_SPEC, flights
 from statekit.kafka.dataset_replay import replay
-from statekit.query.reference import windowed_reference
+from statekit.reference.aggregates import windowed_reference
 
 ALL_FLIGHTS = 336_776
 

@@ -17,18 +17,18 @@ import pandas as pd
 import pytest
 from filestream import add_events_file, build_snapshot_checkpoint, start_windowed_count
 
-import statekit.state.restart as restart_module
+import statekit.spark_state.restart as restart_module
 from statekit.charts.restore import restore_gantt_chart
 from statekit.errors import BadArgument, CheckpointError, StatekitError
 from statekit.spark.session import state_store_log
-from statekit.state.restart import (
+from statekit.spark_state.restart import (
     EVENT_COLUMNS,
     parse_lines,
     restart_summary,
     restart_timeline,
     state_store_events,
 )
-from statekit.state.spark_files import restore_plan, state_files
+from statekit.spark_state.spark_files import restore_plan, state_files
 
 RUN = "c947a992-d28d-45e2-9deb-44b88bddaf12"   # the run after the restart
 OLD = "f3f0d6cb-a834-49e9-9aac-a0a96dfd271d"   # the run before it (its providers closing)

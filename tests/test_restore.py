@@ -19,11 +19,11 @@ import statekit as sk
 from statekit.changelog.log import materialize
 from statekit.changelog.reader import read_changelog
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC, game_events, parse_game_events
+from statekit.drills.worker import query_config, start_worker
 from statekit.kafka.topics import create_topic, delete_topic
-from statekit.query.reference import windowed_reference
+from statekit.reference.aggregates import windowed_reference
 from statekit.restore import RestoreListener, compacted_copy, restore_stores
-from statekit.restore.worker import query_config, start_worker
-from statekit.state.reader import StateReader
+from statekit.spark_state.reader import StateReader
 from statekit.stores import StoreMismatch
 
 KEYS = ["window_start", "window_end", "player"]
@@ -126,10 +126,11 @@ def synthetic(broker) -> tuple[str, dict]:
     latest (count, sum_score) per (player, window start) that a store must hold after it."""
     from confluent_kafka import Producer
 
-    from statekit.changelog import format as fmt
+    from statekit.changelog import naming
+    from statekit.model import changelog_record as codec
 
     topic = "synthetic-together-changelog"
-    create_topic(broker.bootstrap_servers, topic, 3, fmt.topic_config(True, 7 * 86_400_000))
+    create_topic(broker.bootstrap_servers, topic, 3, naming.topic_config(True, 7 * 86_400_000))
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
     rng = random.Random(11)
     latest: dict = {}
@@ -149,7 +150,7 @@ def synthetic(broker) -> tuple[str, dict]:
                     value = json.dumps({"count": count, "sum_score": total}).encode()
                     latest[(player, start)] = (count, total)
                 producer.produce(topic, key=key.encode(), value=value, partition=part,
-                                 headers=fmt.headers(batch, seq, 500, prev[part]))
+                                 headers=codec.headers(batch, seq, 500, prev[part]))
             prev[part] = batch
     producer.flush(30)
     return topic, {k: v for k, v in latest.items() if v is not None}

@@ -22,7 +22,6 @@ import trustme
 from statekit.errors import BadArgument
 from statekit.kafka.broker import free_port
 from statekit.serve import serve
-from statekit.serve.assignment import assign
 from statekit.serve.auth import (
     MIN_TOKEN,
     ServingSecurity,
@@ -35,6 +34,7 @@ from statekit.serve.auth import (
 from statekit.serve.client import ServingClient
 from statekit.serve.instance import ServingInstance
 from statekit.serve.rest import Server, create_app
+from statekit.serve.routing.assignment import assign
 from statekit.serve.transport import HttpError, HttpPool
 
 TOKEN = "the-right-token-" + "r" * 24

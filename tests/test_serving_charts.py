@@ -19,7 +19,7 @@ from statekit.charts.serving import (
     placement_chart,
 )
 from statekit.errors import BadArgument
-from statekit.serve.assignment import assign
+from statekit.serve.routing.assignment import assign
 
 T0 = pd.Timestamp("2026-11-22 09:00:00")
 

@@ -23,16 +23,16 @@ import pytest
 from handlog import START, HandLog
 
 import statekit as sk
-from statekit.changelog.format import changelog_key_columns
 from statekit.kafka.broker import free_port
-from statekit.query.spec import QuerySpec, hopping, tumbling
-from statekit.serve.assignment import assign
+from statekit.model.changelog_record import changelog_key_columns
+from statekit.model.query_spec import QuerySpec, hopping, tumbling
 from statekit.serve.client import ServingClient
 from statekit.serve.global_store import GlobalTable
 from statekit.serve.instance import ServingInstance
-from statekit.serve.keys import MAX_KEY_CHARS, MAX_KEY_DEPTH, KeyCodec, time_ms
 from statekit.serve.rest import MAX_URL, Server, create_app, create_control_app
 from statekit.serve.results import PositionNotReached, ResultTooLarge
+from statekit.serve.routing.assignment import assign
+from statekit.serve.routing.key_codec import MAX_KEY_CHARS, MAX_KEY_DEPTH, KeyCodec, time_ms
 from statekit.serve.transport import HttpPool
 from statekit.stores.rocksdb import COUNTED_UP_TO, RocksDBKeyValueStore
 

@@ -14,9 +14,9 @@ import pytest
 
 import statekit as sk
 from statekit.changelog.reader import read_meta
-from statekit.serve.assignment import assign
 from statekit.serve.instance import PartitionNotHeld, ServingInstance
 from statekit.serve.results import PartitionUnavailable, PositionNotReached
+from statekit.serve.routing.assignment import assign
 from statekit.stores.metadata import CHECKPOINT_FILE, read_checkpoint_file
 
 KEYS = ["window_start", "window_end", "player"]

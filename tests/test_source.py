@@ -370,7 +370,7 @@ def testcap_offsets_leaves_the_end_alone_when_the_budget_covers_everything():
 def _logged_ranges(checkpoint: str, topic: str) -> dict[int, set[tuple[int, int]]]:
     """Batch → the (partition, offset) pairs Spark's offset log gives it (from the previous
     batch's end, or offset 0, to its own end)."""
-    from statekit.state.checkpoint import Checkpoint
+    from statekit.spark_state.checkpoint import Checkpoint
 
     ck = Checkpoint(checkpoint)
     batches = sorted(int(p.name) for p in ck.offsets_dir.iterdir() if p.name.isdigit())

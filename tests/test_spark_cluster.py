@@ -29,7 +29,7 @@ from statekit.changelog.reader import read_changelog
 from statekit.errors import BadArgument
 from statekit.restore import restore_stores
 from statekit.serve import serve
-from statekit.spark.cluster import LocalCluster, local_cluster
+from statekit.spark.standalone import LocalCluster, local_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
@@ -103,7 +103,7 @@ Path(out).write_text(json.dumps(seen))
 
 
 def _can_unshare() -> bool:
-    from statekit.spark.cluster import require_unshare
+    from statekit.spark.standalone import require_unshare
 
     try:
         require_unshare()
@@ -239,7 +239,7 @@ def _processes() -> list[str]:
 
 CRASHING_PARENT = r'''
 import json, sys, time
-from statekit.spark.cluster import local_cluster
+from statekit.spark.standalone import local_cluster
 cluster = local_cluster(workers=1, cores=1, memory="512m", timeout=900)
 print(json.dumps({"directory": str(cluster.directory), "pids": cluster.running_processes()}),
       flush=True)

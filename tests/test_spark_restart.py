@@ -6,7 +6,7 @@ import pytest
 
 import statekit as sk
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
-from statekit.restore import spark_restart_drill
+from statekit.drills import spark_restart_drill
 
 GAMES = {"spec": GAME_SPEC, "event_schema": GAME_EVENT_SCHEMA}
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from statekit.spark.stopping import stop_between_batches
-from statekit.state.checkpoint import Checkpoint
+from statekit.spark_state.checkpoint import Checkpoint
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_query_stopped_between_batches_committed_every_batch_it_planned(spark, tmp_path):
+    from statekit.model.query_spec import tumbling
     from statekit.monitor.presets import rate_events
-    from statekit.query.spec import tumbling
     from statekit.query.stateful import start_query
 
     query = start_query(rate_events(spark, 200, 50), spark=spark, keys=["player"],

@@ -9,9 +9,9 @@ import pytest
 
 import statekit as sk
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
+from statekit.drills.failover import failover_drill
 from statekit.kafka.topics import end_offsets, plain_consumer
-from statekit.restore.drill import failover_drill
-from statekit.restore.standby import StandbyReplica
+from statekit.standby.replica import StandbyReplica
 
 
 def test_a_standby_tails_a_running_query_and_ends_equal_to_its_store(spark, broker, games,

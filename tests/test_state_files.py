@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from filestream import build_snapshot_checkpoint
 
-import statekit.state.spark_files as files_module
+import statekit.spark_state.spark_files as files_module
 from statekit.charts.changelog import state_files_chart
 from statekit.errors import BadArgument, CheckpointError
-from statekit.state.reader import committed_batches
-from statekit.state.spark_files import restore_plan, state_files, with_restore_use
+from statekit.spark_state.reader import committed_batches
+from statekit.spark_state.spark_files import restore_plan, state_files, with_restore_use
 
 
 def make_checkpoint(root: Path, partitions=(0, 1), deltas=range(1, 11), snapshots=(5, 10),
@@ -236,7 +236,7 @@ def _driver_side_only(root: Path, batches=range(3)) -> Path:
 
 def test_committed_state_with_no_visible_state_file_names_the_shared_file_system(tmp_path):
     from statekit.errors import CheckpointNotShared
-    from statekit.state.spark_files import require_state_files_visible
+    from statekit.spark_state.spark_files import require_state_files_visible
 
     root = _driver_side_only(tmp_path / "ck")
     with pytest.raises(CheckpointNotShared, match=r"committed batches 0-2, but this process "
@@ -247,7 +247,7 @@ def test_committed_state_with_no_visible_state_file_names_the_shared_file_system
 @pytest.mark.parametrize("state_file", ["1/3.changelog", "0/left-keyToNumValues/2.delta",
                                         "2/4_0a1b-c2.zip"])
 def test_one_visible_state_file_is_enough(tmp_path, state_file):
-    from statekit.state.spark_files import require_state_files_visible
+    from statekit.spark_state.spark_files import require_state_files_visible
 
     root = _driver_side_only(tmp_path / "ck")
     path = root / "state" / "0" / state_file
@@ -258,6 +258,6 @@ def test_one_visible_state_file_is_enough(tmp_path, state_file):
 
 
 def test_a_checkpoint_before_its_first_commit_is_not_suspect(tmp_path):
-    from statekit.state.spark_files import require_state_files_visible
+    from statekit.spark_state.spark_files import require_state_files_visible
 
     require_state_files_visible(_driver_side_only(tmp_path / "ck", batches=()))

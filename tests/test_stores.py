@@ -10,9 +10,9 @@ import warnings
 import pandas as pd
 import pytest
 
-from statekit.changelog.format import encode_json, encode_key
 from statekit.errors import BadArgument, StatekitError
-from statekit.query.spec import QuerySpec, session, tumbling
+from statekit.model.changelog_record import encode_json, encode_key
+from statekit.model.query_spec import QuerySpec, session, tumbling
 from statekit.stores import (
     STORE_FORMAT_VERSION,
     ChangelogJsonSerde,
@@ -30,7 +30,7 @@ from statekit.stores import (
     WindowStore,
     open_store,
 )
-from statekit.stores.keys import MAX_TIME_MS, iso_to_ms, ms_to_iso, successor
+from statekit.stores.key_layout import MAX_TIME_MS, iso_to_ms, ms_to_iso, successor
 from statekit.stores.metadata import CHECKPOINT_FILE, METADATA_FILE
 
 MIN = 60_000

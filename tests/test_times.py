@@ -1,5 +1,5 @@
 """Timestamps Spark accepts but pandas' nanoseconds cannot hold: every reader converts them
-(``statekit.state.times``) instead of failing. Pure logic, no Spark, no broker."""
+(``statekit.spark_state.times``) instead of failing. Pure logic, no Spark, no broker."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from statekit.changelog.format import json_table, parse_times, table_to_pandas
+from statekit.changelog.arrow import json_table, parse_times, table_to_pandas
 from statekit.errors import BadArgument
-from statekit.query.progress import progress_frame
-from statekit.state.reader import arrow_to_pandas
-from statekit.state.times import epoch_ms_times, iso_times, pandas_times, pandas_unit
+from statekit.spark_state.progress import progress_frame
+from statekit.spark_state.reader import arrow_to_pandas
+from statekit.spark_state.times import epoch_ms_times, iso_times, pandas_times, pandas_unit
 
 #: 2026-01-05T10:00:00Z, 9999-12-31T23:59:59Z and 1767607200000 read as seconds (year 57983),
 #: in microseconds: what Spark holds
@@ -107,8 +107,8 @@ def test_changelog_keys_and_store_rows_with_far_windows():
 
 
 def test_the_pandas_reference_windows_far_times_in_their_own_unit():
-    from statekit.query.reference import windowed_reference
-    from statekit.query.spec import QuerySpec, hopping
+    from statekit.model.query_spec import QuerySpec, hopping
+    from statekit.reference.aggregates import windowed_reference
 
     times = pd.Series(np.array(["2026-01-05T10:03:00", "57983-03-30T16:04:00"],
                                dtype="datetime64[us]"))

@@ -18,10 +18,10 @@ from statekit.errors import (
     StatekitError,
     TopicNotFound,
 )
-from statekit.query.progress import COLUMNS, progress_frame
-from statekit.query.reference import windowed_reference
-from statekit.query.spec import Aggregate, QuerySpec, WindowSpec, hopping, session, tumbling
-from statekit.state.changes import apply_changes
+from statekit.model.query_spec import Aggregate, QuerySpec, WindowSpec, hopping, session, tumbling
+from statekit.reference.aggregates import windowed_reference
+from statekit.spark_state.changes import apply_changes
+from statekit.spark_state.progress import COLUMNS, progress_frame
 
 T = pd.Timestamp
 
@@ -428,7 +428,7 @@ def test_a_failed_atomic_write_leaves_the_old_file_and_no_temporary(tmp_path):
 def test_decode_json_reads_compact_and_any_other_json_as_json_loads_does():
     import json
 
-    from statekit.changelog.format import decode_json, encode_json
+    from statekit.model.changelog_record import decode_json, encode_json
 
     row = {"player": 'p"07\\é', "count": 3, "score": 1.5, "none": None, "ok": True}
     data = encode_json(row, list(row))
@@ -445,8 +445,8 @@ def test_decode_json_reads_compact_and_any_other_json_as_json_loads_does():
 
 
 def test_json_table_parses_named_window_times_directly_to_the_same_table():
-    from statekit.changelog.format import json_table
-    from statekit.stores.keys import MAX_TIME_MS, ms_to_iso
+    from statekit.changelog.arrow import json_table
+    from statekit.stores.key_layout import MAX_TIME_MS, ms_to_iso
 
     starts = [0, 1, 999, 1_767_607_200_000, MAX_TIME_MS - 60_000, 86_399_999]
     keys = [json.dumps({"player": f"p{i}", "team": None if i % 2 else i,

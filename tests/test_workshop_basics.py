@@ -7,8 +7,8 @@ import pytest
 
 from statekit.changelog import Changelog
 from statekit.errors import BadArgument
-from statekit.query.session_reference import session_reference
-from statekit.query.spec import QuerySpec, session
+from statekit.model.query_spec import QuerySpec, session
+from statekit.reference.sessions import session_reference
 from statekit.stores.migration import live_values, migrate_changelog
 from statekit.workshop import check
 from statekit.workshop.changelog import NEW_COLUMNS, OLD_COLUMNS

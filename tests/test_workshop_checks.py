@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from test_workshop_basics import EVENTS, FakeQuery
 
-from statekit.query.session_reference import session_reference
-from statekit.query.spec import QuerySpec, session, tumbling
+from statekit.model.query_spec import QuerySpec, session, tumbling
+from statekit.reference.sessions import session_reference
 from statekit.stores.base import SessionKey
 from statekit.workshop import check
 from statekit.workshop.monitoring import dashboard_frame

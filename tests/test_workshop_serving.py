@@ -1,7 +1,7 @@
 """Workshop checks of notebooks 06 (interactive queries, routing) and 07 (global store).
 
 Pure logic: the state rows carry the partitions Spark itself keeps them in (the
-values of statekit.serve.placement's doctests, checked against Spark by
+values of statekit.serve.routing.partitioner's doctests, checked against Spark by
 tests/test_placement.py), so no Spark runs here.
 """
 
@@ -13,9 +13,9 @@ import pytest
 
 from statekit import workshop
 from statekit.errors import BadArgument
-from statekit.serve.assignment import assign
-from statekit.serve.placement import pmod, spark_hash, state_partition
 from statekit.serve.results import PartitionAnswer, QueryResult
+from statekit.serve.routing.assignment import assign
+from statekit.serve.routing.partitioner import pmod, spark_hash, state_partition
 from statekit.workshop.global_store import held_per_instance
 
 TEN = pd.Timedelta("10min")

@@ -17,9 +17,9 @@ _NAMES = {
     "compact": "statekit.changelog.compaction",
     "compaction_stats": "statekit.changelog.compaction",
     "upto_batch": "statekit.changelog.compaction",
-    "changelog_topic": "statekit.changelog.format",
-    "decode_json": "statekit.changelog.format",
-    "encode_key": "statekit.changelog.format",
+    "changelog_topic": "statekit.changelog.naming",
+    "decode_json": "statekit.model.changelog_record",
+    "encode_key": "statekit.model.changelog_record",
     "read_changelog": "statekit.changelog.reader",
     "ChangelogWriter": "statekit.changelog.writer",
 }

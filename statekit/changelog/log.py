@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from statekit.changelog.format import RECORD_COLUMNS
 from statekit.errors import BadArgument, ChangelogError
-from statekit.state.changes import apply_changes
+from statekit.model.changelog_record import RECORD_COLUMNS
+from statekit.spark_state.changes import apply_changes
 from statekit.validate import optional_batch_id, require_columns
 
 SOURCE = "as read_changelog() gives"
@@ -119,7 +119,7 @@ def materialize(
     """The table a changelog describes: the last record per key wins, tombstones delete.
 
     Replays the records (batches up to ``to_batch``) in offset order per partition
-    with ``statekit.state.apply_changes``; returns the key columns, value columns and
+    with ``statekit.spark_state.apply_changes``; returns the key columns, value columns and
     ``partition``, sorted by keys. A ``Changelog`` knows its columns; a bare records
     frame needs ``key_columns`` and ``value_columns``.
 

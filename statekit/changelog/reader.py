@@ -24,13 +24,15 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 from tqdm.auto import tqdm
 
-from statekit.changelog import format as fmt
+from statekit.changelog import arrow as arrow_rows
 from statekit.changelog.log import Changelog
-from statekit.changelog.meta import Position, StoreSchema, decode_meta, meta_topic
+from statekit.changelog.meta import Position, decode_meta, meta_topic
 from statekit.errors import ChangelogError
-from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import consume_ranges, end_offsets, partition_count, plain_consumer
-from statekit.state.times import epoch_ms_times, pandas_times
+from statekit.model import changelog_record as codec
+from statekit.model.connection import Kafka, connect
+from statekit.model.store_schema import StoreSchema
+from statekit.spark_state.times import epoch_ms_times, pandas_times
 from statekit.validate import optional_batch_id, whole_number
 
 _PROGRESS_FROM = 100_000  # records: show a progress bar for reads this large
@@ -100,19 +102,19 @@ def _collect(consumer, topic: str, ranges, total: int, show: bool) -> dict[str, 
         for chunk in consume_ranges(consumer, topic, ranges):
             for msg in chunk:
                 head = dict(msg.headers() or ())
-                if fmt.H_FORMAT not in head:
+                if codec.H_FORMAT not in head:
                     raise ChangelogError(
                         f"topic {topic!r} is not a statekit changelog: the record at partition "
                         f"{msg.partition()} offset {msg.offset()} (key {_excerpt(msg.key())}) "
-                        f"has no {fmt.H_FORMAT!r} header; statekit changelogs carry the headers "
-                        f"{', '.join(fmt.HEADERS)}")
+                        f"has no {codec.H_FORMAT!r} header; statekit changelogs carry the headers "
+                        f"{', '.join(codec.HEADERS)}")
                 part_.append(msg.partition())
                 off_.append(msg.offset())
                 ts_.append(msg.timestamp()[1])
-                batch_.append(int(head[fmt.H_BATCH]))
-                seq_.append(int(head[fmt.H_SEQ]))
-                count_.append(int(head[fmt.H_COUNT]))
-                prev_.append(int(head[fmt.H_PREV]))
+                batch_.append(int(head[codec.H_BATCH]))
+                seq_.append(int(head[codec.H_SEQ]))
+                count_.append(int(head[codec.H_COUNT]))
+                prev_.append(int(head[codec.H_PREV]))
                 key_.append(msg.key())
                 value_.append(msg.value())
             bar.update(len(chunk))
@@ -159,13 +161,13 @@ def _decode(cols: dict[str, list], topic: str) -> tuple[pd.DataFrame, list[str],
     key_columns = key_table.column_names
     value_columns = value_table.column_names
     for name in key_columns:
-        if name in fmt.RECORD_COLUMNS:
+        if name in codec.RECORD_COLUMNS:
             raise ChangelogError(f"changelog {topic!r} has a key column named {name!r}, which "
-                                 f"clashes with the record columns {list(fmt.RECORD_COLUMNS)}")
+                                 f"clashes with the record columns {list(codec.RECORD_COLUMNS)}")
         frame[name] = _pandas_column(key_table[name])
     put_rows = np.flatnonzero(~tomb)
     for name in value_columns:
-        if name in key_columns or name in fmt.RECORD_COLUMNS:
+        if name in key_columns or name in codec.RECORD_COLUMNS:
             raise ChangelogError(f"changelog {topic!r} has a value column named {name!r}, "
                                  f"also a key or record column")
         column = _pandas_column(value_table[name])
@@ -178,7 +180,7 @@ def _decode(cols: dict[str, list], topic: str) -> tuple[pd.DataFrame, list[str],
                              else object)
             full.iloc[put_rows] = column.to_numpy()
         frame[name] = full
-    frame = fmt.parse_times(frame)
+    frame = arrow_rows.parse_times(frame)
     frame = frame.sort_values(["partition", "offset"], kind="stable", ignore_index=True)
     return frame, list(key_columns), list(value_columns)
 

@@ -30,10 +30,10 @@ from typing import Protocol
 
 from pyspark.sql import DataFrame
 
-from statekit.changelog import format as fmt
-from statekit.changelog import meta
+from statekit.changelog import meta, naming
 from statekit.durations import to_millis
 from statekit.errors import StatekitError
+from statekit.inspect.hashed_columns import placement_columns
 from statekit.inspect.lists import (
     ROWS,
     diffs_snapshots,
@@ -41,10 +41,10 @@ from statekit.inspect.lists import (
     list_changes_frame,
     snapshot_diff_frame,
 )
-from statekit.inspect.placement import placement_columns
-from statekit.inspect.stores import StateView
-from statekit.state.checkpoint import Checkpoint
-from statekit.state.reader import StateReader
+from statekit.inspect.part_views import StateView
+from statekit.model import changelog_record as codec
+from statekit.spark_state.checkpoint import Checkpoint
+from statekit.spark_state.reader import StateReader
 
 #: Ledger file of a topic in a ledger folder (one owner of the name)
 LEDGER_SUFFIX = ".json"
@@ -82,7 +82,7 @@ class QueryChanges:
 
     @property
     def key_columns(self) -> list[str]:
-        return fmt.changelog_key_columns(self.state.spec.key_columns)
+        return codec.changelog_key_columns(self.state.spec.key_columns)
 
     @property
     def value_columns(self) -> list[str]:
@@ -99,11 +99,11 @@ class QueryChanges:
         (Kafka Streams keeps a window store's changelog for the store's retention plus
         ``windowstore.changelog.additional.retention.ms``, 1 day by default)."""
         spec = self.state.spec
-        return spec.window.size_ms + to_millis(spec.watermark) + fmt.ADDITIONAL_RETENTION_MS
+        return spec.window.size_ms + to_millis(spec.watermark) + naming.ADDITIONAL_RETENTION_MS
 
     def topic_config(self) -> dict[str, str]:
         windowed = self.state.spec.window is not None  # a key-value store keeps every key
-        return fmt.topic_config(windowed, self.retention_ms() if windowed else None)
+        return naming.topic_config(windowed, self.retention_ms() if windowed else None)
 
     def store_schema(self, batch: int) -> meta.StoreSchema:
         spec = self.state.spec
@@ -167,7 +167,7 @@ class PartChanges:
         return self.ledger_dir / f"{topic}{LEDGER_SUFFIX}"
 
     def topic_config(self) -> dict[str, str]:
-        return fmt.topic_config(False)
+        return naming.topic_config(False)
 
     def store_schema(self, batch: int) -> meta.StoreSchema:
         types = _key_types(self.view.snapshot_frame(batch), self.key_columns)

@@ -4,7 +4,7 @@
 it reads the batch's exact state changes with Spark's change-feed reader
 (``StateReader.changes_frame``), encodes key and value as JSON inside Spark,
 and produces one record per change to the Kafka partition of the state
-partition holding the key (format: ``statekit.changelog.format``). Spark writes
+partition holding the key (format: ``statekit.model.changelog_record``). Spark writes
 no Kafka changelog itself: this writer does, after each batch commits.
 
 Exactly once, across crashes and broker faults:
@@ -51,7 +51,6 @@ import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 from pyspark.sql import functions as F
 
-from statekit.changelog import format as fmt
 from statekit.changelog import meta
 from statekit.changelog.ledger import Ledger, LedgerState
 from statekit.changelog.sources import ChangeSource, QueryChanges, change_source
@@ -62,7 +61,6 @@ from statekit.errors import (
     CheckpointError,
     DataLoss,
 )
-from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import (
     consume_ranges,
     create_topic,
@@ -72,7 +70,9 @@ from statekit.kafka.topics import (
     plain_consumer,
 )
 from statekit.kafka.transactions import discard, is_fenced, transactional_producer
-from statekit.state.reader import StateReader
+from statekit.model import changelog_record as codec
+from statekit.model.connection import Kafka, connect
+from statekit.spark_state.reader import StateReader
 from statekit.validate import batch_id, whole_number
 
 LOG = logging.getLogger("statekit.changelog")
@@ -198,7 +198,7 @@ def ship_round(producer: Producer, topic: str, table: pa.Table, stamps: Mapping[
                 skipped += 1
                 continue
             produce(key=keys[i + seq], value=values[i + seq], partition=part, timestamp=stamp,
-                    headers=fmt.headers(batch, seq, count, prev[part]))
+                    headers=codec.headers(batch, seq, count, prev[part]))
             if seq % 10_000 == 9_999:
                 producer.poll(0)
         prev[part] = batch
@@ -396,13 +396,13 @@ class ChangelogWriter:
             ranges = {p: (ledger.next_offset[p], hi) for p, (_, hi) in ends.items()}
             for chunk in consume_ranges(consumer, self.topic, ranges):
                 for msg in chunk:
-                    head = fmt.parse_headers(msg.headers())
+                    head = codec.parse_headers(msg.headers())
                     if head is None:
                         raise ChangelogError(
                             f"topic {self.topic!r} partition {msg.partition()} offset "
                             f"{msg.offset()} has no statekit headers: another producer "
                             f"writes to this changelog; {self._start_over()}")
-                    found.add((msg.partition(), head[fmt.H_BATCH], head[fmt.H_SEQ]))
+                    found.add((msg.partition(), head[codec.H_BATCH], head[codec.H_SEQ]))
         finally:
             consumer.close()
         other = self._previous

@@ -29,11 +29,11 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from statekit.changelog.format import RECORD_COLUMNS
 from statekit.changelog.log import Changelog, key_columns_of, records_of, value_columns_of
 from statekit.charts.data import inline
 from statekit.charts.tooltips import typed_tooltips
 from statekit.errors import BadArgument
+from statekit.model.changelog_record import RECORD_COLUMNS
 from statekit.validate import require_columns, whole_number
 
 PUT, TOMBSTONE = "put", "tombstone"

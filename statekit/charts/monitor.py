@@ -33,7 +33,7 @@ from statekit.validate import require_columns
 BLUE, LIGHT_BLUE, ORANGE, RED, GREEN, GREY = ("#4c78a8", "#9ecae9", "#f58518", "#e45756",
                                               "#54a24b", "#888888")
 WIDTH = 480
-METRICS_SOURCE = "as statekit.monitor.rocksdb_metrics gives"
+METRICS_SOURCE = "as statekit.monitor.rocksdb_stats gives"
 PROGRESS_SOURCE = "as StatefulQuery.progress() gives"
 #: Memory components drawn by ``memory_chart`` (tidy metric → label), bottom first.
 MEMORY_COMPONENTS = {"memory_pinned_blocks": "pinned blocks",

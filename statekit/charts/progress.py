@@ -71,7 +71,7 @@ def change_feed_chart(changes: pd.DataFrame, title: str = "Change feed per batch
 def state_growth_chart(growth: pd.DataFrame,
                        title: str = "State rows over batches: unbounded, TTL, windowed"
                        ) -> alt.Chart:
-    """State rows after each batch, one line per query (``statekit.query.growth.state_growth``).
+    """State rows after each batch, one line per query (``statekit.monitor.growth.state_growth``).
 
     Example:
         >>> frame = pd.DataFrame({"query": ["running"] * 3 + ["windowed"] * 3,

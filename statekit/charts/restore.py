@@ -294,7 +294,7 @@ def failover_chart(
     ``report``: ``scenario`` (e.g. 'no standby', 'standby', 'stale standby'),
     ``records_replayed``, ``seconds_to_serve``, optionally ``restore_seconds`` (drawn as
     a darker bar inside), ``correct`` and ``standby_lag_at_kill`` (as
-    ``statekit.restore.failover_drill`` reports). Several rows of one scenario (e.g. one
+    ``statekit.drills.failover_drill`` reports). Several rows of one scenario (e.g. one
     per partition) are combined: records summed, seconds the largest (serving waits for
     the slowest).
 

@@ -38,7 +38,7 @@ from statekit.errors import BadArgument
 from statekit.validate import require_columns, whole_number
 
 BLUE, LIGHT_BLUE, RED, GREY = "#4c78a8", "#9ecae9", "#e45756", "#888888"
-#: The roles of an instance for a partition (as ``statekit.serve.assignment.ROLES``).
+#: The roles of an instance for a partition (as ``statekit.serve.routing.assignment.ROLES``).
 ROLES = ("active", "standby")
 ROLE_COLOURS = {"active": BLUE, "standby": LIGHT_BLUE}
 #: Query kinds in the order they are drawn (others follow in the order first seen).

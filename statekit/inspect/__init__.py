@@ -18,8 +18,8 @@ from statekit._lazy import lazy_exports
 _NAMES = {
     "CheckpointView": "statekit.inspect.view",
     "open_checkpoint": "statekit.inspect.view",
-    "OperatorView": "statekit.inspect.stores",
-    "StateView": "statekit.inspect.stores",
+    "OperatorView": "statekit.inspect.part_views",
+    "StateView": "statekit.inspect.part_views",
     "UnsupportedRead": "statekit.inspect.limits",
     "flat_columns": "statekit.inspect.flatten",
     "Description": "statekit.inspect.describe",

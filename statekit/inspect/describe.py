@@ -17,7 +17,7 @@ from what the checkpoint holds, and its message names the evidence:
 - ``skewed_partition`` — from the row counts per partition after the last batch read: one
   partition holds at least ``skew_share`` of the rows and at least twice an even share
   (``1 / partitions``), with ``skew_min_rows`` rows or more in all.
-- damaged files — one flag per problem ``statekit.state.integrity.checkpoint_problems``
+- damaged files — one flag per problem ``statekit.spark_state.integrity.checkpoint_problems``
   finds, named after its kind (``not_a_folder``, ``commit_log_gap``, ``offset_log_gap``,
   ``missing_state``, ``missing_partition``, ``missing_delta``, ``no_checksum``,
   ``corrupt_file``), its message naming the file or folder. Every state file is read once
@@ -26,7 +26,7 @@ from what the checkpoint holds, and its message names the evidence:
 - ``slow_commit`` — the checkpoint does not record how long a state commit took (Spark
   writes no timing into its logs or state files), so this flag needs progress reports:
   pass ``progress`` (``query.recentProgress``, a list of progress dicts or a frame from
-  ``statekit.query.progress.progress_frame``); a batch is flagged when its state operators'
+  ``statekit.spark_state.progress.progress_frame``); a batch is flagged when its state operators'
   ``commitTimeMs`` is at least ``commit_share`` of its ``triggerExecution`` time. Without
   progress, ``Description.notes`` says the flag was not checked.
 
@@ -53,12 +53,12 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from statekit.errors import BadArgument, CheckpointError, StatekitError
-from statekit.query.progress import progress_frame
-from statekit.state.integrity import PROBLEM_KINDS, checkpoint_problems, is_stateful
+from statekit.spark_state.integrity import PROBLEM_KINDS, checkpoint_problems, is_stateful
+from statekit.spark_state.progress import progress_frame
 from statekit.validate import whole_number
 
 if TYPE_CHECKING:
-    from statekit.inspect.stores import StateView
+    from statekit.inspect.part_views import StateView
     from statekit.inspect.view import CheckpointView
 
 TABLE_COLUMNS = ["operator_id", "operator", "kind", "part", "partitions", "first_batch",
@@ -173,7 +173,7 @@ def _progress(progress: object) -> pd.DataFrame | None:
     missing = [c for c in ("batch", "duration_ms", "state_commit_ms") if c not in frame]
     if missing:
         raise BadArgument("progress frame columns", sorted(frame.columns),
-                          "a frame from statekit.query.progress.progress_frame (needs batch, "
+                          "a frame from statekit.spark_state.progress.progress_frame (needs batch, "
                           "duration_ms, state_commit_ms)")
     return frame
 

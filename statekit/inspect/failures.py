@@ -1,6 +1,6 @@
 """Spark's reader failures as statekit errors that name the file at fault.
 
-The checks and the translation live in ``statekit.state.integrity`` (one owner for the
+The checks and the translation live in ``statekit.spark_state.integrity`` (one owner for the
 query API, the readers and ``describe()``); this module keeps their names for ``inspect``.
 
 Example:
@@ -11,6 +11,6 @@ Example:
 
 from __future__ import annotations
 
-from statekit.state.integrity import reading, spark_reason
+from statekit.spark_state.integrity import reading, spark_reason
 
 __all__ = ["reading", "spark_reason"]

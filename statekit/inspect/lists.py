@@ -44,8 +44,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from statekit.inspect.operators import Part
-from statekit.inspect.stores import StateView
-from statekit.state.times import iso_times
+from statekit.inspect.part_views import StateView
+from statekit.spark_state.times import iso_times
 
 #: The value column of a list-valued part's entry: the key's rows, in the store's order.
 ROWS = "rows"

@@ -25,7 +25,7 @@ import json
 
 import pandas as pd
 
-from statekit.state.checkpoint import Checkpoint
+from statekit.spark_state.checkpoint import Checkpoint
 
 BATCH_COLUMNS = ["batch", "committed", "new_data", "timestamp", "watermark", "next_watermark",
                  "timestamp_ms", "watermark_ms", "next_watermark_ms", "sources",

@@ -5,7 +5,7 @@ At a glance it gives the query id, each batch (trigger time, watermark, committe
 not), each source's offsets per batch, the commits, the stateful operators and their
 stores (Spark's ``state-metadata``), the state schema of each part, the retained batches
 and the Spark state files; then each operator's state, part by part, as snapshots and
-change feeds (``statekit.inspect.stores``).
+change feeds (``statekit.inspect.part_views``).
 
 Opening and reading change no file of the checkpoint: the logs are read as files, the
 state through Spark's ``state-metadata`` and ``statestore`` readers, which load state into
@@ -36,12 +36,12 @@ from statekit.inspect import logs
 from statekit.inspect.describe import Description, describe
 from statekit.inspect.failures import reading
 from statekit.inspect.operators import Part, kind_of, operator_parts
-from statekit.inspect.stores import OperatorView, StateView
+from statekit.inspect.part_views import OperatorView, StateView
 from statekit.spark.connect import is_connect
-from statekit.state.checkpoint import Checkpoint, log_version
-from statekit.state.integrity import is_stateful
-from statekit.state.spark_files import COLUMNS as FILE_COLUMNS
-from statekit.state.spark_files import state_files
+from statekit.spark_state.checkpoint import Checkpoint, log_version
+from statekit.spark_state.integrity import is_stateful
+from statekit.spark_state.spark_files import COLUMNS as FILE_COLUMNS
+from statekit.spark_state.spark_files import state_files
 from statekit.validate import whole_number
 
 OPERATOR_COLUMNS = ["operator_id", "operator", "kind", "store", "partitions", "min_batch",
@@ -245,7 +245,7 @@ class CheckpointView:
 
     def state_files(self) -> pd.DataFrame:
         """Spark's state files of every operator and store, one row per file:
-        ``operator_id``, ``store``, then ``statekit.state.spark_files.state_files``'s
+        ``operator_id``, ``store``, then ``statekit.spark_state.spark_files.state_files``'s
         columns (``partition``, ``version``, ``batch``, ``kind`` snapshot/delta, ``file``,
         ``bytes``, ``modified``, ``unique_id``), for the RocksDB and HDFS-backed providers
         alike."""

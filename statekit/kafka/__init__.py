@@ -1,6 +1,6 @@
 """Kafka side of statekit: connections, the embedded broker, topic helpers and dataset replay.
 
-Names resolve on first use, so ``statekit.kafka.connection`` alone does not load
+Names resolve on first use, so ``statekit.model.connection`` alone does not load
 confluent-kafka's clients.
 """
 
@@ -8,8 +8,8 @@ from statekit._lazy import lazy_exports
 
 _NAMES = {
     "EmbeddedBroker": "statekit.kafka.broker",
-    "KafkaConnection": "statekit.kafka.connection",
-    "connect": "statekit.kafka.connection",
+    "KafkaConnection": "statekit.model.connection",
+    "connect": "statekit.model.connection",
     "ReplayReport": "statekit.kafka.dataset_replay",
     "replay": "statekit.kafka.dataset_replay",
     **{name: "statekit.kafka.topics" for name in (

@@ -70,7 +70,7 @@ class EmbeddedBroker:
     @property
     def connection(self):
         """The broker as a ``KafkaConnection`` (what every statekit Kafka call accepts)."""
-        from statekit.kafka.connection import KafkaConnection
+        from statekit.model.connection import KafkaConnection
 
         return KafkaConnection(self.bootstrap_servers)
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from statekit.errors import BadArgument, StatekitError
-from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import check_reachable, create_topic, partition_count
+from statekit.model.connection import Kafka, connect
 from statekit.validate import kafka_name, non_negative_number, whole_number
 
 if TYPE_CHECKING:  # pandas is imported where used: Spark workers import this module

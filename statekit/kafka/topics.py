@@ -1,7 +1,7 @@
 """Topic helpers over confluent-kafka's AdminClient and Consumer.
 
 Every function takes ``kafka`` (a ``KafkaConnection``, a bootstrap-servers
-string, or an ``EmbeddedBroker``; see ``statekit.kafka.connection``) and an
+string, or an ``EmbeddedBroker``; see ``statekit.model.connection``) and an
 optional ``config`` of extra librdkafka settings merged into the connection's.
 
 Example:
@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from statekit.errors import BrokerUnreachable, TopicNotFound
-from statekit.kafka.connection import CLIENT_LOG, Kafka, KafkaConnection, connect
+from statekit.model.connection import CLIENT_LOG, Kafka, KafkaConnection, connect
 
 if TYPE_CHECKING:  # pandas is imported where used: Spark workers import this module
     import pandas as pd

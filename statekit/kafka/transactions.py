@@ -28,7 +28,7 @@ import contextlib
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from statekit.errors import BrokerUnreachable
-from statekit.kafka.connection import Kafka, connect
+from statekit.model.connection import Kafka, connect
 
 #: errors that say a newer producer with the same transactional.id took over
 FENCING = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED,

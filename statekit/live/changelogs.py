@@ -25,7 +25,7 @@ import os
 import re
 from pathlib import Path
 
-from statekit.changelog import format as fmt
+from statekit.changelog import naming
 
 _NOT_KAFKA = re.compile(r"[^a-zA-Z0-9._-]")
 
@@ -42,7 +42,7 @@ def app_name(query_name: str | None, query_id: str) -> str:
 
 def part_topic(app: str, operator_id: int, name: str) -> str:
     """The changelog topic of part ``name`` of operator ``operator_id``."""
-    return fmt.changelog_topic(kafka_safe(app), f"op{int(operator_id)}-{kafka_safe(name)}")
+    return naming.changelog_topic(kafka_safe(app), f"op{int(operator_id)}-{kafka_safe(name)}")
 
 
 def ledger_folder(query_id: str, folder: str | os.PathLike | None = None) -> Path:

@@ -33,7 +33,6 @@ import pandas as pd
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
-from statekit.changelog.meta import PartShape
 from statekit.changelog.sources import PartChanges
 from statekit.changelog.writer import ChangelogWriter
 from statekit.errors import StatekitError
@@ -41,9 +40,8 @@ from statekit.inspect.describe import Description
 from statekit.inspect.limits import UnsupportedRead
 from statekit.inspect.lists import join_side_stores
 from statekit.inspect.operators import Part
-from statekit.inspect.stores import StateView
+from statekit.inspect.part_views import StateView
 from statekit.inspect.view import CheckpointView
-from statekit.kafka.connection import Kafka, connect
 from statekit.live.changelogs import app_name, ledger_folder, part_topic
 from statekit.live.health import Health, growing_operators, operator_frame, watermark_lag
 from statekit.live.locate import (
@@ -55,10 +53,12 @@ from statekit.live.locate import (
     require_state,
 )
 from statekit.live.parts import find_part, part_id
-from statekit.query.progress import progress_frame
+from statekit.model.connection import Kafka, connect
+from statekit.model.store_schema import PartShape
 from statekit.spark.connect import is_connect
-from statekit.state.checkpoint import Checkpoint
-from statekit.state.times import iso_times
+from statekit.spark_state.checkpoint import Checkpoint
+from statekit.spark_state.progress import progress_frame
+from statekit.spark_state.times import iso_times
 from statekit.validate import batch_id, optional_batch_id, whole_number
 
 
@@ -230,9 +230,9 @@ class AttachedQuery:
 
     def state_partitions(self, part: str, rows: pd.DataFrame):
         """The state partition Spark keeps each of ``rows`` in (a NumPy array), computed
-        from the part's key columns as Spark hashes them (``statekit.live.placement``);
+        from the part's key columns as Spark hashes them (``statekit.live.part_routing``);
         ``rows`` needs the part's placement columns (a snapshot has them)."""
-        from statekit.live.placement import part_partitions
+        from statekit.live.part_routing import part_partitions
 
         view = self.state(part)
         return part_partitions(rows, view.schema(), view.part.store,
@@ -256,7 +256,7 @@ class AttachedQuery:
     def progress(self) -> pd.DataFrame:
         """One row per batch Spark reported since this session saw the query (its
         ``recentProgress``, and every report since attaching): rows in, state rows over all
-        operators, durations, watermark (``statekit.query.progress`` columns)."""
+        operators, durations, watermark (``statekit.spark_state.progress`` columns)."""
         self._require_attached()
         return progress_frame(self._reports_in_order())
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from statekit.state.times import iso_times
+from statekit.spark_state.times import iso_times
 
 OPERATOR_COLUMNS = ["batch", "position", "operator", "rows", "rows_updated", "rows_removed",
                     "dropped_by_watermark", "memory_bytes", "commit_ms"]
@@ -91,7 +91,7 @@ class Health:
     Attributes:
         last_batch: the last committed batch when read.
         active: whether the query was running.
-        progress: one row per batch (``statekit.query.progress`` columns).
+        progress: one row per batch (``statekit.spark_state.progress`` columns).
         operators: one row per batch and operator (``AttachedQuery.operator_progress``).
         growing: the operators whose state only grew (``operator_id``, ``operator``,
             ``rows``), see ``growing_operators``.

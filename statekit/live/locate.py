@@ -29,8 +29,8 @@ import re
 
 from statekit.errors import BadArgument, CheckpointError, StatekitError
 from statekit.inspect.limits import UnsupportedRead
-from statekit.state.checkpoint import Checkpoint
-from statekit.state.spark_files import state_files
+from statekit.spark_state.checkpoint import Checkpoint
+from statekit.spark_state.spark_files import state_files
 
 ROOT_SETTING = "spark.sql.streaming.checkpointLocation"
 PROVIDER_SETTING = "spark.sql.streaming.stateStore.providerClass"

@@ -1,7 +1,7 @@
 """Monitoring a running query: RocksDB metrics and memory sizing, the micro-batch as record
 cache, and the cheap incremental reads a live dashboard needs.
 
-Names resolve on first use (``statekit.monitor.rocksdb`` loads without pyspark).
+Names resolve on first use (``statekit.monitor.rocksdb_stats`` loads without pyspark).
 """
 
 from statekit._lazy import lazy_exports
@@ -9,7 +9,7 @@ from statekit._lazy import lazy_exports
 _NAMES = {
     **dict.fromkeys(("COMMIT_PHASES", "METRICS", "MemoryEstimate", "RocksDBSizes",
                      "memory_by_batch", "memory_estimate", "rocksdb_metrics", "wide"),
-                    "statekit.monitor.rocksdb"),
+                    "statekit.monitor.rocksdb_stats"),
     **dict.fromkeys(("measure_record_cache", "summarize", "write_coalescing"),
                     "statekit.monitor.record_cache"),
     **dict.fromkeys(("compare_presets", "rate_events"), "statekit.monitor.presets"),

@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from statekit.changelog import format as fmt
 from statekit.errors import BadArgument, TopicNotFound
-from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import consume_ranges, end_offsets, partition_count, plain_consumer
-from statekit.monitor.rocksdb import rocksdb_metrics
-from statekit.query.progress import progress_frame
-from statekit.state.checkpoint import Checkpoint
+from statekit.model import changelog_record as codec
+from statekit.model.connection import Kafka, connect
+from statekit.monitor.rocksdb_stats import rocksdb_metrics
+from statekit.spark_state.checkpoint import Checkpoint
+from statekit.spark_state.progress import progress_frame
 from statekit.validate import non_negative_number, whole_number
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ class ChangelogTail:
                 for chunk in consume_ranges(consumer, self.topic, ranges):
                     for msg in chunk:
                         head = dict(msg.headers() or ())
-                        batch = int(head.get(fmt.H_BATCH, b"-1"))
+                        batch = int(head.get(codec.H_BATCH, b"-1"))
                         counts = self._batches.setdefault(batch, _Counts())
                         counts.records += 1
                         counts.tombstones += msg.value() is None

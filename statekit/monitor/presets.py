@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from statekit.errors import BadArgument
-from statekit.monitor.rocksdb import rocksdb_metrics, wide
+from statekit.monitor.rocksdb_stats import rocksdb_metrics, wide
 from statekit.spark.tuning import PRESETS
 from statekit.validate import whole_number
 
@@ -75,7 +75,7 @@ def compare_presets(spark: SparkSession, configs: Sequence[str] = CONFIGS, *, ba
     the highest ``memoryUsedBytes`` and pinned blocks; ``commit_ms``: median state commit
     time; ``checkpoint_bytes``: the bytes under the checkpoint's ``state/`` after the stop.
     """
-    from statekit.query.spec import tumbling
+    from statekit.model.query_spec import tumbling
     from statekit.query.stateful import start_query
 
     unknown = [c for c in configs if c not in CONFIGS]

@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from statekit.changelog.log import Changelog
-    from statekit.kafka.connection import Kafka
-    from statekit.query.spec import QuerySpec
+    from statekit.model.connection import Kafka
+    from statekit.model.query_spec import QuerySpec
 
 COLUMNS = ["batch", "input_rows", "records", "puts", "tombstones", "keys", "records_per_key",
            "events_per_key", "records_per_event"]

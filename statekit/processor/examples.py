@@ -31,7 +31,7 @@ from statekit.durations import to_millis
 from statekit.processor.layout import key_value_store, session_store
 from statekit.processor.processor import Processor, schedule
 from statekit.processor.stores import Session
-from statekit.query.session_reference import session_reference
+from statekit.reference.sessions import session_reference
 
 GAME_COLUMNS = ["player", "game", "score", "ts"]
 

@@ -29,12 +29,12 @@ from pyspark.sql.types import StructType
 from statekit.durations import spark_interval
 from statekit.errors import BadArgument, StatekitError
 from statekit.inspect.operators import Part
-from statekit.inspect.stores import StateView
-from statekit.kafka.connection import Kafka, connect
+from statekit.inspect.part_views import StateView
+from statekit.model.connection import Kafka, connect
+from statekit.model.query_spec import DEFAULT_MAX_EVENT_TIME_AHEAD
 from statekit.processor.errors import ProcessorError
 from statekit.processor.layout import StoreLayout
 from statekit.processor.processor import Plan, Processor, ProcessorRunner, plan_of
-from statekit.query.spec import DEFAULT_MAX_EVENT_TIME_AHEAD
 from statekit.query.stateful import (
     SINKS,
     StatefulQuery,
@@ -43,7 +43,7 @@ from statekit.query.stateful import (
     spark_message,
     start_recorded,
 )
-from statekit.state.checkpoint import Checkpoint
+from statekit.spark_state.checkpoint import Checkpoint
 
 #: The column metadata Spark sets on an event-time column by ``withWatermark``.
 WATERMARK_METADATA = "spark.watermarkDelayMs"

@@ -39,24 +39,24 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.types import StringType, StructField, StructType
 
-from statekit.changelog.format import changelog_topic
+from statekit.changelog.naming import changelog_topic
 from statekit.changelog.writer import ChangelogWriter
 from statekit.durations import spark_interval, to_millis
 from statekit.errors import BadArgument, BrokerUnreachable, DiskFull, StatekitError
-from statekit.kafka.connection import Kafka, KafkaConnection, connect
-from statekit.query.progress import (
+from statekit.model.connection import Kafka, KafkaConnection, connect
+from statekit.model.query_spec import Aggregate, QuerySpec, WindowSpec
+from statekit.spark.connect import default_parallelism
+from statekit.spark.stopping import stop_between_batches
+from statekit.spark_state.checkpoint import Checkpoint
+from statekit.spark_state.progress import (
     input_ranges,
     kafka_offsets,
     late_watermark_ms,
     progress_frame,
     recovered_progress,
 )
-from statekit.query.spec import Aggregate, QuerySpec, WindowSpec
-from statekit.spark.connect import default_parallelism
-from statekit.spark.stopping import stop_between_batches
-from statekit.state.checkpoint import Checkpoint
-from statekit.state.reader import StateReader, to_pandas
-from statekit.state.spark_files import _ranges
+from statekit.spark_state.reader import StateReader, to_pandas
+from statekit.spark_state.spark_files import _ranges
 from statekit.validate import batch_id, optional_whole_number
 
 CORRUPT = "_corrupt_record"
@@ -235,7 +235,7 @@ def aggregate(events: DataFrame, spec: QuerySpec) -> DataFrame:
 
     Time and session windows: a watermarked ``groupBy(window, keys)``. A running
     aggregate (no window): ``groupBy(keys)`` — its state only grows — or, with a TTL,
-    ``transformWithStateInPandas`` with ``statekit.query.running.RunningAggregate``.
+    ``transformWithStateInPandas`` with ``statekit.spark_state.running_aggregate.RunningAggregate``.
     """
     missing = [c for c in spec.input_columns if c not in events.columns]
     if missing:
@@ -244,7 +244,11 @@ def aggregate(events: DataFrame, spec: QuerySpec) -> DataFrame:
     if spec.kind == "running" and spec.ttl is None:
         return events.groupBy(*spec.keys).agg(*aggs)
     if spec.kind == "running":
-        from statekit.query.running import RunningAggregate, buffer_fields, output_schema
+        from statekit.spark_state.running_aggregate import (
+            RunningAggregate,
+            buffer_fields,
+            output_schema,
+        )
 
         types = {f.name: f.dataType.simpleString() for f in events.schema.fields}
         processor = RunningAggregate(spec, buffer_fields(spec, types))
@@ -524,7 +528,7 @@ class StatefulQuery:
         query's ``recentProgress`` (a report the listener has not delivered yet: listener
         events reach a Spark Connect client late). A committed batch with neither (its
         report was lost: the process was killed before it was kept, or the disk was full)
-        is recovered from the checkpoint (``statekit.query.progress.recovered_progress``)
+        is recovered from the checkpoint (``statekit.spark_state.progress.recovered_progress``)
         and from Spark's state (rows, puts and deletes: ``StateReader.batch_counts``);
         ``recovered`` is True there and what cannot be recovered is NA. Reads only: works on
         a full or read-only disk.

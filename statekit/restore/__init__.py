@@ -1,4 +1,6 @@
-"""Restoration: rebuild local stores from a changelog, keep standby replicas, run drills.
+"""Restoration: rebuild local stores from a changelog and keep them current (``tail``).
+
+Standby replicas are in ``statekit.standby``, the crash drills in ``statekit.drills``.
 
 Kept apart from the stores themselves (``statekit.stores``), as Kafka Streams and
 Quix Streams keep recovery apart from storage. Names resolve on first use, so a
@@ -8,17 +10,12 @@ store-owner worker process loads the stores and the restore code only.
 from statekit._lazy import lazy_exports
 
 _NAMES = {
-    **{name: "statekit.restore.changelog" for name in (
+    **{name: "statekit.restore.rebuild" for name in (
         "RestoreResult", "compacted_copy", "open_partition_store", "restore_stores",
         "store_kind")},
-    "SCENARIOS": "statekit.restore.drill",
-    "failover_drill": "statekit.restore.drill",
     "Listeners": "statekit.restore.listener",
     "RecordingListener": "statekit.restore.listener",
     "RestoreListener": "statekit.restore.listener",
-    "SparkRestartDrill": "statekit.restore.spark_drill",
-    "spark_restart_drill": "statekit.restore.spark_drill",
-    "StandbyReplica": "statekit.restore.standby",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

@@ -38,14 +38,15 @@ from dataclasses import dataclass, replace
 import pandas as pd
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from statekit.changelog import format as fmt
-from statekit.changelog.meta import PartShape, Position, StoreSchema, decode_meta, meta_topic
+from statekit.changelog.meta import Position, decode_meta, meta_topic
 from statekit.changelog.reader import topic_partitions
 from statekit.errors import ChangelogError
-from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import end_offsets, list_topics, plain_consumer
-from statekit.query.spec import QuerySpec
-from statekit.restore.changelog import open_partition_store
+from statekit.model import changelog_record as codec
+from statekit.model.connection import Kafka, connect
+from statekit.model.query_spec import QuerySpec
+from statekit.model.store_schema import PartShape, StoreSchema
+from statekit.restore.rebuild import open_partition_store
 from statekit.stores import StateStore
 from statekit.validate import whole_numbers
 
@@ -419,12 +420,12 @@ class ChangelogTail:
                     continue
                 self._stores[p].write_raw([(m.key(), m.value()) for m in batch])
                 last = batch[-1]
-                head = fmt.parse_headers(last.headers())
+                head = codec.parse_headers(last.headers())
                 complete = status.batch
-                if head is not None and head[fmt.H_SEQ] == head[fmt.H_COUNT] - 1:
-                    complete = head[fmt.H_BATCH]
+                if head is not None and head[codec.H_SEQ] == head[codec.H_COUNT] - 1:
+                    complete = head[codec.H_BATCH]
                 elif head is not None:  # mid-batch: the batch before it is complete here
-                    complete = max(complete, head[fmt.H_PREV])
+                    complete = max(complete, head[codec.H_PREV])
                 next_offset = last.offset() + 1
                 state = RUNNING if next_offset >= status.restore_to else status.state
                 if state == RUNNING and status.state != RUNNING:

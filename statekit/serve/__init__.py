@@ -12,8 +12,8 @@ Names resolve on first use.
 from statekit._lazy import lazy_exports
 
 _NAMES = {
-    "Assignment": "statekit.serve.assignment",
-    "assign": "statekit.serve.assignment",
+    "Assignment": "statekit.serve.routing.assignment",
+    "assign": "statekit.serve.routing.assignment",
     "ServingCluster": "statekit.serve.cluster",
     "serve": "statekit.serve.cluster",
     "ServingClient": "statekit.serve.client",
@@ -23,9 +23,9 @@ _NAMES = {
     "TokenRefused": "statekit.serve.auth",
     "ServingInstance": "statekit.serve.instance",
     "PartitionNotHeld": "statekit.serve.instance",
-    "KeyCodec": "statekit.serve.keys",
-    "spark_hash": "statekit.serve.placement",
-    "state_partition": "statekit.serve.placement",
+    "KeyCodec": "statekit.serve.routing.key_codec",
+    "spark_hash": "statekit.serve.routing.partitioner",
+    "state_partition": "statekit.serve.routing.partitioner",
     "QueryResult": "statekit.serve.results",
     "PartitionAnswer": "statekit.serve.results",
     "PartitionUnavailable": "statekit.serve.results",

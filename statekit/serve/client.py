@@ -3,7 +3,7 @@
 Like Kafka Streams' ``queryMetadataForKey`` plus a REST call, a ``ServingClient``
 knows the assignment (partition → active instance and standbys) and where each
 instance listens. A point query goes to the owner of the key's partition
-(``statekit.serve.placement``: exactly where Spark keeps the row); a key's
+(``statekit.serve.routing.partitioner``: exactly where Spark keeps the row); a key's
 time range is split into the partitions holding its windows; ``all``,
 ``fetch_all``, ``fetch_range``, ``top_k`` and ``approximate_num_entries`` are
 scattered to every partition's owner and gathered, with one report row per
@@ -50,14 +50,12 @@ import httpx
 import numpy as np
 import pandas as pd
 
-from statekit.changelog.format import format_time
-from statekit.changelog.meta import PartShape, StoreSchema
 from statekit.errors import BadArgument, StatekitError
-from statekit.query.spec import QuerySpec
-from statekit.serve.assignment import Assignment
+from statekit.model.changelog_record import format_time
+from statekit.model.query_spec import QuerySpec
+from statekit.model.store_schema import PartShape, StoreSchema
 from statekit.serve.auth import bearer, client_context
 from statekit.serve.instance import PartitionNotHeld, ServingInstance, top
-from statekit.serve.keys import parse_key_json, time_ms
 from statekit.serve.part_keys import PartKeyCodec, key_codec
 from statekit.serve.results import (
     MAX_LIMIT,
@@ -67,6 +65,8 @@ from statekit.serve.results import (
     ResultTooLarge,
     TableResult,
 )
+from statekit.serve.routing.assignment import Assignment
+from statekit.serve.routing.key_codec import parse_key_json, time_ms
 from statekit.serve.transport import HttpError, HttpPool, Reply
 from statekit.validate import whole_number
 

@@ -46,15 +46,15 @@ import pandas as pd
 
 from statekit.errors import StatekitError
 from statekit.kafka.broker import free_port
-from statekit.kafka.connection import Kafka, connect
+from statekit.model.connection import Kafka, connect
 from statekit.processes import stop as stop_process
-from statekit.serve.assignment import Assignment, assign
 from statekit.serve.auth import ServingSecurity, announce, settle
 from statekit.serve.client import ServingClient
 from statekit.serve.global_store import GlobalTable
 from statekit.serve.instance import wait_for_schema
 from statekit.serve.process import instance_config, start_instance
 from statekit.serve.rest import check_host
+from statekit.serve.routing.assignment import Assignment, assign
 from statekit.serve.transport import HttpError, HttpPool
 from statekit.validate import whole_number
 

@@ -37,10 +37,10 @@ from pathlib import Path
 import pandas as pd
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from statekit.changelog.format import encode_json
 from statekit.errors import BadArgument
-from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import end_offsets, partition_count, plain_consumer
+from statekit.model.changelog_record import encode_json
+from statekit.model.connection import Kafka, connect
 from statekit.restore.tail import RESTORING, RUNNING
 from statekit.stores import StateStore, open_store
 from statekit.validate import kafka_name

@@ -38,15 +38,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from statekit.changelog.format import decode_json
-from statekit.changelog.meta import StoreSchema
 from statekit.changelog.reader import read_meta
 from statekit.errors import BadArgument, StatekitError
-from statekit.kafka.connection import Kafka, connect
+from statekit.model.changelog_record import decode_json
+from statekit.model.connection import Kafka, connect
+from statekit.model.store_schema import StoreSchema
 from statekit.restore.tail import RUNNING, ChangelogTail, PartitionStatus
-from statekit.serve.assignment import Assignment, assign
 from statekit.serve.global_store import GlobalStore, GlobalTable
-from statekit.serve.keys import time_ms
 from statekit.serve.part_keys import key_codec
 from statekit.serve.results import (
     PartitionAnswer,
@@ -55,7 +53,9 @@ from statekit.serve.results import (
     QueryResult,
     TableResult,
 )
-from statekit.stores.keys import ms_to_iso
+from statekit.serve.routing.assignment import Assignment, assign
+from statekit.serve.routing.key_codec import time_ms
+from statekit.stores.key_layout import ms_to_iso
 from statekit.validate import optional_batch_id, whole_number
 
 #: The queries each kind of store answers (its REST service lists these paths).

@@ -6,7 +6,7 @@ grouping key, a transformWithState variable's grouping key (and a map state's us
 Its local store is a key-value store over all the key columns. ``PartKeyCodec`` gives a
 serving instance what ``KeyCodec`` gives it for statekit's own stores: a key from a dict
 or JSON text, checked against the columns' Spark types; its store bytes (the changelog's
-key, ``statekit.changelog.format``); and the state partition Spark keeps it in, by
+key, ``statekit.model.changelog_record``); and the state partition Spark keeps it in, by
 hashing the part's placement columns (``PartShape.placement_columns``) in order, as
 Spark's Murmur3 does (a null leaves the hash as it is; a time is hashed in microseconds,
 and keys name times to the millisecond, as the changelog stores them).
@@ -33,10 +33,10 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from statekit.changelog.format import decode_json, encode_json
-from statekit.changelog.meta import PartShape, StoreSchema
 from statekit.errors import BadArgument
-from statekit.serve.keys import (
+from statekit.model.changelog_record import decode_json, encode_json
+from statekit.model.store_schema import PartShape, StoreSchema
+from statekit.serve.routing.key_codec import (
     MAX_KEY_VALUE_CHARS,
     VALUE_SCHEMAS,
     KeyCodec,
@@ -46,8 +46,8 @@ from statekit.serve.keys import (
     time_ms,
     time_schema,
 )
-from statekit.serve.placement import SEED, TYPES, hash_value, pmod
-from statekit.stores.keys import ms_to_iso
+from statekit.serve.routing.partitioner import SEED, TYPES, hash_value, pmod
+from statekit.stores.key_layout import ms_to_iso
 
 #: Spark types of a key column that ``PartKeyCodec`` takes as a time
 TIME_TYPES = ("timestamp", "timestamp_ntz")

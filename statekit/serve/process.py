@@ -24,11 +24,11 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
-from statekit.kafka.connection import Kafka, KafkaConnection, connect
+from statekit.model.connection import Kafka, KafkaConnection, connect
 from statekit.processes import spawn
-from statekit.serve.assignment import Assignment
 from statekit.serve.auth import ServingSecurity
 from statekit.serve.global_store import GlobalTable
+from statekit.serve.routing.assignment import Assignment
 
 
 def instance_config(name: str, kafka: Kafka, topic: str, directory: str | os.PathLike,

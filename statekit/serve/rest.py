@@ -73,7 +73,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from statekit.errors import BadArgument
-from statekit.serve.assignment import Assignment
 from statekit.serve.auth import (
     ServingSecurity,
     announce,
@@ -85,7 +84,6 @@ from statekit.serve.auth import (
 )
 from statekit.serve.client import ARROW_STREAM, ServingClient, call_local
 from statekit.serve.instance import QUERIES, PartitionNotHeld, ServingInstance
-from statekit.serve.keys import MAX_KEY_CHARS, check_key_text, time_schema
 from statekit.serve.results import (
     MAX_LIMIT,
     PartitionUnavailable,
@@ -94,6 +92,8 @@ from statekit.serve.results import (
     ResultTooLarge,
     TableResult,
 )
+from statekit.serve.routing.assignment import Assignment
+from statekit.serve.routing.key_codec import MAX_KEY_CHARS, check_key_text, time_schema
 from statekit.serve.rows_text import RowsText, encode
 
 DEFAULT_LIMIT = 10_000

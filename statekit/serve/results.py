@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import pyarrow as pa
 
-from statekit.changelog.format import parse_times, table_to_pandas
+from statekit.changelog.arrow import parse_times, table_to_pandas
 from statekit.errors import StatekitError
 
 REPORT_COLUMNS = ["partition", "instance", "role", "batch", "lag_batches", "seconds", "state"]

@@ -103,7 +103,7 @@ WRITE_HEAVY: dict[str, str] = {
 READ_HEAVY: dict[str, str] = {
     # Eight times the default cache per instance: a lookup that misses the memtable reads
     # an SST block; a cached block costs no read and no decompression. Watch
-    # ``block_cache_hit_ratio`` in ``statekit.monitor.rocksdb_metrics``.
+    # ``block_cache_hit_ratio`` in ``statekit.monitor.rocksdb_stats``.
     key("blockCacheSizeMB"): "64",
     # Keep the row count (and the get it costs): reads dominate here, and numRowsTotal
     # stays visible.

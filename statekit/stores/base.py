@@ -26,7 +26,7 @@ import pandas as pd
 import pyarrow as pa
 
 from statekit.stores.iterators import StoreIterator
-from statekit.stores.keys import KINDS
+from statekit.stores.key_layout import KINDS
 
 __all__ = ["KINDS", "KeyValueStore", "SessionKey", "SessionStore", "StateStore", "WindowStore",
            "WindowedKey"]

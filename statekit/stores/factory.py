@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from statekit.errors import BadArgument
 from statekit.stores.base import StateStore
-from statekit.stores.keys import KINDS
+from statekit.stores.key_layout import KINDS
 from statekit.stores.memory import InMemoryKeyValueStore, InMemorySessionStore, InMemoryWindowStore
 from statekit.stores.rocksdb import RocksDBKeyValueStore, RocksDBSessionStore, RocksDBWindowStore
 from statekit.stores.serde import Serde

@@ -20,12 +20,12 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 import pyarrow as pa
 
-from statekit.changelog.format import parse_times
+from statekit.changelog.arrow import parse_times
 from statekit.errors import BadArgument
 from statekit.stores.backend import Backend
 from statekit.stores.base import KeyValueStore
 from statekit.stores.iterators import StoreIterator
-from statekit.stores.keys import successor
+from statekit.stores.key_layout import successor
 from statekit.stores.metadata import StoreMetadata
 from statekit.stores.serde import ChangelogJsonSerde, Serde
 from statekit.stores.store import BackedStore

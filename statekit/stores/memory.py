@@ -21,11 +21,11 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from statekit.stores.backend import Backend, bad_record
-from statekit.stores.keys import store_columns
+from statekit.stores.key_layout import store_columns
 from statekit.stores.keyvalue import BackedKeyValueStore
 from statekit.stores.metadata import StoreMetadata, check_offsets
 from statekit.stores.serde import ChangelogJsonSerde, Serde
-from statekit.stores.session import BackedSessionStore
+from statekit.stores.session_store import BackedSessionStore
 from statekit.stores.window import BackedWindowStore
 
 #: Above this many pending key changes a scan re-sorts all keys instead of inserting each.

@@ -30,7 +30,7 @@ from pathlib import Path
 from statekit.atomic import write_atomic
 from statekit.errors import BadArgument
 from statekit.stores.errors import StoreCorrupt, StoreMismatch
-from statekit.stores.keys import KINDS
+from statekit.stores.key_layout import KINDS
 from statekit.validate import is_whole_number, kafka_name, optional_whole_number, whole_number
 
 #: The store directory format this statekit writes and reads (and every older one).

@@ -49,7 +49,7 @@ from rocksdict import (
 from statekit.errors import BadArgument
 from statekit.stores.backend import Backend, bad_record
 from statekit.stores.errors import StoreLocked, StoreMismatch
-from statekit.stores.keys import store_columns
+from statekit.stores.key_layout import store_columns
 from statekit.stores.keyvalue import BackedKeyValueStore
 from statekit.stores.metadata import (
     METADATA_FILE,
@@ -61,7 +61,7 @@ from statekit.stores.metadata import (
     write_metadata,
 )
 from statekit.stores.serde import ChangelogJsonSerde, Serde
-from statekit.stores.session import BackedSessionStore
+from statekit.stores.session_store import BackedSessionStore
 from statekit.stores.window import BackedWindowStore
 
 DB_DIRECTORY = "rocksdb"

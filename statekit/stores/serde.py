@@ -1,7 +1,7 @@
 """Serdes: typed keys and values to the bytes a store keeps, and back.
 
 The default, ``ChangelogJsonSerde``, is the changelog record format of
-``statekit.changelog.format``: keys and values are dicts of columns, written as
+``statekit.model.changelog_record``: keys and values are dicts of columns, written as
 compact UTF-8 JSON in a fixed column order, so the bytes equal the changelog's.
 
 Example:
@@ -17,9 +17,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
-from statekit.changelog.format import decode_json, encode_json
 from statekit.errors import BadArgument
-from statekit.stores.keys import object_prefix
+from statekit.model.changelog_record import decode_json, encode_json
+from statekit.stores.key_layout import object_prefix
 
 
 class Serde(ABC):

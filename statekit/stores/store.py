@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 import pandas as pd
 import pyarrow as pa
 
-from statekit.changelog.format import TIME_COLUMNS, json_table, table_to_pandas
+from statekit.changelog.arrow import json_table, table_to_pandas
+from statekit.model.changelog_record import TIME_COLUMNS
 from statekit.stores.backend import Backend
 from statekit.stores.base import RawRecord, StateStore
 from statekit.stores.errors import StoreClosed

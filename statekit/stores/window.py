@@ -17,12 +17,12 @@ Example:
 
 from __future__ import annotations
 
-from statekit.changelog.format import TIME_COLUMNS, decode_json
 from statekit.errors import BadArgument
+from statekit.model.changelog_record import TIME_COLUMNS, decode_json
 from statekit.stores.backend import Backend
 from statekit.stores.base import WindowedKey, WindowStore
 from statekit.stores.iterators import SKIP, StoreIterator
-from statekit.stores.keys import (
+from statekit.stores.key_layout import (
     END_FIELD,
     ISO_WIDTH,
     START_FIELD,

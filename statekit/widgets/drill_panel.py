@@ -16,9 +16,9 @@ import pandas as pd
 
 from statekit.charts.output import offline
 from statekit.charts.restore import failover_chart
-from statekit.kafka.connection import Kafka, connect
-from statekit.query.spec import QuerySpec
-from statekit.restore.drill import SCENARIOS, failover_drill
+from statekit.drills.failover import SCENARIOS, failover_drill
+from statekit.model.connection import Kafka, connect
+from statekit.model.query_spec import QuerySpec
 
 
 class DrillPanel(widgets.VBox):

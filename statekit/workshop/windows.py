@@ -8,7 +8,7 @@ import pandas as pd
 
 from statekit.durations import to_millis
 from statekit.errors import BadArgument
-from statekit.query.session_reference import session_reference
+from statekit.reference.sessions import session_reference
 from statekit.stores.base import SessionKey
 from statekit.workshop._frames import compare_rows
 from statekit.workshop.answers import count

@@ -1,6 +1,6 @@
 """Kill a Spark query with SIGKILL, restart it here, and time how Spark restores its state.
 
-The query first runs in a worker process of its own (``statekit.restore.worker``)
+The query first runs in a worker process of its own (``statekit.drills.worker``)
 over the first ``batches × max_offsets_per_trigger`` records of the topic (it then
 waits, so input is left for the restarted query to run a batch on), with the given
 snapshot interval: Spark's RocksDB state store uploads a full
@@ -30,16 +30,16 @@ from dataclasses import dataclass
 import pandas as pd
 from pyspark.sql import SparkSession
 
+from statekit.drills.worker import query_config, start_worker, wait_for_line
 from statekit.durations import to_millis
 from statekit.errors import BadArgument, StatekitError
-from statekit.kafka.connection import Kafka, connect
-from statekit.query.spec import QuerySpec
+from statekit.model.connection import Kafka, connect
+from statekit.model.query_spec import QuerySpec
 from statekit.query.stateful import StatefulQuery, start_query
-from statekit.restore.worker import query_config, start_worker, wait_for_line
 from statekit.spark.session import state_store_log
-from statekit.state.checkpoint import Checkpoint
-from statekit.state.restart import restart_summary, restart_timeline
-from statekit.state.spark_files import state_files
+from statekit.spark_state.checkpoint import Checkpoint
+from statekit.spark_state.restart import restart_summary, restart_timeline
+from statekit.spark_state.spark_files import state_files
 from statekit.validate import whole_number
 
 MIN_DELTAS = "spark.sql.streaming.stateStore.minDeltasForSnapshot"

@@ -7,7 +7,7 @@ Three ways to take over, as in Kafka Streams:
   replays only what it had not consumed yet);
 * **stale standby**: a replica that stopped tailing at an earlier batch catches up.
 
-Each run starts a real store owner (``statekit.restore.worker store``), kills it
+Each run starts a real store owner (``statekit.drills.worker store``), kills it
 with SIGKILL once it serves, and times the replacement from the kill to its
 first answered point query; the replacement's contents are checked against the
 changelog replayed in pandas.
@@ -28,15 +28,15 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from statekit.changelog.format import decode_json
 from statekit.changelog.reader import read_changelog
+from statekit.drills.worker import start_worker, store_config, wait_for_line
 from statekit.errors import BadArgument
-from statekit.kafka.connection import Kafka, KafkaConnection, connect
-from statekit.query.spec import QuerySpec
-from statekit.restore.changelog import RestoreResult, restore_stores
-from statekit.restore.standby import StandbyReplica
-from statekit.restore.worker import start_worker, store_config, wait_for_line
-from statekit.state.changes import same_rows
+from statekit.model.changelog_record import decode_json
+from statekit.model.connection import Kafka, KafkaConnection, connect
+from statekit.model.query_spec import QuerySpec
+from statekit.restore.rebuild import RestoreResult, restore_stores
+from statekit.spark_state.changes import same_rows
+from statekit.standby.replica import StandbyReplica
 from statekit.validate import optional_batch_id
 
 SCENARIOS = ("no standby", "standby", "stale standby")

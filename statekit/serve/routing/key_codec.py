@@ -3,13 +3,13 @@
 Serving answers by key, and a key arrives in many shapes: a dict from Python, a
 JSON object over REST, window times as ISO text, milliseconds or datetimes.
 ``KeyCodec`` turns each into what a store and the routing need — the changelog
-key bytes (``statekit.changelog.format``), the Spark state partition that holds
-it (``statekit.serve.placement``) — and, for a key's time range, the window
+key bytes (``statekit.model.changelog_record``), the Spark state partition that holds
+it (``statekit.serve.routing.partitioner``) — and, for a key's time range, the window
 starts in it and the partitions they live on. Bad keys are refused with the
 value named.
 
 Example:
-    >>> from statekit.query.spec import QuerySpec, tumbling
+    >>> from statekit.model.query_spec import QuerySpec, tumbling
     >>> codec = KeyCodec(QuerySpec(keys=["player"], window=tumbling("10 minutes")),
     ...                  {"player": "string"}, partitions=3)
     >>> key = codec.key({"player": "p07", "window_start": "2026-01-05T10:00:00Z"})
@@ -35,11 +35,11 @@ from json.encoder import encode_basestring  # the str encoder of json.dumps(ensu
 
 import numpy as np
 
-from statekit.changelog.format import changelog_key_columns, decode_json, encode_json
 from statekit.durations import to_millis
 from statekit.errors import BadArgument
-from statekit.query.spec import QuerySpec
-from statekit.serve.placement import (
+from statekit.model.changelog_record import changelog_key_columns, decode_json, encode_json
+from statekit.model.query_spec import QuerySpec
+from statekit.serve.routing.partitioner import (
     SEED,
     TYPES,
     hash_bytes,
@@ -48,7 +48,7 @@ from statekit.serve.placement import (
     pmod,
     state_partition,
 )
-from statekit.stores.keys import MAX_TIME_MS, ms_to_iso
+from statekit.stores.key_layout import MAX_TIME_MS, ms_to_iso
 from statekit.validate import is_whole_number
 
 
@@ -339,7 +339,7 @@ class KeyCodec:
         (a row), JSON text may not.
 
         Example:
-            >>> from statekit.query.spec import QuerySpec, tumbling
+            >>> from statekit.model.query_spec import QuerySpec, tumbling
             >>> codec = KeyCodec(QuerySpec(keys=["player"], window=tumbling("10 minutes")),
             ...                  {"player": "string"}, partitions=3)
             >>> codec.parse('{"player": "p07", "window_start": 0}', window=True)
@@ -373,7 +373,7 @@ a JSON object of the key columns ['player'] (not ['count'])
         states): the group keys by their Spark types, and with ``window`` its start.
 
         Example:
-            >>> from statekit.query.spec import QuerySpec, tumbling
+            >>> from statekit.model.query_spec import QuerySpec, tumbling
             >>> codec = KeyCodec(QuerySpec(keys=["player"], window=tumbling("10 minutes")),
             ...                  {"player": "string"}, partitions=3)
             >>> schema = codec.json_schema(window=True)
@@ -449,7 +449,7 @@ a JSON object of the key columns ['player'] (not ['count'])
         9999, else BadArgument naming the nearest valid starts.
 
         Example:
-            >>> from statekit.query.spec import QuerySpec, hopping
+            >>> from statekit.model.query_spec import QuerySpec, hopping
             >>> codec = KeyCodec(QuerySpec(keys=["player"], window=hopping("10 minutes",
             ...                  "5 minutes")), {"player": "string"}, partitions=3)
             >>> codec.window_start("2026-01-05T10:05Z")

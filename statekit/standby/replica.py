@@ -31,10 +31,10 @@ import pandas as pd
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from statekit.changelog.reader import topic_partitions
-from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import end_offsets, plain_consumer
-from statekit.query.spec import QuerySpec
-from statekit.restore.changelog import RestoreResult, restore_stores
+from statekit.model.connection import Kafka, connect
+from statekit.model.query_spec import QuerySpec
+from statekit.restore.rebuild import RestoreResult, restore_stores
 from statekit.stores import StateStore
 
 LAG_COLUMNS = ["time", "partition", "lag", "position", "end_offset"]

@@ -3,7 +3,7 @@
 **The metrics.** Every progress report carries, per stateful operator, Spark's
 ``memoryUsedBytes``, ``commitTimeMs`` and ``customMetrics`` — the RocksDB provider's
 counters (``rocksdbGetCount``, ``rocksdbReadBlockCacheHitCount``, ...).
-``statekit.query.progress.progress_frame`` keeps them as raw columns (summed over
+``statekit.spark_state.progress.progress_frame`` keeps them as raw columns (summed over
 operators); ``rocksdb_metrics`` turns them into one row per (batch, metric) with
 readable names and a unit (``METRICS`` lists them), plus derived ones:
 ``block_cache_hit_ratio`` (hits / (hits + misses); NaN in a batch without block reads),

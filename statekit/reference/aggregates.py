@@ -2,7 +2,7 @@
 
 Example:
     >>> import pandas as pd
-    >>> from statekit.query.spec import QuerySpec, tumbling
+    >>> from statekit.model.query_spec import QuerySpec, tumbling
     >>> events = pd.DataFrame({"player": ["a", "a", "b"], "score": [1, 2, 5],
     ...     "ts": pd.to_datetime(["2026-01-05 10:01", "2026-01-05 10:04", "2026-01-05 10:12"])})
     >>> spec = QuerySpec(keys=["player"], window=tumbling("10 minutes"),
@@ -22,14 +22,14 @@ import pandas as pd
 
 from statekit.durations import to_millis
 from statekit.errors import BadArgument
-from statekit.query.spec import QuerySpec
+from statekit.model.query_spec import QuerySpec
 
 
 def window_assignments(times: pd.Series, spec: QuerySpec) -> pd.DataFrame:
     """For each event (by index), every (window_start, window_end) it falls in.
 
     Works in the times' own unit: ``datetime64[us]`` times beyond 2262 (which statekit's
-    readers give, see ``statekit.state.times``) get their windows too."""
+    readers give, see ``statekit.spark_state.times``) get their windows too."""
     if spec.kind in ("session", "running"):
         raise BadArgument("window kind for the pandas reference", spec.kind,
                           ["tumbling", "hopping"])
@@ -57,7 +57,7 @@ def too_far_ahead(event_times: pd.Series, record_times: pd.Series,
     spec has no bound): ``parse_events``' rule, in pandas. Both naive UTC.
 
     Example:
-        >>> from statekit.query.spec import tumbling
+        >>> from statekit.model.query_spec import tumbling
         >>> spec = QuerySpec(keys=["k"], window=tumbling("1 minute"))
         >>> too_far_ahead(pd.Series(pd.to_datetime(["2026-01-06 10:00", "2026-01-06 10:01"])),
         ...               pd.Series(pd.to_datetime(["2026-01-05 10:00"] * 2)), spec).tolist()

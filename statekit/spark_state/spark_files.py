@@ -24,7 +24,7 @@ Layout read: ``<checkpoint>/state/<operator>/<partition>/`` for an operator's de
 ``<checkpoint>/state/<operator>/<partition>/<store>/`` for a named one (a stream-stream
 join's ``left-keyToNumValues`` and the rest); ``.crc`` files, ``SSTs/`` and ``_metadata/``
 are not listed, SST files are counted in ``files.attrs["sst_files"]``. Whether the files are
-whole (checksums, truncation) is ``statekit.state.integrity``'s to say.
+whole (checksums, truncation) is ``statekit.spark_state.integrity``'s to say.
 
 Example:
     >>> files = state_files("/tmp/ck")                                   # doctest: +SKIP
@@ -44,7 +44,7 @@ from pathlib import Path
 import pandas as pd
 
 from statekit.errors import CheckpointError, CheckpointNotShared
-from statekit.state.checkpoint import DEFAULT_STORE, Checkpoint
+from statekit.spark_state.checkpoint import DEFAULT_STORE, Checkpoint
 from statekit.validate import require_columns, whole_number
 
 #: RocksDB: ``N.changelog``, ``N.zip``, or with checkpoint format v2 ``N_<uuid>.changelog`` /

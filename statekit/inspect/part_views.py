@@ -36,9 +36,9 @@ from statekit.inspect import limits
 from statekit.inspect.flatten import FlatColumn, flat_columns, flatten, to_pandas
 from statekit.inspect.operators import Part
 from statekit.spark.connect import is_connect
-from statekit.state.checkpoint import Checkpoint
-from statekit.state.integrity import Problem, reading, require_readable, restore_problems
-from statekit.state.spark_files import _ranges, require_state_files_visible, state_files
+from statekit.spark_state.checkpoint import Checkpoint
+from statekit.spark_state.integrity import Problem, reading, require_readable, restore_problems
+from statekit.spark_state.spark_files import _ranges, require_state_files_visible, state_files
 from statekit.validate import batch_id
 
 #: Spark's change types → statekit's words (others, like a list state's ``append``, stay).

@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from statekit.changelog.format import decode_json
 from statekit.errors import BadArgument
+from statekit.model.changelog_record import decode_json
 from statekit.stores.backend import Backend
 from statekit.stores.base import SessionKey, SessionStore
 from statekit.stores.iterators import SKIP, StoreIterator
-from statekit.stores.keys import (
+from statekit.stores.key_layout import (
     END_FIELD,
     ISO_WIDTH,
     START_FIELD,

@@ -23,8 +23,8 @@ from collections.abc import Iterable
 import pandas as pd
 
 from statekit.errors import CheckpointError
-from statekit.state.checkpoint import Checkpoint
-from statekit.state.times import epoch_ms_times, iso_times
+from statekit.spark_state.checkpoint import Checkpoint
+from statekit.spark_state.times import epoch_ms_times, iso_times
 
 COLUMNS = [
     "batch", "timestamp", "input_rows", "input_rows_per_second", "processed_rows_per_second",

@@ -10,12 +10,12 @@ TTL, emitting the key's aggregates on every update (output mode ``update``).
 
 The buffer has one field per aggregate (``count``, ``sum``, ``min``, ``max`` of
 the column's type) and two for an average (``<name>_sum``, ``<name>_count``);
-nulls are skipped as in SQL. ``statekit.state.reader`` reads it back through
+nulls are skipped as in SQL. ``statekit.spark_state.reader`` reads it back through
 Spark's State Data Source (``stateVarName="agg"``) with the same final values a
 plain aggregation would give.
 
 Example:
-    >>> from statekit.query.spec import QuerySpec
+    >>> from statekit.model.query_spec import QuerySpec
     >>> spec = QuerySpec(keys=["player"], window=None, aggregates=["count", "avg(score)"],
     ...                  ttl="10 minutes")
     >>> buffer_fields(spec, {"score": "bigint"})
@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
-from statekit.query.spec import QuerySpec
+from statekit.model.query_spec import QuerySpec
 
 STATE_NAME = "agg"
 

@@ -1,8 +1,8 @@
 """Processes to kill in drills: a statekit query, or a store's owner, each in its own process.
 
-``python -m statekit.restore query CONFIG`` runs a query (``run``: until
+``python -m statekit.drills query CONFIG`` runs a query (``run``: until
 killed; ``drain``: process what is there, ship the changelog, stop);
-``python -m statekit.restore store CONFIG`` restores a store from its
+``python -m statekit.drills store CONFIG`` restores a store from its
 changelog and keeps it up to date (the "active instance" of a failover drill).
 CONFIG is JSON (see ``query_config`` / ``store_config``). Each prints one line
 (``serving`` / ``drained through batch N``) when it gets there.
@@ -22,9 +22,9 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from statekit.kafka.connection import Kafka, KafkaConnection, connect
+from statekit.model.connection import Kafka, KafkaConnection, connect
+from statekit.model.query_spec import QuerySpec
 from statekit.processes import spawn
-from statekit.query.spec import QuerySpec
 
 
 def _kafka_dict(kafka: Kafka) -> dict:
@@ -63,7 +63,7 @@ def start_worker(command: str, config: Mapping) -> subprocess.Popen:
     The worker dies with this process (``statekit.processes.spawn``), so a killed test
     run or notebook kernel leaves no query running.
     """
-    return spawn([sys.executable, "-m", "statekit.restore", command, json.dumps(config)],
+    return spawn([sys.executable, "-m", "statekit.drills", command, json.dumps(config)],
                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -107,7 +107,7 @@ def _run_query(config: Mapping) -> None:
 
 
 def _own_store(config: Mapping) -> None:
-    from statekit.restore.standby import StandbyReplica
+    from statekit.standby.replica import StandbyReplica
 
     replica = StandbyReplica(_kafka_of(config), config["topic"],
                              QuerySpec.from_dict(config["spec"]), config["directory"],
@@ -121,5 +121,5 @@ def _own_store(config: Mapping) -> None:
 def main(argv: list[str]) -> None:
     commands = {"query": _run_query, "store": _own_store}
     if len(argv) != 2 or argv[0] not in commands:
-        raise SystemExit("usage: python -m statekit.restore (query|store) CONFIG_JSON")
+        raise SystemExit("usage: python -m statekit.drills (query|store) CONFIG_JSON")
     commands[argv[0]](json.loads(argv[1]))

@@ -63,7 +63,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from statekit.errors import BadArgument
-from statekit.inspect.placement import HASHED_TYPES
+from statekit.inspect.hashed_columns import HASHED_TYPES
 from statekit.validate import whole_number
 
 if TYPE_CHECKING:

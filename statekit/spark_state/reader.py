@@ -25,11 +25,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from statekit.errors import BatchNotRetained, StatekitError
-from statekit.query.spec import BUFFER_WIDTH, QuerySpec
-from statekit.state.checkpoint import Checkpoint
-from statekit.state.integrity import reading, require_readable, restore_problems
-from statekit.state.spark_files import require_state_files_visible
-from statekit.state.times import table_for_pandas
+from statekit.model.query_spec import BUFFER_WIDTH, QuerySpec
+from statekit.spark_state.checkpoint import Checkpoint
+from statekit.spark_state.integrity import reading, require_readable, restore_problems
+from statekit.spark_state.spark_files import require_state_files_visible
+from statekit.spark_state.times import table_for_pandas
 from statekit.validate import batch_id
 
 CHANGE_NAMES = {"update": "put", "delete": "delete"}
@@ -90,7 +90,7 @@ class StateReader:
                          f"the state of operator {self.operator_id} in {self.path!r}")
         reader = self.spark.read.format("statestore").option("operatorId", self.operator_id)
         if self.spec.ttl is not None:  # transformWithState: the aggregate's value state
-            from statekit.query.running import STATE_NAME
+            from statekit.spark_state.running_aggregate import STATE_NAME
 
             reader = reader.option("stateVarName", STATE_NAME)
         for key, value in options.items():
@@ -258,7 +258,7 @@ def to_pandas(frame: DataFrame, nullable_ints: bool = False) -> pd.DataFrame:
 
 def arrow_to_pandas(table: pa.Table, nullable_ints: bool = False) -> pd.DataFrame:
     """An Arrow table of Spark's as pandas: timestamps as naive UTC (``datetime64[ns]``, or
-    ``[us]`` for a column with a time beyond 2262: ``statekit.state.times``), integer
+    ``[us]`` for a column with a time beyond 2262: ``statekit.spark_state.times``), integer
     columns as ``Int64`` when ``nullable_ints``."""
     table = table_for_pandas(table)
     mapper = None

@@ -1,6 +1,6 @@
 """The store key layout: changelog key bytes, time text and byte-range bounds.
 
-A store key is the changelog key exactly (see ``statekit.changelog.format``):
+A store key is the changelog key exactly (see ``statekit.model.changelog_record``):
 compact JSON, group keys first, then ``"window_start":"<ISO ms>Z"`` (and
 ``window_end`` for tumbling and hopping windows). The ISO text has a fixed
 width, so among keys sharing the group keys byte order is time order, and a
@@ -23,8 +23,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from statekit.changelog.format import TIME_COLUMNS, changelog_key_columns
 from statekit.errors import BadArgument
+from statekit.model.changelog_record import TIME_COLUMNS, changelog_key_columns
 from statekit.validate import is_whole_number, whole_number
 
 KINDS = ("key-value", "window", "session")

@@ -22,7 +22,7 @@ Example:
     >>> progress = pd.DataFrame({"batch": range(6), "input_rows": [100] * 6,
     ...     "state_rows_total": [10, 20, 30, 40, 50, 60], "state_rows_removed": [0] * 6,
     ...     "watermark": pd.to_datetime(["2026-01-05 10:00"] * 6)})
-    >>> from statekit.query.spec import QuerySpec
+    >>> from statekit.model.query_spec import QuerySpec
     >>> warning = growth_warning(progress, QuerySpec(keys=["player"], window=None))
     >>> warning.split(": ", 1)[0]
     'state grew in each of the last 5 batches (20 to 60 rows) and nothing was removed'
@@ -38,7 +38,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from statekit.datasets import Dataset
-from statekit.query.spec import QuerySpec
+from statekit.model.query_spec import QuerySpec
 from statekit.validate import require_columns, whole_number
 
 COLUMNS = ["query", "batch", "input_rows", "state_rows_total", "state_rows_removed"]

@@ -60,8 +60,8 @@ from pathlib import Path
 import pandas as pd
 
 from statekit.errors import CheckpointError, StatekitError
-from statekit.state.checkpoint import DEFAULT_STORE, Checkpoint
-from statekit.state.spark_files import FILE_NAME, _ranges
+from statekit.spark_state.checkpoint import DEFAULT_STORE, Checkpoint
+from statekit.spark_state.spark_files import FILE_NAME, _ranges
 from statekit.validate import require_columns
 
 PROBLEM_KINDS = ("not_a_folder", "commit_log_gap", "offset_log_gap", "missing_state",

@@ -30,11 +30,8 @@ import pandas as pd
 from confluent_kafka import Producer
 from tqdm.auto import tqdm
 
-from statekit.changelog import format as fmt
-from statekit.changelog.meta import PartShape
 from statekit.changelog.reader import topic_partitions
 from statekit.errors import BadArgument, ChangelogError
-from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import (
     consume_ranges,
     create_topic,
@@ -43,7 +40,10 @@ from statekit.kafka.topics import (
     partition_count,
     plain_consumer,
 )
-from statekit.query.spec import QuerySpec
+from statekit.model import changelog_record as codec
+from statekit.model.connection import Kafka, connect
+from statekit.model.query_spec import QuerySpec
+from statekit.model.store_schema import PartShape
 from statekit.restore.listener import Listeners, RecordingListener, RestoreListener
 from statekit.stores import StateStore, open_store
 from statekit.validate import optional_batch_id, whole_number
@@ -255,10 +255,10 @@ class _PartitionRestore:
     def write(self, messages: list) -> int:
         """Write this partition's share of a chunk; finish when its end (or batch) is reached."""
         p = self.partition
-        if self.total == 0 and fmt.parse_headers(messages[0].headers()) is None:
+        if self.total == 0 and codec.parse_headers(messages[0].headers()) is None:
             raise ChangelogError(
                 f"topic {self.topic!r} is not a statekit changelog: the record at partition "
-                f"{p} offset {messages[0].offset()} has no {fmt.H_FORMAT!r} header")
+                f"{p} offset {messages[0].offset()} has no {codec.H_FORMAT!r} header")
         stop = False
         if self.to_batch is not None:
             kept = _upto_batch(messages, self.to_batch)
@@ -408,8 +408,8 @@ def _start_offset(store: StateStore, topic: str, partition: int, span: tuple[int
 def _upto_batch(messages: list, to_batch: int) -> list:
     """The leading messages whose batch header is at most ``to_batch``."""
     for i, msg in enumerate(messages):
-        head = fmt.parse_headers(msg.headers())
-        if head is not None and head[fmt.H_BATCH] > to_batch:
+        head = codec.parse_headers(msg.headers())
+        if head is not None and head[codec.H_BATCH] > to_batch:
             return messages[:i]
     return messages
 
@@ -440,10 +440,10 @@ def compacted_copy(kafka: Kafka, topic: str, target: str | None = None, *,
     stamps = kept["timestamp"].astype("int64") // 1_000_000
     for row, stamp in zip(kept.itertuples(index=False), stamps, strict=True):
         record = row._asdict()
-        value = None if record["tombstone"] else fmt.encode_json(record, values)
+        value = None if record["tombstone"] else codec.encode_json(record, values)
         producer.produce(target, key=record["key"].encode(), value=value,
                          partition=int(record["partition"]), timestamp=int(stamp),
-                         headers=fmt.headers(record["batch"], record["seq"], 0, -1))
+                         headers=codec.headers(record["batch"], record["seq"], 0, -1))
         producer.poll(0)
     producer.flush(120)
     return target

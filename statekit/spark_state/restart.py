@@ -11,7 +11,7 @@ driver of a statekit Spark session logs that work (logger
   maintenance snapshot uploads, one row each;
 - ``restart_timeline``: per partition, the phases of its first load in one run,
   plus the run's first batch (from the progress JSON statekit keeps), cross-checked
-  with the files in the checkpoint (``statekit.state.spark_files.restore_plan``);
+  with the files in the checkpoint (``statekit.spark_state.spark_files.restore_plan``);
 - ``restart_summary``: one row per partition.
 
 Example:
@@ -39,8 +39,8 @@ import numpy as np
 import pandas as pd
 
 from statekit.errors import CheckpointError, StatekitError
-from statekit.state.checkpoint import Checkpoint
-from statekit.state.spark_files import restore_plan, state_files
+from statekit.spark_state.checkpoint import Checkpoint
+from statekit.spark_state.spark_files import restore_plan, state_files
 from statekit.validate import require_columns, whole_number
 
 #: The events kept from the log, in the order they happen in a load / an upload.

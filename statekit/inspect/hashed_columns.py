@@ -2,7 +2,7 @@
 
 Every stateful operator is a shuffle on its keys; each part's key struct, as Spark's reader
 gives it, holds them first. A join's ``keyWithIndexToValue`` stores add an ``index`` that
-Spark does not hash. ``statekit.live.placement`` hashes these columns; the changelog's
+Spark does not hash. ``statekit.live.part_routing`` hashes these columns; the changelog's
 ``PartShape`` records them so a serving instance routes a key as Spark placed it.
 
 Example:
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-#: Spark types statekit hashes as Spark's Murmur3 does (``statekit.serve.placement.TYPES``)
+#: Spark types statekit hashes as Spark's Murmur3 does
+#: (``statekit.serve.routing.partitioner.TYPES``)
 HASHED_TYPES = ("string", "int", "bigint", "timestamp", "date", "boolean", "double", "float",
                 "binary", "smallint", "tinyint", "timestamp_ntz")
 

@@ -1,8 +1,0 @@
-"""``python -m statekit.restore (query|store) CONFIG_JSON``: a drill's worker process."""
-
-import sys
-
-from statekit.restore.worker import main
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
