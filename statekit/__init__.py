@@ -81,7 +81,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
     from statekit.spark.session import spark_session
     from statekit.spark_state.changes import apply_changes
     from statekit.spark_state.checkpoint import Checkpoint
-    from statekit.spark_state.reader import StateReader
+    from statekit.spark_state.state_reader import StateReader
 
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES, SUBPACKAGES)
 

@@ -114,7 +114,7 @@ def _build(config: dict) -> None:
     from pyspark.sql import functions as F
 
     from statekit.spark.session import spark_session
-    from statekit.spark_state.reader import committed_batches
+    from statekit.spark_state.state_reader import committed_batches
 
     source, checkpoint = Path(config["source"]), Path(config["checkpoint"])
     spark = spark_session("local[2]", app_name=f"snapshots-{config['name']}",

@@ -29,7 +29,7 @@ from statekit.kafka.topics import (
     plain_consumer,
 )
 from statekit.model import changelog_record as codec
-from statekit.spark_state.reader import StateReader
+from statekit.spark_state.state_reader import StateReader
 
 
 def aligned(table: pd.DataFrame, snapshot: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -31,7 +31,7 @@ from statekit.kafka.topics import (
     list_topics,
     plain_consumer,
 )
-from statekit.spark_state.reader import StateReader
+from statekit.spark_state.state_reader import StateReader
 
 
 # --- a finished query, each test shipping a copy of its checkpoint ----------------------

@@ -365,7 +365,7 @@ def test_state_partitions_equals_sql_pmod_hash_over_what_pandas_gets(spark):
     becomes float64) and statekit's ``to_pandas(nullable_ints=True)`` (Int32, Int64, ...)."""
     from pyspark.sql import functions as F
 
-    from statekit.spark_state.reader import to_pandas
+    from statekit.spark_state.state_reader import to_pandas
 
     keys = [c for c in COLUMNS if c != "ts"]
     window = ["window_start", "window_end"]

@@ -23,7 +23,7 @@ from statekit.drills.worker import query_config, start_worker
 from statekit.kafka.topics import create_topic, delete_topic
 from statekit.reference.aggregates import windowed_reference
 from statekit.restore import RestoreListener, compacted_copy, restore_stores
-from statekit.spark_state.reader import StateReader
+from statekit.spark_state.state_reader import StateReader
 from statekit.stores import StoreMismatch
 
 KEYS = ["window_start", "window_end", "player"]

@@ -18,8 +18,8 @@ from filestream import build_snapshot_checkpoint
 import statekit.spark_state.spark_files as files_module
 from statekit.charts.changelog import state_files_chart
 from statekit.errors import BadArgument, CheckpointError
-from statekit.spark_state.reader import committed_batches
 from statekit.spark_state.spark_files import restore_plan, state_files, with_restore_use
+from statekit.spark_state.state_reader import committed_batches
 
 
 def make_checkpoint(root: Path, partitions=(0, 1), deltas=range(1, 11), snapshots=(5, 10),

@@ -13,7 +13,7 @@ import pytest
 from statekit.changelog.arrow import json_table, parse_times, table_to_pandas
 from statekit.errors import BadArgument
 from statekit.spark_state.progress import progress_frame
-from statekit.spark_state.reader import arrow_to_pandas
+from statekit.spark_state.state_reader import arrow_to_pandas
 from statekit.spark_state.times import epoch_ms_times, iso_times, pandas_times, pandas_unit
 
 #: 2026-01-05T10:00:00Z, 9999-12-31T23:59:59Z and 1767607200000 read as seconds (year 57983),

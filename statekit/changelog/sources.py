@@ -44,7 +44,7 @@ from statekit.inspect.lists import (
 from statekit.inspect.part_views import StateView
 from statekit.model import changelog_record as codec
 from statekit.spark_state.checkpoint import Checkpoint
-from statekit.spark_state.reader import StateReader
+from statekit.spark_state.state_reader import StateReader
 
 #: Ledger file of a topic in a ledger folder (one owner of the name)
 LEDGER_SUFFIX = ".json"

@@ -216,11 +216,11 @@ def changelog_growth_chart(counts: pd.DataFrame,
                            title: str = "Changelog: records vs compacted") -> alt.Chart:
     """The changelog's records so far and what compaction would keep, after each batch.
 
-    ``counts``: ``statekit.monitor.ChangelogTail.frame()`` (``log_records``,
+    ``counts``: ``statekit.monitor.ChangelogCounts.frame()`` (``log_records``,
     ``compacted`` per batch).
     """
     require_columns(counts, ["batch", "log_records", "compacted"], "changelog counts",
-                    "as statekit.monitor.ChangelogTail.frame() gives")
+                    "as statekit.monitor.ChangelogCounts.frame() gives")
     long = counts.melt(id_vars=[c for c in ("batch", "records", "tombstones") if c in counts],
                        value_vars=["log_records", "compacted"], var_name="view",
                        value_name="count")

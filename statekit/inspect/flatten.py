@@ -44,7 +44,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructField, StructType
 
-from statekit.spark_state.reader import arrow_to_pandas
+from statekit.spark_state.state_reader import arrow_to_pandas
 
 #: Columns of Spark's reader that statekit renames rather than flattens.
 SPARK_COLUMNS = {"partition_id": "partition", "batch_id": "batch", "change_type": "change"}

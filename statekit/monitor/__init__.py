@@ -13,8 +13,8 @@ _NAMES = {
     **dict.fromkeys(("measure_record_cache", "summarize", "write_coalescing"),
                     "statekit.monitor.record_cache"),
     **dict.fromkeys(("compare_presets", "rate_events"), "statekit.monitor.presets"),
-    **dict.fromkeys(("ChangelogTail", "Monitor", "ProgressTail", "Reading", "top_rows"),
-                    "statekit.monitor.live"),
+    **dict.fromkeys(("ChangelogCounts", "Monitor", "ProgressTail", "Reading", "top_rows"),
+                    "statekit.monitor.watch"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

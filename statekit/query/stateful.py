@@ -55,8 +55,8 @@ from statekit.spark_state.progress import (
     progress_frame,
     recovered_progress,
 )
-from statekit.spark_state.reader import StateReader, to_pandas
 from statekit.spark_state.spark_files import _ranges
+from statekit.spark_state.state_reader import StateReader, to_pandas
 from statekit.validate import batch_id, optional_whole_number
 
 CORRUPT = "_corrupt_record"

@@ -10,7 +10,7 @@ _NAMES = {
     "Checkpoint": "statekit.spark_state.checkpoint",
     "apply_changes": "statekit.spark_state.changes",
     "same_rows": "statekit.spark_state.changes",
-    "StateReader": "statekit.spark_state.reader",
+    "StateReader": "statekit.spark_state.state_reader",
     "restore_plan": "statekit.spark_state.spark_files",
     "state_files": "statekit.spark_state.spark_files",
     "with_restore_use": "statekit.spark_state.spark_files",

@@ -10,7 +10,7 @@ TTL, emitting the key's aggregates on every update (output mode ``update``).
 
 The buffer has one field per aggregate (``count``, ``sum``, ``min``, ``max`` of
 the column's type) and two for an average (``<name>_sum``, ``<name>_count``);
-nulls are skipped as in SQL. ``statekit.spark_state.reader`` reads it back through
+nulls are skipped as in SQL. ``statekit.spark_state.state_reader`` reads it back through
 Spark's State Data Source (``stateVarName="agg"``) with the same final values a
 plain aggregation would give.
 

@@ -41,7 +41,7 @@ from statekit.charts.output import offline
 from statekit.charts.progress import state_rows_chart
 from statekit.charts.serving import leaderboard_chart
 from statekit.errors import BadArgument
-from statekit.monitor.live import Monitor, Reading
+from statekit.monitor.watch import Monitor, Reading
 from statekit.widgets.refreshing import RefreshingBox, placeholder
 
 PANELS = ("input", "state", "memory", "changelog", "watermark", "top")

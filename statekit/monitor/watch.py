@@ -7,7 +7,7 @@ snapshot is a Spark job that competes with the query for the same cores. So:
 - **progress** (``ProgressTail``): the per-batch reports under the checkpoint,
   re-parsed only when a file is new or changed (a ``stat`` per file otherwise);
   the frame equals ``query.progress()``.
-- **changelog** (``ChangelogTail``): the changelog topic consumed from where the last
+- **changelog** (``ChangelogCounts``): the changelog topic consumed from where the last
   read stopped, keeping only counts per batch — records, tombstones — and the set
   of keys seen, so ``compacted`` (what log compaction keeps: the latest record of
   each key) is the number of distinct keys. It equals
@@ -91,7 +91,7 @@ class _Counts:
     tombstones: int = 0
 
 
-class ChangelogTail:
+class ChangelogCounts:
     """Counts of a changelog topic per batch, read incrementally (only new records travel).
 
     ``frame()``: one row per batch: ``records`` and ``tombstones`` it shipped,
@@ -220,7 +220,7 @@ class Monitor:
                                                         unit="seconds"))
         self.progress_tail = ProgressTail(query.checkpoint)
         topic = query.changelog_topic
-        self.changelog_tail = (ChangelogTail(query.changelog.kafka, topic)
+        self.changelog_tail = (ChangelogCounts(query.changelog.kafka, topic)
                                if topic is not None else None)
         self.costs: dict[str, float] = {}
         self._top: pd.DataFrame | None = None
