@@ -61,7 +61,8 @@ def produce(bootstrap: str, topic: str, records: int, keys: int, batches: int) -
                     {"count": n // keys + 1, "sum_score": n % 1000, "max_score": n % 100},
                     separators=(",", ":")).encode()
                 producer.produce(topic, key=key.encode(), value=value, partition=part,
-                                 headers=codec.headers(batch, seq, count, prev[part]))
+                                 headers=codec.RecordHeaders(
+                                     batch, seq, count, prev[part]).encode())
                 if seq % 50_000 == 49_999:
                     producer.poll(0)
             if count:
@@ -102,7 +103,7 @@ def ship_table(bootstrap: str, topic: str, records: int):
         ranges = end_offsets(consumer, topic, list(range(PARTITIONS)))
         for chunk in consume_ranges(consumer, topic, ranges):
             for msg in chunk:
-                rows["batch"].append(codec.parse_headers(msg.headers())[codec.H_BATCH])
+                rows["batch"].append(codec.RecordHeaders.parse(msg.headers()).batch)
                 rows["partition"].append(msg.partition())
                 rows["key"].append(msg.key())
                 rows["value"].append(msg.value())
@@ -148,7 +149,7 @@ def ship_rounds(bootstrap: str, topic: str, table, per_round: int, statekit: boo
             for b, p, k, v in zip(cols["batch"], cols["partition"], cols["key"],
                                   cols["value"], strict=True):
                 producer.produce(topic, key=k, value=v, partition=p, timestamp=0,
-                                 headers=codec.headers(b, 0, 1, prev[p]))
+                                 headers=codec.RecordHeaders(b, 0, 1, prev[p]).encode())
             assert producer.flush(120) == 0
         sent += part.num_rows
     return sent

@@ -30,8 +30,9 @@ from statekit.errors import (
 # and the rest of the package (about a second) before they read a record.
 _NAMES = {  # name → the subpackage that exports it (which knows its module)
     **dict.fromkeys(("EmbeddedBroker", "KafkaConnection"), "statekit.kafka"),
-    **dict.fromkeys(("Aggregate", "QuerySpec", "WindowSpec", "hopping", "session", "tumbling",
-                     "StatefulQuery", "start_query"), "statekit.query"),
+    **dict.fromkeys(("Aggregate", "QuerySpec", "WindowSpec", "hopping", "session", "tumbling"),
+                    "statekit.model"),
+    **dict.fromkeys(("StatefulQuery", "start_query"), "statekit.query"),
     "spark_session": "statekit.spark.session",
     **dict.fromkeys(("Checkpoint", "StateReader", "apply_changes"), "statekit.spark_state"),
     "Changelog": "statekit.changelog",

@@ -60,7 +60,8 @@ class HandLog:
             key = self.codec.store_key(self.codec.key(self.key_of(player)))
             self._producer.produce(self.topic, key=key, partition=p,
                                    value=json.dumps({"count": self.counts[p]}).encode(),
-                                   headers=codec.headers(self.batch, 0, 1, self.batch - 1))
+                                   headers=codec.RecordHeaders(
+                                       self.batch, 0, 1, self.batch - 1).encode())
         assert self._producer.flush(30) == 0
         return self.batch
 

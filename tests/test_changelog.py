@@ -248,8 +248,9 @@ def _produce(broker, topic, records) -> None:
 def test_a_gap_in_batches_is_named(broker, topic_name):
     create_topic(broker.bootstrap_servers, topic_name, 1, {"cleanup.policy": "compact"})
     key, value = b'{"player":"a"}', b'{"count":1}'
-    _produce(broker, topic_name, [(key, value, codec.headers(0, 0, 1, -1)),
-                                  (key, value, codec.headers(2, 0, 2, 0))])  # batch 2 cut short
+    _produce(broker, topic_name, [(key, value, codec.RecordHeaders(0, 0, 1, -1).encode()),
+                                  # batch 2 cut short
+                                  (key, value, codec.RecordHeaders(2, 0, 2, 0).encode())])
     with pytest.raises(sk.ChangelogError, match=r"partition 0 .* offset 1 .* batch 2 record 1 of "
                                                 r"2.*previous batch here 0"):
         read_changelog(broker.bootstrap_servers, topic_name)
@@ -258,9 +259,27 @@ def test_a_gap_in_batches_is_named(broker, topic_name):
 def test_a_repeated_batch_is_named(broker, topic_name):
     create_topic(broker.bootstrap_servers, topic_name, 1, {"cleanup.policy": "compact"})
     key, value = b'{"player":"a"}', b'{"count":1}'
-    _produce(broker, topic_name, [(key, value, codec.headers(0, 0, 1, -1)),
-                                  (key, value, codec.headers(0, 0, 1, -1))])
+    _produce(broker, topic_name, [(key, value, codec.RecordHeaders(0, 0, 1, -1).encode()),
+                                  (key, value, codec.RecordHeaders(0, 0, 1, -1).encode())])
     with pytest.raises(sk.ChangelogError, match="offset 1 it holds batch 0 record 1 of 1"):
+        read_changelog(broker.bootstrap_servers, topic_name)
+
+
+@pytest.mark.parametrize(("head", "named"), [
+    ([("statekit.format", b"2"), ("statekit.batch", b"0")], "statekit.format 2; this statekit "
+                                                            "reads format 1"),
+    ([("statekit.format", b"1"), ("statekit.batch", b"\xff0"), ("statekit.seq", b"0"),
+      ("statekit.count", b"1"), ("statekit.prev", b"-1")], "header statekit.batch is"),
+    ([("statekit.format", b"1"), ("statekit.batch", b"3"), ("statekit.seq", b"1"),
+      ("statekit.count", b"1"), ("statekit.prev", b"-1")], "inconsistent"),
+])
+def test_a_record_with_bad_statekit_headers_is_refused_where_it_lies(broker, topic_name, head,
+                                                                     named):
+    create_topic(broker.bootstrap_servers, topic_name, 1, {"cleanup.policy": "compact"})
+    key, value = b'{"player":"a"}', b'{"count":1}'
+    _produce(broker, topic_name, [(key, value, codec.RecordHeaders(0, 0, 1, -1).encode()),
+                                  (key, value, head)])
+    with pytest.raises(sk.ChangelogError, match=f"partition 0 offset 1: .*{named}"):
         read_changelog(broker.bootstrap_servers, topic_name)
 
 

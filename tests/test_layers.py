@@ -288,7 +288,8 @@ def test_spark_python_workers_load_the_source_without_pandas_or_altair():
 def test_subpackages_resolve_on_first_use():
     code = ("import statekit as sk; "
             "print(sk.spark_state.Checkpoint, sk.kafka.KafkaConnection, sk.datasets.GAME_SPEC, "
-            "sk.query.QuerySpec, sk.widgets.ChangelogScrubber, sk.changelog.Changelog, "
+            "sk.model.QuerySpec, sk.query.start_query, sk.widgets.ChangelogScrubber, "
+            "sk.changelog.Changelog, "
             "sk.restore.restore_stores, sk.stores.open_store, sk.charts.save_chart)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)

@@ -150,7 +150,7 @@ def synthetic(broker) -> tuple[str, dict]:
                     value = json.dumps({"count": count, "sum_score": total}).encode()
                     latest[(player, start)] = (count, total)
                 producer.produce(topic, key=key.encode(), value=value, partition=part,
-                                 headers=codec.headers(batch, seq, 500, prev[part]))
+                                 headers=codec.RecordHeaders(batch, seq, 500, prev[part]).encode())
             prev[part] = batch
     producer.flush(30)
     return topic, {k: v for k, v in latest.items() if v is not None}

@@ -101,8 +101,12 @@ def _collect(consumer, topic: str, ranges, total: int, show: bool) -> dict[str, 
     with tqdm(total=total, desc=topic, unit="rec", disable=not show) as bar:
         for chunk in consume_ranges(consumer, topic, ranges):
             for msg in chunk:
-                head = dict(msg.headers() or ())
-                if codec.H_FORMAT not in head:
+                try:
+                    head = codec.RecordHeaders.parse(msg.headers())
+                except ChangelogError as e:
+                    raise ChangelogError(f"topic {topic!r} partition {msg.partition()} "
+                                         f"offset {msg.offset()}: {e}") from None
+                if head is None:
                     raise ChangelogError(
                         f"topic {topic!r} is not a statekit changelog: the record at partition "
                         f"{msg.partition()} offset {msg.offset()} (key {_excerpt(msg.key())}) "
@@ -111,10 +115,10 @@ def _collect(consumer, topic: str, ranges, total: int, show: bool) -> dict[str, 
                 part_.append(msg.partition())
                 off_.append(msg.offset())
                 ts_.append(msg.timestamp()[1])
-                batch_.append(int(head[codec.H_BATCH]))
-                seq_.append(int(head[codec.H_SEQ]))
-                count_.append(int(head[codec.H_COUNT]))
-                prev_.append(int(head[codec.H_PREV]))
+                batch_.append(head.batch)
+                seq_.append(head.seq)
+                count_.append(head.count)
+                prev_.append(head.prev)
                 key_.append(msg.key())
                 value_.append(msg.value())
             bar.update(len(chunk))

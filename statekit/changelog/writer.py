@@ -198,7 +198,7 @@ def ship_round(producer: Producer, topic: str, table: pa.Table, stamps: Mapping[
                 skipped += 1
                 continue
             produce(key=keys[i + seq], value=values[i + seq], partition=part, timestamp=stamp,
-                    headers=codec.headers(batch, seq, count, prev[part]))
+                    headers=codec.RecordHeaders(batch, seq, count, prev[part]).encode())
             if seq % 10_000 == 9_999:
                 producer.poll(0)
         prev[part] = batch
@@ -396,13 +396,13 @@ class ChangelogWriter:
             ranges = {p: (ledger.next_offset[p], hi) for p, (_, hi) in ends.items()}
             for chunk in consume_ranges(consumer, self.topic, ranges):
                 for msg in chunk:
-                    head = codec.parse_headers(msg.headers())
+                    head = codec.RecordHeaders.parse(msg.headers())
                     if head is None:
                         raise ChangelogError(
                             f"topic {self.topic!r} partition {msg.partition()} offset "
                             f"{msg.offset()} has no statekit headers: another producer "
                             f"writes to this changelog; {self._start_over()}")
-                    found.add((msg.partition(), head[codec.H_BATCH], head[codec.H_SEQ]))
+                    found.add((msg.partition(), head.batch, head.seq))
         finally:
             consumer.close()
         other = self._previous

@@ -40,9 +40,12 @@ import json
 import json.scanner
 import math
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+
+from statekit.errors import ChangelogError
 
 FORMAT_VERSION = 1
 H_FORMAT, H_BATCH, H_SEQ, H_COUNT, H_PREV = (
@@ -114,18 +117,82 @@ def decode_json(data: bytes | None) -> dict | None:
 _scan = json.scanner.make_scanner(json.JSONDecoder())
 
 
-def headers(batch: int, seq: int, count: int, prev: int) -> list[tuple[str, bytes]]:
-    """The statekit headers of one changelog record."""
-    return [(H_FORMAT, str(FORMAT_VERSION).encode()), (H_BATCH, str(batch).encode()),
-            (H_SEQ, str(seq).encode()), (H_COUNT, str(count).encode()),
-            (H_PREV, str(prev).encode())]
+class RecordHeaders(NamedTuple):
+    """The statekit headers of one changelog record: the one owner of their format.
+
+    ``batch``: the Spark batch that made the change; ``seq`` and ``count``: this record's
+    position among that batch's records in its partition, and how many there are;
+    ``prev``: the previous batch that wrote to the partition (-1 for none). A compacted
+    copy of a changelog (``statekit.restore.compacted_copy``) keeps only some of a batch's
+    records, so it writes ``count`` 0 (not known) and ``prev`` -1. On the wire
+    each is ASCII decimal text, beside ``statekit.format`` (``FORMAT_VERSION``).
+
+    Example:
+        >>> raw = RecordHeaders(batch=4, seq=0, count=2, prev=1).encode()
+        >>> raw[:2]
+        [('statekit.format', b'1'), ('statekit.batch', b'4')]
+        >>> RecordHeaders.parse(raw)
+        RecordHeaders(batch=4, seq=0, count=2, prev=1)
+        >>> RecordHeaders.parse([("traceparent", b"00-ab")]) is None   # not statekit's
+        True
+        >>> RecordHeaders.parse([("statekit.format", b"7")], where="offset 9")
+        Traceback (most recent call last):
+        ...
+        statekit.errors.ChangelogError: offset 9 has statekit.format 7; this statekit reads format 1
+    """
+
+    batch: int
+    seq: int
+    count: int
+    prev: int
+
+    def encode(self) -> list[tuple[str, bytes]]:
+        """The headers as a Kafka producer takes them."""
+        return [(H_FORMAT, _FORMAT_TEXT), (H_BATCH, str(self.batch).encode()),
+                (H_SEQ, str(self.seq).encode()), (H_COUNT, str(self.count).encode()),
+                (H_PREV, str(self.prev).encode())]
+
+    @classmethod
+    def parse(cls, raw: Sequence[tuple[str, bytes]] | None, where: str = "the record"
+              ) -> RecordHeaders | None:
+        """A record's statekit headers, or None for a record without ``statekit.format``
+        (not written by statekit). ``ChangelogError``, naming ``where``, for another format
+        version or a header that is missing or not a whole number."""
+        if not raw:
+            return None
+        found = dict(raw)
+        version = found.get(H_FORMAT)
+        if version is None:
+            return None
+        if version != _FORMAT_TEXT:
+            raise ChangelogError(f"{where} has {H_FORMAT} {_text(version)}; this "
+                                 f"statekit reads format {FORMAT_VERSION}")
+        try:
+            head = cls(int(found[H_BATCH]), int(found[H_SEQ]), int(found[H_COUNT]),
+                       int(found[H_PREV]))
+        except (KeyError, TypeError, ValueError):
+            name = next(n for n in HEADERS[1:] if not _is_decimal(found.get(n)))
+            shown = "missing" if found.get(name) is None else repr(_text(found[name]))
+            raise ChangelogError(f"{where}: header {name} is {shown}; accepted: a whole "
+                                 f"number in ASCII decimal") from None
+        if head.batch < 0 or head.seq < 0 or head.count < 0 or 0 < head.count <= head.seq \
+                or not -1 <= head.prev < head.batch:
+            raise ChangelogError(f"{where}: headers {head} are inconsistent; accepted: batch "
+                                 f">= 0, 0 <= seq < count (count 0: not known), "
+                                 f"-1 <= prev < batch")
+        return head
 
 
-def parse_headers(raw: Sequence[tuple[str, bytes]] | None) -> dict[str, int] | None:
-    """The statekit headers of a record as ints, or None when it has none of them."""
-    if not raw:
-        return None
-    found = {name: value for name, value in raw if name in HEADERS}
-    if H_FORMAT not in found:
-        return None
-    return {name: int(value) for name, value in found.items()}
+_FORMAT_TEXT = str(FORMAT_VERSION).encode()
+
+
+def _is_decimal(value: bytes | None) -> bool:
+    try:
+        int(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -191,7 +191,7 @@ _SNAPSHOT_UPLOADED = re.compile(r"^SnapshotLastUploaded\.partition_(\d+)_(.+)$")
 _NOT_METRICS = {"batch", "timestamp", "input_rows", "input_rows_per_second",
                 "processed_rows_per_second", "duration_ms", "state_rows_updated",
                 "state_rows_removed", "dropped_by_watermark", "watermark", "malformed_rows"}
-SOURCE = "as StatefulQuery.progress() or statekit.query.progress_frame gives"
+SOURCE = "as StatefulQuery.progress() or statekit.spark_state.progress.progress_frame gives"
 
 
 def _unit_of(name: str) -> str:

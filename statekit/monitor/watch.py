@@ -129,8 +129,8 @@ class ChangelogCounts:
                 got = 0
                 for chunk in consume_ranges(consumer, self.topic, ranges):
                     for msg in chunk:
-                        head = dict(msg.headers() or ())
-                        batch = int(head.get(codec.H_BATCH, b"-1"))
+                        head = codec.RecordHeaders.parse(msg.headers())
+                        batch = -1 if head is None else head.batch
                         counts = self._batches.setdefault(batch, _Counts())
                         counts.records += 1
                         counts.tombstones += msg.value() is None

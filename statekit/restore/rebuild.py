@@ -255,7 +255,8 @@ class _PartitionRestore:
     def write(self, messages: list) -> int:
         """Write this partition's share of a chunk; finish when its end (or batch) is reached."""
         p = self.partition
-        if self.total == 0 and codec.parse_headers(messages[0].headers()) is None:
+        if self.total == 0 and codec.RecordHeaders.parse(
+                messages[0].headers(), f"partition {p} offset {messages[0].offset()}") is None:
             raise ChangelogError(
                 f"topic {self.topic!r} is not a statekit changelog: the record at partition "
                 f"{p} offset {messages[0].offset()} has no {codec.H_FORMAT!r} header")
@@ -408,8 +409,8 @@ def _start_offset(store: StateStore, topic: str, partition: int, span: tuple[int
 def _upto_batch(messages: list, to_batch: int) -> list:
     """The leading messages whose batch header is at most ``to_batch``."""
     for i, msg in enumerate(messages):
-        head = codec.parse_headers(msg.headers())
-        if head is not None and head[codec.H_BATCH] > to_batch:
+        head = codec.RecordHeaders.parse(msg.headers())
+        if head is not None and head.batch > to_batch:
             return messages[:i]
     return messages
 
@@ -443,7 +444,8 @@ def compacted_copy(kafka: Kafka, topic: str, target: str | None = None, *,
         value = None if record["tombstone"] else codec.encode_json(record, values)
         producer.produce(target, key=record["key"].encode(), value=value,
                          partition=int(record["partition"]), timestamp=int(stamp),
-                         headers=codec.headers(record["batch"], record["seq"], 0, -1))
+                         headers=codec.RecordHeaders(record["batch"], record["seq"],
+                                                     count=0, prev=-1).encode())
         producer.poll(0)
     producer.flush(120)
     return target

@@ -420,12 +420,12 @@ class ChangelogTail:
                     continue
                 self._stores[p].write_raw([(m.key(), m.value()) for m in batch])
                 last = batch[-1]
-                head = codec.parse_headers(last.headers())
+                head = codec.RecordHeaders.parse(last.headers(), f"offset {last.offset()}")
                 complete = status.batch
-                if head is not None and head[codec.H_SEQ] == head[codec.H_COUNT] - 1:
-                    complete = head[codec.H_BATCH]
+                if head is not None and head.seq == head.count - 1:
+                    complete = head.batch
                 elif head is not None:  # mid-batch: the batch before it is complete here
-                    complete = max(complete, head[codec.H_PREV])
+                    complete = max(complete, head.prev)
                 next_offset = last.offset() + 1
                 state = RUNNING if next_offset >= status.restore_to else status.state
                 if state == RUNNING and status.state != RUNNING:

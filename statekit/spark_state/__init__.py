@@ -9,6 +9,7 @@ from statekit._lazy import lazy_exports
 _NAMES = {
     "Checkpoint": "statekit.spark_state.checkpoint",
     "apply_changes": "statekit.spark_state.changes",
+    "progress_frame": "statekit.spark_state.progress",
     "same_rows": "statekit.spark_state.changes",
     "StateReader": "statekit.spark_state.state_reader",
     "restore_plan": "statekit.spark_state.spark_files",
