@@ -15,9 +15,10 @@ $(STAMP): pyproject.toml
 java:
 	@bash .ci/ensure-java
 
-# Debian's Chromium for tests/test_browser.py (skipped, with the reason, when it cannot be had).
+# Debian's Chromium for tests/project/test_browser.py (skipped, with the reason, when it cannot
+# be had).
 chromium:
-	@bash .ci/ensure-chromium || echo "Chromium missing: tests/test_browser.py will be skipped"
+	@bash .ci/ensure-chromium || echo "Chromium missing: tests/project/test_browser.py will be skipped"
 
 # Every notebook executed into self-contained HTML handouts (charts included, no network).
 NOTEBOOKS ?=

@@ -274,7 +274,7 @@ def parse_game_events(lines: Iterable[str]) -> tuple[pd.DataFrame, pd.DataFrame]
     fields are ignored. Where it differs from Spark: Spark reads a JSON *number* in
     ``ts`` as seconds since the epoch, single-quoted strings, and a few more zone
     spellings (``2026-01-05T10:00:00UTC``); this reference refuses them
-    (``tests/test_bad_input.py`` checks the shapes on which they agree).
+    (``tests/project/test_bad_input.py`` checks the shapes on which they agree).
 
     Returns:
         ``(good, malformed)``: ``good`` has columns ``player``, ``game``, ``score``

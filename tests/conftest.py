@@ -27,7 +27,7 @@ def pytest_collection_modifyitems(items):
 
 
 class _NotebooksRunOnce:
-    """A notebook that tests/test_browser.py runs top to bottom in JupyterLab is not run a
+    """A notebook that tests/project/test_browser.py runs top to bottom in JupyterLab is not run a
     second time by nbmake: the browser run executes every cell in a real kernel, the same
     way (solutions hidden), fails on any cell that raised, then uses its widgets. Only where
     Chromium runs, so that without it nbmake still runs every notebook."""
@@ -40,7 +40,7 @@ class _NotebooksRunOnce:
                  if item.path.suffix == ".ipynb" and item.path.stem in in_browser]
         if not twice:
             return
-        from test_browser import chromium
+        from helpers.chromium import chromium
 
         if chromium() is None:
             return

@@ -45,7 +45,7 @@ That is what memory *can* reach; a store that holds little uses far less. What i
 ``overhead`` = 1.2 was measured here: 100,000 puts of 105-byte rows grew
 ``size-all-mem-tables`` by 125.8 bytes each (internal key + skip-list node). On small
 states the arena block dominates: the game query (3 partitions, ~100 rows) measures
-3,152,160 bytes = 3 × 1 MiB + table readers. ``tests/test_monitor.py`` checks the
+3,152,160 bytes = 3 × 1 MiB + table readers. ``tests/monitor/test_monitor.py`` checks the
 estimate against a real query's ``memory_used`` within ``TOLERANCE`` (a factor of 3
 either way on the peak).
 

@@ -3,7 +3,7 @@
 Built on FastAPI (routing, validation and an OpenAPI schema from type hints)
 served by uvicorn (a small, fast ASGI server): the well-kept Python stack for a
 JSON API, and the schema lets the tests fuzz the service against itself
-(``tests/test_rest_fuzz.py``: every answer, error or not, is the one the schema
+(``tests/serve/test_rest_fuzz.py``: every answer, error or not, is the one the schema
 documents).
 
 Like Kafka Streams' ``application.server``, every instance answers every query:
@@ -563,7 +563,7 @@ class _FastLookup:
     web stack most of the rest, and every request, ``/health`` included, queues behind a
     pass over the lookups in flight). Anything else goes on to the framework's route, the
     one that documents and validates the parameters; the answers are the same
-    (``tests/test_serving_hardened.py`` compares them)."""
+    (``tests/serve/test_serving_hardened.py`` compares them)."""
 
     def __init__(self, app, path: str, lookup: Callable):
         self.app, self.path, self.lookup = app, path, lookup

@@ -10,7 +10,7 @@ dies with the Python process that started it (the script daemonises it, which wo
 outlive a crashed notebook). The server runs with statekit's session settings (RocksDB
 state store with changelog checkpointing, ``DEFAULT_CONF``) on ``local[2]`` or any master.
 
-What works through Connect (tested in ``tests/test_spark_connect.py``): statekit's Kafka
+What works through Connect (tested in ``tests/spark/test_spark_connect.py``): statekit's Kafka
 source (a Python data source: registered from the client, run by the server's Python
 workers), ``start_query`` with its changelog writer, ``snapshot()``, ``changes()`` and
 ``metadata()`` (the State Data Source readers ``statestore`` and ``state-metadata`` are

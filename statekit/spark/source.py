@@ -49,7 +49,7 @@ Parsing in the source:
     else (not JSON, a wrong type, a number for a timestamp, NaN, duplicate keys, a
     pretty-printed value, blanks before the object or text after it, a tombstone, bytes
     that are not UTF-8) is left with ``parsed`` null, for ``from_json`` to parse and
-    explain as before. Every row keeps its raw ``value``. ``tests/test_bad_input.py``
+    explain as before. Every row keeps its raw ``value``. ``tests/project/test_bad_input.py``
     feeds both parsers the same edge cases and compares them row by row.
     Other field types (dates, decimals, nested types) are not parsed here: ``parsed``
     is then always null.

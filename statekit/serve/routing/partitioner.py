@@ -36,7 +36,7 @@ For the other types a NaN is a null (pandas keeps an int column with nulls as
 floats: exact up to 2**53, so a bigint key beyond that is refused, not guessed).
 
 ``state_partition`` places one row; ``state_partitions`` a whole frame, in NumPy.
-``tests/test_placement.py`` checks both on every row of real streaming state.
+``tests/serve/test_placement.py`` checks both on every row of real streaming state.
 
 Example:
     >>> spark_hash(["a"], ["string"])          # SELECT hash('a')

@@ -1,0 +1,392 @@
+"""Restoring local rocksdict stores from a real changelog topic; crash drills with kill -9."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from helpers.plainrun import assert_same_rows
+
+import statekit as sk
+from statekit.changelog.log import materialize
+from statekit.changelog.reader import read_changelog
+from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC, game_events, parse_game_events
+from statekit.drills.worker import query_config, start_worker
+from statekit.kafka.topics import create_topic, delete_topic
+from statekit.reference.aggregates import windowed_reference
+from statekit.restore import RestoreListener, compacted_copy, restore_stores
+from statekit.spark_state.state_reader import StateReader
+from statekit.stores import StoreMismatch
+
+KEYS = ["window_start", "window_end", "player"]
+
+
+def test_a_store_restored_up_to_a_batch_equals_that_snapshot(logged, broker, tmp_path):
+    query, _ = logged
+    for batch in sorted({1, query.last_batch // 2, query.last_batch}):
+        with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
+                            tmp_path / f"b{batch}", to_batch=batch) as restored:
+            assert sorted(restored.stores) == [0, 1, 2]
+            assert_same_rows(restored.table(), query.snapshot(batch), KEYS)
+
+
+def test_in_memory_stores_restore_the_same(logged, broker):
+    query, _ = logged
+    with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec) as restored:
+        assert_same_rows(restored.table(), query.snapshot(), KEYS)
+
+
+def test_the_compacted_view_restores_the_same_store_from_fewer_records(logged, broker, tmp_path):
+    query, log = logged
+    copy = compacted_copy(broker.bootstrap_servers, query.changelog_topic)
+    with restore_stores(broker.bootstrap_servers, copy, query.spec, tmp_path,
+                        store_name="counts") as restored:
+        assert_same_rows(restored.table(), query.snapshot(), KEYS)
+        assert restored.report["records"].sum() == len(log.compact()) < len(log)
+    assert len(read_changelog(broker.bootstrap_servers, copy, check=False)) < len(log)
+
+
+def test_a_second_restore_reads_only_the_new_offsets(logged, broker, tmp_path):
+    query, log = logged
+    half = query.last_batch // 2
+    with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec, tmp_path,
+                        to_batch=half) as first:
+        first_report = first.report.set_index("partition")
+    with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
+                        tmp_path) as second:
+        report = second.report.set_index("partition")
+        assert_same_rows(second.table(), query.snapshot(), KEYS)
+    assert (report["start_offset"] == first_report["end_offset"]).all()
+    tail = log.records[log.records["batch"] > half].groupby("partition").size()
+    assert report["records"].to_dict() == tail.to_dict()
+    with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
+                        tmp_path) as third:
+        assert third.report["records"].sum() == 0  # nothing new: nothing replayed
+
+
+def test_listeners_hear_start_batches_and_end(logged, broker):
+    query, log = logged
+    heard = []
+
+    class Recorder(RestoreListener):
+        def on_restore_start(self, partition, start_offset, end_offset):
+            heard.append(("start", partition, start_offset, end_offset))
+
+        def on_batch_restored(self, partition, batch_end_offset, n):
+            heard.append(("batch", partition, batch_end_offset, n))
+
+        def on_restore_end(self, partition, total):
+            heard.append(("end", partition, total))
+
+    with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
+                        listeners=[Recorder()], chunk=100) as restored:
+        events = restored.events
+    sizes = log.records.groupby("partition").size()
+    ends = log.records.groupby("partition")["offset"].max() + 1  # commit markers take offsets
+    for p in range(3):
+        mine = [e for e in heard if e[1] == p]
+        assert mine[0] == ("start", p, 0, ends[p])
+        assert mine[-1] == ("end", p, sizes[p])
+        batches = [e for e in mine if e[0] == "batch"]
+        assert sum(e[3] for e in batches) == sizes[p] and len(batches) >= sizes[p] // 100
+        assert batches[-1][2] == ends[p] - 1
+    assert events.groupby("partition")["records"].sum().to_dict() == sizes.to_dict()
+
+
+def test_iterators_left_open_are_reported(logged, broker, tmp_path):
+    query, _ = logged
+    restored = restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
+                              tmp_path)
+    left_open = restored.stores[0].all()
+    next(iter(left_open))
+    assert restored.stores[0].open_iterators == 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        restored.close()
+    assert any("1" in str(w.message) and issubclass(w.category, ResourceWarning)
+               for w in caught)
+
+
+# --- all partitions together (a changelog written here: no Spark needed) ---------------------
+SYNTHETIC_SPEC = sk.QuerySpec(keys=["player"], window=sk.tumbling("1 hour"),
+                              aggregates=["count", "sum(score)"])
+
+
+@pytest.fixture(scope="module")
+def synthetic(broker) -> tuple[str, dict]:
+    """A 3-partition changelog of 6,000 records in 4 batches (updates and tombstones), and the
+    latest (count, sum_score) per (player, window start) that a store must hold after it."""
+    from confluent_kafka import Producer
+
+    from statekit.changelog import naming
+    from statekit.model import changelog_record as codec
+
+    topic = "synthetic-together-changelog"
+    create_topic(broker.bootstrap_servers, topic, 3, naming.topic_config(True, 7 * 86_400_000))
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+    rng = random.Random(11)
+    latest: dict = {}
+    prev = dict.fromkeys(range(3), -1)
+    for batch in range(4):
+        for part in range(3):
+            for seq in range(500):
+                player, hour = f"p{part}-{rng.randrange(300)}", rng.randrange(3)
+                start = f"2026-01-05T{hour:02d}:00:00.000Z"
+                key = json.dumps({"player": player, "window_start": start,
+                                  "window_end": f"2026-01-05T{hour + 1:02d}:00:00.000Z"},
+                                 separators=(",", ":"))
+                if rng.random() < 0.1:
+                    value, latest[(player, start)] = None, None
+                else:
+                    count, total = rng.randrange(1, 50), rng.randrange(1000)
+                    value = json.dumps({"count": count, "sum_score": total}).encode()
+                    latest[(player, start)] = (count, total)
+                producer.produce(topic, key=key.encode(), value=value, partition=part,
+                                 headers=codec.RecordHeaders(batch, seq, 500, prev[part]).encode())
+            prev[part] = batch
+    producer.flush(30)
+    return topic, {k: v for k, v in latest.items() if v is not None}
+
+
+def _values(table: pd.DataFrame) -> dict:
+    starts = pd.to_datetime(table["window_start"]).dt.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return {(player, start): (int(count), int(total)) for player, start, count, total in
+            zip(table["player"], starts, table["count"], table["sum_score"], strict=True)}
+
+
+@pytest.mark.parametrize("consumers", ["auto", "per_partition", "one"])
+def test_restoring_all_partitions_together_equals_one_after_another(synthetic, broker,
+                                                                   tmp_path, consumers):
+    topic, expected = synthetic
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path / "together",
+                        chunk=700, consumers=consumers) as together:
+        both = together.table()
+        report = together.report
+    one_by_one = []
+    for p in range(3):
+        with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC,
+                            tmp_path / "one-by-one", partitions=[p]) as single:
+            one_by_one.append(single.table())
+    sequential = pd.concat(one_by_one, ignore_index=True)
+    assert len(both) == len(sequential) == len(expected)
+    assert _values(both) == _values(sequential) == expected
+    assert report["records"].tolist() == [2000, 2000, 2000]
+    assert report["end_offset"].tolist() == [2000, 2000, 2000]
+
+
+def test_the_gantt_of_a_restore_shows_the_partitions_overlapping(synthetic, broker):
+    from statekit.charts.restore import restore_gantt_chart
+
+    topic, _ = synthetic
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, chunk=200) as restored:
+        report = restored.report
+        events = restored.events
+    assert report["started"].max() < report["finished"].min()   # every bar overlaps the others
+    spec = restore_gantt_chart(report).to_dict()
+    bars = next(iter(spec["datasets"].values()))
+    assert sorted(b["row"] for b in bars) == ["partition 0", "partition 1", "partition 2"]
+    assert max(b["from_s"] for b in bars) < min(b["to_s"] for b in bars)
+    starts = events[events["event"] == "start"]["time"]
+    assert starts.max() < events[events["event"] == "end"]["time"].min()  # all begun at once
+
+
+def test_listeners_hear_one_event_at_a_time_while_partitions_restore_in_threads(
+        synthetic, broker, tmp_path):
+    """A consumer per partition writes from several threads; a listener that is not
+    thread-safe still hears one event at a time, each partition's in offset order."""
+    topic, expected = synthetic
+    inside, overlapped, threads = [0], [], set()
+    heard: dict[int, list] = {0: [], 1: [], 2: []}
+
+    class Unsafe(RestoreListener):
+        def _enter(self):
+            threads.add(threading.get_ident())
+            inside[0] += 1
+            if inside[0] > 1:
+                overlapped.append(inside[0])
+            time.sleep(0.002)   # widen the window another thread would enter
+            inside[0] -= 1
+
+        def on_restore_start(self, partition, start_offset, end_offset):
+            self._enter()
+            heard[partition].append(start_offset)
+
+        def on_batch_restored(self, partition, batch_end_offset, n):
+            self._enter()
+            heard[partition].append(batch_end_offset)
+
+        def on_restore_end(self, partition, total):
+            self._enter()
+
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
+                        listeners=[Unsafe()], chunk=100, consumers="per_partition") as restored:
+        assert _values(restored.table()) == expected
+        report = restored.report
+    assert not overlapped
+    assert len(threads) > 1   # the batches did come from the partitions' own threads
+    for p, offsets in heard.items():
+        assert offsets == sorted(offsets) and offsets[-1] == 1999, p
+    assert report["started"].max() < report["finished"].min()
+
+
+def test_a_failure_in_one_partitions_thread_is_raised_and_stops_the_others(games, broker,
+                                                                           logged):
+    from statekit.kafka.topics import partition_count
+
+    assert partition_count(broker.bootstrap_servers, games) > 1
+    started = time.monotonic()
+    with pytest.raises(sk.ChangelogError, match="not a statekit changelog"):
+        restore_stores(broker.bootstrap_servers, games, logged[0].spec,
+                       consumers="per_partition")
+    assert time.monotonic() - started < 30   # no thread left reading the rest of the topic
+    assert not [t for t in threading.enumerate() if t.name.startswith(f"restore-{games}")]
+
+
+def test_a_partition_already_at_its_end_restores_nothing_beside_the_others(synthetic, broker,
+                                                                           tmp_path):
+    topic, expected = synthetic
+    restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
+                   partitions=[1]).close()
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path) as restored:
+        records = restored.report.set_index("partition")["records"].to_dict()
+        assert _values(restored.table()) == expected
+    assert records == {0: 2000, 1: 0, 2: 2000}
+
+
+def test_a_restore_to_a_batch_stops_every_partition_there(synthetic, broker):
+    topic, _ = synthetic
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, to_batch=1,
+                        chunk=300) as restored:
+        assert restored.report["records"].tolist() == [1000, 1000, 1000]
+        assert restored.report["end_offset"].tolist() == [1000, 1000, 1000]
+
+
+# --- bad input --------------------------------------------------------------------------
+def test_a_directory_of_another_store_is_refused(logged, broker, tmp_path):
+    query, _ = logged
+    restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec, tmp_path,
+                   partitions=[0]).close()
+    other = sk.QuerySpec(keys=["game"], window=sk.tumbling("10 minutes"), aggregates=["count"])
+    with pytest.raises(StoreMismatch, match="player"):
+        restore_stores(broker.bootstrap_servers, query.changelog_topic, other, tmp_path,
+                       partitions=[0])
+
+
+def test_a_directory_of_a_newer_format_is_refused(logged, broker, tmp_path):
+    query, _ = logged
+    restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec, tmp_path,
+                   partitions=[0]).close()
+    meta = next(tmp_path.rglob("statekit-store.json"))
+    data = json.loads(meta.read_text())
+    data["format_version"] = data.get("format_version", 1) + 1
+    meta.write_text(json.dumps(data))
+    with pytest.raises(sk.StatekitError, match="format"):
+        restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec, tmp_path,
+                       partitions=[0])
+
+
+def test_a_checkpoint_beyond_a_recreated_topic_is_named(logged, broker, tmp_path, topic_name):
+    query, log = logged
+    topic = f"{topic_name}-changelog"
+    copy = compacted_copy(broker.bootstrap_servers, query.changelog_topic, topic)
+    restore_stores(broker.bootstrap_servers, copy, query.spec, tmp_path).close()
+    delete_topic(broker.bootstrap_servers, topic)
+    time.sleep(0.5)
+    create_topic(broker.bootstrap_servers, topic, 3, {"cleanup.policy": "compact"})
+    with pytest.raises(sk.ChangelogError, match=r"restored up to offset \d+ .* now ends at "
+                                                r"offset 0: the topic was deleted or recreated"):
+        restore_stores(broker.bootstrap_servers, topic, query.spec, tmp_path)
+
+
+def test_a_partition_that_does_not_exist_is_named(logged, broker):
+    query, _ = logged
+    with pytest.raises(sk.BadArgument, match="partition: 3; accepted: a partition of"):
+        restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
+                       partitions=[3])
+
+
+def test_a_topic_that_is_not_a_changelog_is_refused(games, broker, logged):
+    with pytest.raises(sk.ChangelogError, match="not a statekit changelog"):
+        restore_stores(broker.bootstrap_servers, games, logged[0].spec, partitions=[0])
+
+
+@pytest.mark.parametrize(("argument", "named"), [
+    ({"chunk": 0}, "chunk: 0"),
+    ({"chunk": "many"}, "chunk: 'many'"),
+    ({"to_batch": -1}, "to_batch: -1"),
+    ({"partitions": [0, 0]}, r"partitions: \[0, 0\]; accepted: distinct partitions"),
+    ({"partitions": ["zero"]}, "partition: 'zero'"),
+    ({"listeners": [print]}, "restore listener: <built-in function print>"),
+    ({"listeners": RestoreListener()}, "listeners: .*accepted: a list of RestoreListener"),
+    ({"consumers": "threads"},
+     "consumers: 'threads'; accepted: 'auto', 'per_partition' or 'one'"),
+])
+def test_bad_arguments_are_named_before_anything_is_read(synthetic, broker, tmp_path,
+                                                         argument, named):
+    with pytest.raises(sk.BadArgument, match=named):
+        restore_stores(broker.bootstrap_servers, synthetic[0], SYNTHETIC_SPEC, tmp_path,
+                       **argument)
+    assert not list(tmp_path.iterdir())   # no store was opened
+
+
+# --- crash drill --------------------------------------------------------------------------
+def _worker(broker, topic, checkpoint, mode) -> subprocess.Popen:
+    return start_worker("query", query_config(topic, broker, str(checkpoint), "drill",
+                                              mode=mode, spec=GAME_SPEC,
+                                              event_schema=GAME_EVENT_SCHEMA))
+
+
+def _committed(checkpoint: Path) -> int:
+    return sk.Checkpoint(checkpoint).last_batch
+
+
+@pytest.mark.slow   # crash drill: five kill -9 of a query worker process, ~2-4 min
+@pytest.mark.timeout(1200)
+def test_crash_drill_five_kills_then_finish_matches_pandas(spark, broker, games, tmp_path):
+    """kill -9 at a random moment five times, restarting each time; then finish the input."""
+    checkpoint = tmp_path / "ck"
+    rng = random.Random(7)
+    kills = []
+    for _ in range(5):
+        before = _committed(checkpoint)
+        worker = _worker(broker, games, checkpoint, "run")
+        try:
+            deadline = time.monotonic() + 240
+            while _committed(checkpoint) <= before:  # let each run get somewhere
+                assert worker.poll() is None, worker.stdout.read()
+                assert time.monotonic() < deadline, "no batch committed in 240 s"
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0, 2))
+        finally:
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(30)
+        kills.append(_committed(checkpoint))
+    finish = _worker(broker, games, checkpoint, "drain")
+    out, _ = finish.communicate(timeout=300)
+    assert finish.returncode == 0, out
+
+    spec = GAME_SPEC
+    state = StateReader(spark, str(checkpoint), spec)
+    last = state.batch_range()[1]
+    assert kills == sorted(kills) and kills[-1] < last
+    watermark = pd.Timestamp(state.checkpoint.offset_metadata(last)["batchWatermarkMs"],
+                             unit="ms")
+    good, _ = parse_game_events(game_events().records["value"].tolist())
+    events = good.rename(columns={"event_time": "ts"})
+    events["ts"] = events["ts"].dt.tz_convert("UTC").dt.tz_localize(None)
+    expected = windowed_reference(events, spec, watermark=watermark)
+    snapshot = state.snapshot(last, sort=True).drop(columns="partition")
+    mismatches = snapshot.merge(expected, how="outer", indicator=True)
+    assert (mismatches["_merge"] != "both").sum() == 0
+    pd.testing.assert_frame_equal(snapshot, expected, check_dtype=False)
+
+    log = read_changelog(broker.bootstrap_servers, "drill-aggregate-changelog")
+    assert_same_rows(materialize(log), state.snapshot(last), KEYS)
