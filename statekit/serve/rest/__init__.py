@@ -69,7 +69,6 @@ _NAMES = {
     "check_host": "statekit.serve.rest.server",
     "SERVER_OPTIONS": "statekit.serve.rest.protocol",
     "StatekitHttpProtocol": "statekit.serve.rest.protocol",
-    "PLACED_QUERIES": "statekit.serve.rest.fast_lookup",
     "plain_lookup": "statekit.serve.rest.fast_lookup",
     "CONTROL_THREADS": "statekit.serve.rest.limits",
     "DEFAULT_LIMIT": "statekit.serve.rest.limits",

@@ -1,6 +1,5 @@
 """A store's queries as the REST service answers them: here (``local``, or a key this
-instance owns) or routed by the client to the instances that hold the partitions, a wait for
-``min_batch`` holding no thread.
+instance owns) or routed by the client to the instances that hold the partitions.
 
 A wait for ``min_batch`` holds no thread: the query is asked without waiting, and when a
 partition it needs is behind, the request awaits that partition's next change (here, or
