@@ -90,7 +90,7 @@ def run(records: int = 1_000_000, batch: int = 100_000, repeats: int = 3,
         label: str = "after") -> dict:
     """Measure both readers ``repeats`` times in alternating order; write and print figures."""
     import statekit as sk
-    from statekit.spark.source import register
+    from statekit.spark.kafka_source import register
 
     spark = session()
     register(spark)

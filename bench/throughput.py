@@ -187,7 +187,7 @@ def parsed_in_source():
     from pyspark.sql import functions as F
 
     from statekit.query import stateful
-    from statekit.spark.source import PARSED
+    from statekit.spark.kafka_source import PARSED
 
     def from_json(col, schema, options=None):
         fields = [f.name for f in schema.fields if f.name != stateful.CORRUPT]
@@ -210,7 +210,7 @@ def kafka_parsed_stream(spark, bootstrap: str, topic: str, batch: int):
     from pyspark.sql.types import StructType
 
     from statekit.kafka.topics import partition_count
-    from statekit.spark.source import register
+    from statekit.spark.kafka_source import register
 
     partition_count(bootstrap, topic)  # kafka_stream's broker check, kept for parity
     return (spark.readStream.format(register(spark))

@@ -26,8 +26,8 @@ from statekit.errors import (
 )
 
 # Everything else is imported on first use (PEP 562): Spark's Python workers import
-# ``statekit.spark.source`` for every streaming source, and must not pay for pandas, Altair
-# and the rest of the package (about a second) before they read a record.
+# ``statekit.spark.kafka_source`` for every streaming source, and must not pay for pandas,
+# Altair and the rest of the package (about a second) before they read a record.
 _NAMES = {  # name → the subpackage that exports it (which knows its module)
     **dict.fromkeys(("EmbeddedBroker", "KafkaConnection"), "statekit.kafka"),
     **dict.fromkeys(("Aggregate", "QuerySpec", "WindowSpec", "hopping", "session", "tumbling"),

@@ -3,7 +3,7 @@
 A package lists its public names and the module each comes from; importing the
 package imports none of them. ``statekit.changelog.compaction`` then loads
 without the changelog writer's pyspark, and Spark's Python workers, which import
-``statekit.spark.source``, pay for nothing else.
+``statekit.spark.kafka_source``, pay for nothing else.
 
 A public name must not be the name of one of the package's own modules: once that
 module is imported, Python binds the package attribute to the module, and the

@@ -143,7 +143,7 @@ def _worker_ends(kafka: Kafka, topic: str, budget: int) -> dict:
     so that the restarted query still has input (Spark runs no batch, and restores no
     state, without new input)."""
     from statekit.kafka.topics import watermarks
-    from statekit.spark.source import cap_offsets
+    from statekit.spark.kafka_source import cap_offsets
 
     marks = watermarks(kafka, topic)
     records = int((marks["high"] - marks["low"]).sum())

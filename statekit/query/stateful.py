@@ -83,7 +83,7 @@ def kafka_format(spark: SparkSession) -> str:
         spark._jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
         return "kafka"
     except Exception:
-        from statekit.spark.source import register
+        from statekit.spark.kafka_source import register
 
         return register(spark)
 
@@ -104,7 +104,7 @@ def kafka_stream(
     here with the address or topic named, not deep inside a Spark task. With
     ``value_schema`` and statekit's own source, the source also parses the JSON
     values it can parse exactly as ``from_json`` would, into a column ``parsed``
-    (see ``statekit.spark.source``), which ``parse_events`` then uses.
+    (see ``statekit.spark.kafka_source``), which ``parse_events`` then uses.
     ``ending_offsets`` (JSON like ``{"topic": {"0": 500}}``): read up to there, then wait;
     statekit's source only (Spark's ``kafka`` format takes it in batch queries alone).
     """

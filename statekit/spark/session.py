@@ -375,7 +375,7 @@ def start_warm_up(spark: SparkSession, rows: int = 2000, batches: int = 2) -> Wa
 
     The thread imports what ``statekit.start_query`` imports on the driver, then runs a
     streaming query shaped like statekit's: the ``statekit_warmup`` Python data source
-    (``statekit.spark.source.WarmUpSource``: the Kafka source's columns, ``rows`` game
+    (``statekit.spark.kafka_source.WarmUpSource``: the Kafka source's columns, ``rows`` game
     events a batch, no broker) through JSON parsing with a corrupt-record column, an
     observed count, a watermark and a tumbling-window count/sum/max kept in RocksDB, into
     the ``noop`` sink, ``batches`` micro-batches, checkpoint in a temporary directory
@@ -433,7 +433,7 @@ def _warm_up_query(spark: SparkSession, work: str, rows: int, batches: int, stop
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    from statekit.spark.source import PARSED, WARM_UP_FORMAT, WarmUpSource
+    from statekit.spark.kafka_source import PARSED, WARM_UP_FORMAT, WarmUpSource
 
     spark.dataSource.register(WarmUpSource)
     schema = StructType.fromDDL("player string, game string, score long, ts timestamp")

@@ -20,7 +20,7 @@ from statekit.model.query_spec import QuerySpec, tumbling
 from statekit.query.stateful import CORRUPT, JSON_OPTIONS, parse_events
 from statekit.reference.aggregates import windowed_reference
 from statekit.restore import restore_stores
-from statekit.spark.source import JsonValues
+from statekit.spark.kafka_source import JsonValues
 
 SCHEMA = StructType([StructField("player", StringType()), StructField("game", StringType()),
                      StructField("score", LongType()), StructField("ts", TimestampType())])

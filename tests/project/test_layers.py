@@ -280,8 +280,15 @@ def test_a_store_owner_worker_loads_no_charts_widgets_or_spark():
     assert not {"altair", "ipywidgets", "anywidget", "pyspark"} & loaded
 
 
+#: The Kafka source Spark's Python workers import (every module of it is checked)
+KAFKA_SOURCE = "statekit.spark.kafka_source"
+
+
 def test_spark_python_workers_load_the_source_without_pandas_or_altair():
-    loaded = loaded_after("import statekit.spark.source")
+    source = sorted(name for name in modules()
+                    if name == KAFKA_SOURCE or name.startswith(KAFKA_SOURCE + "."))
+    assert f"{KAFKA_SOURCE}.data_source" in source
+    loaded = loaded_after(f"import {', '.join(source)}")
     assert not {"pandas", "altair", "ipywidgets"} & loaded
 
 

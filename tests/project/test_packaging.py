@@ -88,8 +88,9 @@ def test_module_help_runs():
 
 
 def test_spark_workers_import_the_kafka_source_without_pandas_or_altair():
-    # Spark's Python processes import statekit.spark.source for every streaming source
-    code = ("import sys, statekit.spark.source; "
+    # Spark's Python processes import the Kafka source's DataSource module for every
+    # streaming source
+    code = ("import sys, statekit.spark.kafka_source.data_source; "
             "print(sorted(m for m in ('pandas', 'altair', 'pyarrow.parquet') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, cwd=ROOT, check=True)

@@ -531,9 +531,9 @@ def test_a_plain_lookup_is_read_and_placed_once_per_query_string(log, broker, tm
     ``PLACED_QUERIES`` latest): asked again, only the store is read; the oldest go first; a
     bad key is never kept (the app names it each time); whether this instance owns the key
     is asked every time."""
-    from statekit.serve import rest
+    from statekit.serve.rest import fast_lookup
 
-    monkeypatch.setattr(rest, "PLACED_QUERIES", 2)
+    monkeypatch.setattr(fast_lookup, "PLACED_QUERIES", 2)
     with served(log, broker, tmp_path) as running:
         instance, url = running["i0"]
         located, locate = [], instance.codec.locate

@@ -13,7 +13,7 @@ from helpers.murmur2 import murmur2_partition
 from pyspark.errors import StreamingQueryException
 
 from statekit.kafka.topics import create_topic, delete_topic
-from statekit.spark.source import cap_offsets, register
+from statekit.spark.kafka_source import cap_offsets, register
 
 PARTITIONS = 3
 RECORDS = 3000

@@ -24,14 +24,15 @@ from pyspark.sql.types import (
 )
 
 from statekit.kafka.topics import create_topic
-from statekit.spark import source
-from statekit.spark.source import (
+from statekit.spark.kafka_source import (
     JsonValues,
     KafkaInputPartition,
     KafkaStreamReader,
     close_pooled_consumers,
+    consumers,
     pack_ranges,
     read_ranges,
+    reading,
     register,
 )
 
@@ -191,7 +192,7 @@ def _range(broker, topic, partition, start, end):
 
 
 def _kept_readers():
-    return {key[-1]: reader for key, reader in source._READERS.items()}
+    return {key[-1]: reader for key, reader in consumers._READERS.items()}
 
 
 def test_readers_are_kept_per_partition_and_read_on_where_they_stopped(broker, topic_name):
@@ -199,14 +200,14 @@ def test_readers_are_kept_per_partition_and_read_on_where_they_stopped(broker, t
     _produce(broker, topic_name, values)  # 150 records in each of 2 partitions
     close_pooled_consumers()
     assigned = []
-    real = source._PartitionReader.position_at
+    real = consumers.PartitionReader.position_at
 
     def counting(self, part):
         went_on = real(self, part)
         assigned.append((part.partition, part.start, not went_on))
         return went_on
 
-    source._PartitionReader.position_at = counting
+    consumers.PartitionReader.position_at = counting
     try:
         first = _offsets(read_ranges([_range(broker, topic_name, 0, 0, 50),
                                       _range(broker, topic_name, 1, 0, 60)], EVENT))
@@ -217,7 +218,7 @@ def test_readers_are_kept_per_partition_and_read_on_where_they_stopped(broker, t
         replay = _offsets(read_ranges([_range(broker, topic_name, 0, 50, 100)]))  # a batch again
         after = _offsets(read_ranges([_range(broker, topic_name, 0, 100, 150)]))
     finally:
-        source._PartitionReader.position_at = real
+        consumers.PartitionReader.position_at = real
     # a new consumer is assigned, a reader that goes on is not, a replay is assigned anew
     assert assigned == [(0, 0, True), (1, 0, True), (1, 60, False), (0, 50, False),
                         (0, 50, True), (0, 100, False)]
@@ -228,7 +229,7 @@ def test_readers_are_kept_per_partition_and_read_on_where_they_stopped(broker, t
     assert replay == second[90:]  # the replayed batch reads exactly the same records
     assert [(p, o) for p, o, _ in after] == [(0, o) for o in range(100, 150)]
     assert sorted(v for *_, v in first + second + after) == sorted(values)
-    assert close_pooled_consumers() == 2 and not source._READERS
+    assert close_pooled_consumers() == 2 and not consumers._READERS
 
 
 def test_a_reader_at_the_log_end_rests_and_reads_what_comes_later(broker, topic_name):
@@ -249,7 +250,7 @@ def test_a_reader_resting_at_the_log_end_reads_a_range_elsewhere(broker, topic_n
     """A consumer paused at the log end, then given a range that starts elsewhere (a restart
     from an older checkpoint, another query on the same topic): assign() leaves librdkafka's
     pause in place, so the reader must resume, not wait for records that never come."""
-    monkeypatch.setattr(source, "_STALL_S", 5.0)  # the old code failed here after the stall
+    monkeypatch.setattr(reading, "_STALL_S", 5.0)  # the old code failed here after the stall
     _produce(broker, topic_name, [f"{i}".encode() for i in range(20)], partitions=1)
     close_pooled_consumers()
     assert len(_offsets(read_ranges([_range(broker, topic_name, 0, 0, 20)]))) == 20
@@ -296,12 +297,12 @@ def test_one_partition_read_by_two_tasks_at_once_keeps_one_consumer(broker, topi
     _produce(broker, topic_name, [f"{i}".encode() for i in range(100)], partitions=1)
     close_pooled_consumers()
     made = []
-    take = source._take_reader
-    monkeypatch.setattr(source, "_take_reader", lambda part: made.append(take(part)) or made[-1])
+    take = consumers.take_reader
+    monkeypatch.setattr(reading, "take_reader", lambda part: made.append(take(part)) or made[-1])
     first = read_ranges([_range(broker, topic_name, 0, 0, 50)])
     second = read_ranges([_range(broker, topic_name, 0, 50, 100)])
     a, b = next(first), next(second)  # both tasks hold a consumer of partition 0
-    assert len({id(r) for r in made}) == 2 and not source._READERS  # two, both taken
+    assert len({id(r) for r in made}) == 2 and not consumers._READERS  # two, both taken
     rows = _offsets([a, *first]), _offsets([b, *second])
     assert [o for _, o, _ in rows[0]] == list(range(50))
     assert [o for _, o, _ in rows[1]] == list(range(50, 100))
@@ -316,13 +317,13 @@ def test_a_task_that_fails_does_not_keep_its_consumer(broker, topic_name):
     _produce(broker, topic_name, [b"{}"] * 10, partitions=1)
     close_pooled_consumers()
     gone = KafkaInputPartition(topic_name, 0, 0, 50, broker.bootstrap_servers, (), True)
-    source._STALL_S, saved = 2.0, source._STALL_S
+    reading._STALL_S, saved = 2.0, reading._STALL_S
     try:
         with pytest.raises(Exception, match="timed out|no longer on the broker"):
             list(read_ranges([gone]))
     finally:
-        source._STALL_S = saved
-    assert not source._READERS
+        reading._STALL_S = saved
+    assert not consumers._READERS
 
 
 @pytest.mark.timeout(120)

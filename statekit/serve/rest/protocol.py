@@ -1,0 +1,91 @@
+"""uvicorn's HTTP protocol as statekit's REST servers run it: its own refusals JSON too, and a
+plain lookup answered as soon as its headers are read (``StatekitHttpProtocol``).
+
+Example:
+    >>> SERVER_OPTIONS["http"] is StatekitHttpProtocol
+    True
+"""
+
+from __future__ import annotations
+
+import json
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from statekit.serve.rest.limits import MAX_REQUEST_LINE, MAX_URL
+
+
+class _Answered:
+    """The cycle of a request the protocol answered itself: complete, nothing waits on it
+    (what uvicorn's protocol reads of a request's cycle once its answer is sent)."""
+
+    response_complete = True
+    keep_alive = True
+    disconnected = False
+
+    class message_event:  # noqa: N801 - the attribute uvicorn's protocol sets on a close
+        @staticmethod
+        def set() -> None:
+            pass
+
+
+_ANSWERED = _Answered()
+
+
+class StatekitHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, whose own refusals are JSON too: a request target longer
+    than ``MAX_REQUEST_LINE`` (httptools reads any length; its URL parser stops at 64 KiB) is
+    a 414 as statekit's own, and a request it cannot parse a 400 naming that.
+
+    A plain lookup that is answered here at once with 200 (the app's ``state.answer_now``,
+    see ``fast_lookup.AnswerNow``) is written as soon as its headers are read: no ASGI task,
+    middleware or response object, the lookup's whole cost in the web stack halved. Anything else —
+    another path or method, a body, a request behind another one, a wait, a forwarded key,
+    every error — goes to the app, whose answers are the documented ones."""
+
+    def on_headers_complete(self) -> None:
+        answer_now = getattr(getattr(self.app, "state", None), "answer_now", None)
+        if answer_now is not None and self.parser.get_method() == b"GET" and \
+                (self.cycle is None or self.cycle.response_complete) and not self.pipeline \
+                and self.parser.get_http_version() == "1.1" and \
+                self.parser.should_keep_alive() and not self.parser.should_upgrade():
+            body = answer_now(self.url, self.headers)
+            if body is not None:
+                head = [STATUS_LINE[200]]
+                for name, value in self.server_state.default_headers:
+                    head += [name, b": ", value, b"\r\n"]
+                head += [b"content-length: %d\r\ncontent-type: application/json\r\n\r\n"
+                         % len(body), body]
+                self.transport.write(b"".join(head))
+                self.cycle = _ANSWERED
+                self.on_response_complete()
+                return
+        super().on_headers_complete()
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        if len(self.url) > MAX_REQUEST_LINE:
+            raise ValueError("request target too long")  # ends the parse: send_400_response
+
+    def send_400_response(self, msg: str) -> None:
+        size = len(getattr(self, "url", b""))
+        if size > MAX_URL:
+            status, detail = 414, {"error": "URITooLong", "message": (
+                f"bad URL: {size:,}{'+' if size > MAX_REQUEST_LINE else ''} bytes long; "
+                f"accepted: at most {MAX_URL} bytes (path and query)")}
+        else:
+            status, detail = 400, {"error": "BadRequest", "message": (
+                f"bad request: not HTTP/1.1 the server can read ({msg})")}
+        body = json.dumps({"detail": detail}).encode("ascii")
+        phrase = {400: b"Bad Request", 414: b"URI Too Long"}[status]
+        self.transport.write(b"".join([
+            b"HTTP/1.1 %d %s\r\n" % (status, phrase),
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body), b"connection: close\r\n\r\n", body]))
+        self.transport.close()
+
+
+#: How every statekit REST server runs uvicorn (``Server`` and the instance processes).
+SERVER_OPTIONS = {"http": StatekitHttpProtocol, "h11_max_incomplete_event_size": MAX_REQUEST_LINE,
+                  "log_level": "warning", "access_log": False, "lifespan": "off",
+                  "proxy_headers": False}

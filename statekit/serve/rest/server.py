@@ -1,0 +1,89 @@
+"""A uvicorn server for a REST app (``create_app``): on a background thread or in the
+foreground, on loopback unless remote serving is asked for (then with a token, and TLS when
+given certificates).
+
+Example:
+    >>> check_host("127.0.0.1", allow_remote=False)
+    '127.0.0.1'
+    >>> check_host("0.0.0.0", allow_remote=False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    statekit.errors.BadArgument: bad host: '0.0.0.0'; accepted: a loopback address ...
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from fastapi import FastAPI
+
+from statekit.errors import BadArgument
+from statekit.serve.auth import ServingSecurity, announce, arm, is_loopback, settle
+from statekit.serve.rest.protocol import SERVER_OPTIONS
+
+
+def check_host(host: str, allow_remote: bool) -> str:
+    """``host`` when it is a loopback address, or when remote serving is asked for."""
+    if not is_loopback(host) and not allow_remote:
+        raise BadArgument("host", host, "a loopback address such as 127.0.0.1 (pass "
+                                        "allow_remote=True to listen on other interfaces)")
+    return host
+
+
+class Server:
+    """A uvicorn server for ``app``: on a background thread (``start``, ``stop``) or in the
+    foreground (``run``).
+
+    Bound beyond loopback (``allow_remote=True``) it answers only calls with the token:
+    ``security.token``, or one generated and printed with the URL at ``start``. With
+    ``security.certfile`` / ``keyfile`` it serves HTTPS. ``url`` is the URL to use from
+    this machine; ``security`` what it checks.
+
+    Example:
+        >>> server = Server(app, "0.0.0.0", allow_remote=True).start()  # doctest: +SKIP
+        statekit serving on http://127.0.0.1:8123 needs its token (generated): ...
+    """
+
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, *,
+                 allow_remote: bool = False, security: ServingSecurity | None = None):
+        import uvicorn
+
+        from statekit.kafka.broker import free_port
+
+        self.host = check_host(host, allow_remote)
+        self.port = port or free_port(self.host)
+        self.security, self._generated = settle(self.host, security)
+        arm(app, self.security)
+        config = uvicorn.Config(app, host=self.host, port=self.port, **SERVER_OPTIONS,
+                                **self.security.uvicorn_options())
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return self.security.url(self.host, self.port)
+
+    def start(self, timeout: float = 30.0) -> Server:
+        self._thread = threading.Thread(target=self._server.run, name=f"rest-{self.port}",
+                                        daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the REST server on {self.url} did not start")
+            time.sleep(0.01)
+        if self._generated:
+            announce(self.url, self.security)
+        return self
+
+    def run(self) -> None:
+        """Serve in this thread until the process is told to stop (SIGTERM, SIGINT)."""
+        if self._generated:
+            announce(self.url, self.security)
+        self._server.run()
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
