@@ -23,7 +23,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from statekit.stores.backend import Backend, bad_record
 from statekit.stores.key_layout import store_columns
 from statekit.stores.keyvalue import BackedKeyValueStore
-from statekit.stores.metadata import StoreMetadata, check_offsets
+from statekit.stores.metadata import StoreMetadata
+from statekit.stores.offset_checkpoint import OffsetCheckpointFile
 from statekit.stores.serde import ChangelogJsonSerde, Serde
 from statekit.stores.session_store import BackedSessionStore
 from statekit.stores.window import BackedWindowStore
@@ -121,7 +122,7 @@ class MemoryBackend(Backend):
         return dict(self._checkpoint)
 
     def write_checkpoint(self, offsets: Mapping[int, int]) -> None:
-        self._checkpoint = check_offsets(offsets)
+        self._checkpoint = OffsetCheckpointFile.validate(offsets)
 
     def compact(self) -> None:
         pass  # a dict: nothing to rewrite

@@ -1,7 +1,8 @@
 """RocksDB stores (``rocksdict``, raw bytes mode), one directory per store partition.
 
-Directory layout: ``statekit-store.json`` (who the store is, see ``metadata``),
-``statekit-store.checkpoint`` (restored changelog offsets) and ``rocksdb/``.
+Directory layout: ``statekit-store.json`` (who the store is, ``metadata_file``),
+``statekit-store.checkpoint`` (restored changelog offsets, ``offset_checkpoint``)
+and ``rocksdb/``.
 Writes go through write batches with RocksDB's write-ahead log off: the
 changelog is the durable copy, and ``write_checkpoint`` and ``close`` flush the
 memtables before they record anything, so after a crash the store restores
@@ -51,15 +52,9 @@ from statekit.stores.backend import Backend, bad_record
 from statekit.stores.errors import StoreLocked, StoreMismatch
 from statekit.stores.key_layout import store_columns
 from statekit.stores.keyvalue import BackedKeyValueStore
-from statekit.stores.metadata import (
-    METADATA_FILE,
-    StoreMetadata,
-    check_metadata,
-    read_checkpoint_file,
-    read_metadata,
-    write_checkpoint_file,
-    write_metadata,
-)
+from statekit.stores.metadata import StoreMetadata
+from statekit.stores.metadata_file import METADATA_FILE, StoreMetadataFile
+from statekit.stores.offset_checkpoint import OffsetCheckpointFile
 from statekit.stores.serde import ChangelogJsonSerde, Serde
 from statekit.stores.session_store import BackedSessionStore
 from statekit.stores.window import BackedWindowStore
@@ -103,6 +98,7 @@ class RocksDBBackend(Backend):
     def __init__(self, directory: str | os.PathLike, *, disable_wal: bool = True,
                  batch_size: int = BATCH_SIZE):
         self.directory = Path(directory)
+        self._checkpoint = OffsetCheckpointFile(self.directory)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
         table = BlockBasedOptions()
@@ -187,10 +183,10 @@ class RocksDBBackend(Backend):
         return max(counted, self._db.property_int_value("rocksdb.estimate-num-keys") or 0)
 
     def read_checkpoint(self) -> dict[int, int]:
-        return read_checkpoint_file(self.directory)
+        return self._checkpoint.read()
 
     def write_checkpoint(self, offsets: Mapping[int, int]) -> None:
-        write_checkpoint_file(self.directory, offsets)
+        self._checkpoint.write(offsets)
 
     def flush(self) -> None:
         self._db.flush(True)
@@ -225,7 +221,8 @@ def open_directory(path: str | os.PathLike, kind: str, name: str, partition: int
     """
     directory = Path(path)
     identity = StoreMetadata(name, kind, partition, ())  # checks the arguments first
-    found = read_metadata(directory)
+    meta_file = StoreMetadataFile(directory)
+    found = meta_file.read()
     if found is None:
         others = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
         if directory.exists() and not directory.is_dir():
@@ -245,13 +242,13 @@ def open_directory(path: str | os.PathLike, kind: str, name: str, partition: int
         meta = StoreMetadata(name, kind, partition, keys, values, changelog_topic,
                              window_size_ms)
         directory.mkdir(parents=True, exist_ok=True)
-        write_metadata(directory, meta)
+        meta_file.write(meta)
     else:
-        check_metadata(directory, found, identity, layout=False)
+        meta_file.check(found, identity, layout=False)
         size = found.window_size_ms if window_size_ms is None else window_size_ms
         keys, values = store_columns(
             kind, found.key_columns if key_columns is None else key_columns, value_columns, size)
-        check_metadata(directory, found, StoreMetadata(
+        meta_file.check(found, StoreMetadata(
             name, kind, partition, keys, None if value_columns is None else values,
             changelog_topic, window_size_ms))
         meta = found

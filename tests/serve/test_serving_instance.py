@@ -17,7 +17,7 @@ from statekit.changelog.reader import read_meta
 from statekit.serve.instance import PartitionNotHeld, ServingInstance
 from statekit.serve.results import PartitionUnavailable, PositionNotReached
 from statekit.serve.routing.assignment import assign
-from statekit.stores.metadata import CHECKPOINT_FILE, read_checkpoint_file
+from statekit.stores.offset_checkpoint import CHECKPOINT_FILE, OffsetCheckpointFile
 
 KEYS = ["window_start", "window_end", "player"]
 
@@ -161,7 +161,7 @@ def test_an_idle_tail_does_not_rewrite_its_checkpoints(served):
     folder = tail.directory / tail.store_name
 
     def checkpointed() -> dict[int, int]:
-        return {p: read_checkpoint_file(folder / str(p)).get(p, -1) for p in tail.partitions}
+        return {p: OffsetCheckpointFile(folder / str(p)).read().get(p, -1) for p in tail.partitions}
 
     deadline = time.monotonic() + 10  # every record read is checkpointed within a second
     while checkpointed() != {p: s.next_offset for p, s in tail.status().items()}:

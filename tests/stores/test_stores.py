@@ -31,7 +31,8 @@ from statekit.stores import (
     open_store,
 )
 from statekit.stores.key_layout import MAX_TIME_MS, iso_to_ms, ms_to_iso, successor
-from statekit.stores.metadata import CHECKPOINT_FILE, METADATA_FILE
+from statekit.stores.metadata_file import METADATA_FILE
+from statekit.stores.offset_checkpoint import CHECKPOINT_FILE
 
 MIN = 60_000
 T0 = iso_to_ms("2026-01-05T10:00:00.000Z")
