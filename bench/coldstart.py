@@ -155,6 +155,8 @@ def figures_of(summary: dict) -> list[Figure]:
                        ratio=s["ratio_to_first_batch"]),
                 Figure(f"{variant}: start_query → first trigger, cold",
                        s["cold_to_first_trigger_s"], "s"),
+                Figure(f"{variant}: first batch, cold", s["cold_first_batch_s"], "s"),
+                Figure(f"{variant}: first batch, warm", s["warm_first_batch_s"], "s"),
                 Figure(f"{variant}: records/s to all records, cold", s["cold_records_per_s"],
                        "records/s")]
     return out

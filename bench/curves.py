@@ -443,6 +443,12 @@ def figures_of(sizes: list[dict]) -> list[Figure]:
             out += [Figure(f"{prefix}: {base}", f["baseline"] * scale, unit),
                     Figure(f"{prefix}: {what}", f["statekit"] * scale, unit,
                            baseline=f"{prefix}: {base}", ratio=f["ratio"])]
+            if f.get("statekit_peak_bytes") and f.get("baseline_peak_bytes"):
+                out += [Figure(f"{prefix}: {base}, peak memory", f["baseline_peak_bytes"] / 1e6,
+                               "MB"),
+                        Figure(f"{prefix}: {what}, peak memory", f["statekit_peak_bytes"] / 1e6,
+                               "MB", baseline=f"{prefix}: {base}, peak memory",
+                               ratio=f["statekit_peak_bytes"] / f["baseline_peak_bytes"])]
     return out
 
 

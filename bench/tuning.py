@@ -168,19 +168,23 @@ def _ratio(value, base) -> str:
 
 
 def figures_of(summary: dict) -> list[Figure]:
-    """The results file's figures: each preset's throughput, peak memory, cache hit ratio
-    and checkpoint size, the first two and the last against the defaults of the same run."""
+    """The results file's figures: each preset's throughput, memory, cache hit ratio, gets
+    per put and checkpoint size; rates, memory and size against the defaults of the run."""
     out = []
     for name, s in summary.items():
         label = "default (baseline)" if name == "default" else name
         for key, what, unit, scale in (("records_per_s", "throughput", "rows/s", 1),
+                                       ("median_batch_rows_per_s", "per-batch rate", "rows/s", 1),
                                        ("memory_peak_bytes", "peak memory", "MiB", 2**20),
+                                       ("memory_median_bytes", "median memory", "MiB", 2**20),
                                        ("block_cache_hit_ratio", "block cache hit ratio", "", 1),
+                                       ("gets_per_put", "gets per put", "", 1),
                                        ("checkpoint_state_bytes", "checkpoint state/", "MiB",
                                         2**20)):
             value = None if s[key] is None else s[key] / scale
             base = summary["default"][key]
-            compare = name != "default" and key != "block_cache_hit_ratio"
+            compare = name != "default" and key not in ("block_cache_hit_ratio",
+                                                        "gets_per_put")
             out.append(Figure(
                 f"{label}: {what}", value, unit,
                 baseline=f"default (baseline): {what}" if compare else None,
