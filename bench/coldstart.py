@@ -137,18 +137,19 @@ def run(records: int = 200_000, batch: int = 50_000, repeats: int = 3, pause: fl
     summary = {v: _summary(items) for v, items in runs.items()}
     result = {"records": records, "batch": batch, "repeats": repeats, "pause_s": pause,
               "produce_s": produce_s, "summary": summary, "runs": runs}
-    write_result(started, figures_of(summary), result)
+    write_result(started, figures_of(summary, runs), result)
     report(result)
     return result
 
 
-def figures_of(summary: dict) -> list[Figure]:
+def figures_of(summary: dict, runs: dict[str, list[dict]]) -> list[Figure]:
     """The results file's figures: per variant, start_query → first batch done, cold against
     the same query warm in the same process, and the session's seconds."""
     out = []
     for variant, s in summary.items():
         warm = f"{variant}: start_query → first batch done, warm"
-        out += [Figure(f"{variant}: spark_session", s["session_s"], "s"),
+        out += [Figure(f"{variant}: fresh processes", len(runs[variant]), "runs"),
+                Figure(f"{variant}: spark_session", s["session_s"], "s"),
                 Figure(warm, s["warm_to_first_batch_s"], "s"),
                 Figure(f"{variant}: start_query → first batch done, cold",
                        s["cold_to_first_batch_s"], "s", baseline=warm,

@@ -180,11 +180,16 @@ def figures_of(summary: dict) -> list[Figure]:
                                        ("block_cache_hit_ratio", "block cache hit ratio", "", 1),
                                        ("gets_per_put", "gets per put", "", 1),
                                        ("checkpoint_state_bytes", "checkpoint state/", "MiB",
-                                        2**20)):
+                                        2**20),
+                                       ("checkpoint_changelog_bytes",
+                                        "checkpoint state/: changelog files", "MiB", 2**20),
+                                       ("checkpoint_snapshot_bytes",
+                                        "checkpoint state/: snapshots", "MiB", 2**20)):
             value = None if s[key] is None else s[key] / scale
             base = summary["default"][key]
-            compare = name != "default" and key not in ("block_cache_hit_ratio",
-                                                        "gets_per_put")
+            compare = name != "default" and key in ("records_per_s", "median_batch_rows_per_s",
+                                                    "memory_peak_bytes", "memory_median_bytes",
+                                                    "checkpoint_state_bytes")
             out.append(Figure(
                 f"{label}: {what}", value, unit,
                 baseline=f"default (baseline): {what}" if compare else None,
