@@ -177,3 +177,13 @@ def test_readme_tables_are_generated_and_up_to_date():
     assert report.render(once, results) == once
     assert report.stale(text, once) == [], "run python -m bench.report (make bench-report)"
     assert report.main(["--check"]) == 0
+
+
+def test_docstring_examples():
+    # bench/ is outside pytest's doctest paths (tests, statekit): run its two modules' here
+    import doctest
+
+    import bench.results
+
+    for module in (bench.results, report):
+        assert doctest.testmod(module).failed == 0, module.__name__
