@@ -60,12 +60,15 @@ class BadResults(ValueError):
     """A results file (or figures about to be written) that does not hold this format."""
 
 
-def target_met(target: str, value: float | None, ratio: float | None) -> bool:
-    """Whether ``value`` or ``ratio`` meets ``target`` (``"ratio <= 1.0"``, ``"value < 20"``).
+def target_met(target: str, value: float | None, ratio: float | None) -> bool | None:
+    """Whether ``value`` or ``ratio`` meets ``target`` (``"ratio <= 1.0"``, ``"value < 20"``);
+    None when the figure has no such number (not measured).
 
     Example:
         >>> target_met("ratio <= 1.0", 2.9, 0.98), target_met("value < 20", 21.5, None)
         (True, False)
+        >>> print(target_met("ratio >= 0.5", None, None))
+        None
     """
     match = _TARGET.match(target)
     if match is None:
@@ -73,9 +76,7 @@ def target_met(target: str, value: float | None, ratio: float | None) -> bool:
                          f"one of <=, <, >=, > (e.g. 'ratio <= 1.0')")
     side, op, bound = match.groups()
     operand = value if side == "value" else ratio
-    if operand is None:
-        raise BadResults(f"target {target!r}: the figure has no {side}")
-    return _OPS[op](operand, float(bound))
+    return None if operand is None else _OPS[op](operand, float(bound))
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,9 @@ class Figure:
     """One figure: ``value`` in ``unit``; ``ratio`` against the figure named ``baseline``.
 
     ``met`` follows from ``target`` (None without one). ``value`` is None when the run
-    could not measure it (e.g. CPU time where there is no /proc).
+    could not measure it (e.g. CPU time where there is no /proc); a NaN or infinite value or
+    ratio (a median of nothing, a division by zero) is stored as None, and its target as not
+    judged (``met`` None).
     """
 
     name: str
@@ -95,6 +98,10 @@ class Figure:
     met: bool | None = None
 
     def __post_init__(self) -> None:
+        for name in ("value", "ratio"):
+            number = getattr(self, name)
+            if isinstance(number, float) and not math.isfinite(number):
+                object.__setattr__(self, name, None)
         if self.target is not None and self.met is None:
             object.__setattr__(self, "met", target_met(self.target, self.value, self.ratio))
 
@@ -117,9 +124,20 @@ class Results:
     format: int = FORMAT
 
     def to_json(self) -> str:
-        payload = asdict(self)
+        payload = _finite(asdict(self))
         ordered = {"format": payload.pop("format"), **payload}
         return json.dumps(ordered, indent=2, default=str, allow_nan=False) + "\n"
+
+
+def _finite(x: Any) -> Any:
+    """``x`` with every NaN or infinite float inside it replaced by None (strict JSON)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
 
 
 def load_average() -> list[float | None] | None:
@@ -311,6 +329,6 @@ def _figure(f: Any, where: str) -> Figure:
         met = target_met(f["target"], f["value"], f["ratio"])
     except BadResults as exc:
         raise BadResults(f"{where}: field 'target': {exc}") from None
-    _check(f["met"] == met, where, "met", f"{str(met).lower()} ({f['target']} with value "
+    _check(f["met"] == met, where, "met", f"{json.dumps(met)} ({f['target']} with value "
            f"{f['value']} and ratio {f['ratio']})", f["met"])
     return Figure(**f)

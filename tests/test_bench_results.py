@@ -59,6 +59,17 @@ def test_round_trip(tmp_path: Path):
     assert not list(tmp_path.glob(".*.tmp"))  # the atomic write left no temp file
 
 
+def test_nan_is_not_measured(tmp_path: Path):
+    # a median of nothing is NaN: stored as null (strict JSON), its target not judged
+    path = Run("demo").write([Figure("rate", float("nan"), "records/s", target="value > 1")],
+                             {"median_s": float("nan"), "runs": [float("inf"), 1.0]},
+                             folder=tmp_path)
+    assert "NaN" not in path.read_text() and "Infinity" not in path.read_text()
+    result = read(path)
+    assert result.figures == [Figure("rate", None, "records/s", target="value > 1", met=None)]
+    assert result.details["median_s"] is None and result.details["runs"] == [None, 1.0]
+
+
 def test_git_state_outside_a_repo(tmp_path: Path):
     from bench.results import git_state
 
