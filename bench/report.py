@@ -45,11 +45,13 @@ def number(x: float | None) -> str:
     """A figure's number as the tables print it.
 
     Example:
-        >>> [number(x) for x in (38665.2, 154.3, 12.25, 2.9241, 0.0417, None)]
-        ['38,665', '154', '12.2', '2.92', '0.0417', '—']
+        >>> [number(x) for x in (38665.2, 154.3, 12.25, 2.9241, 0.0417, 4, 300000, None)]
+        ['38,665', '154', '12.2', '2.92', '0.0417', '4', '300,000', '—']
     """
     if x is None:
         return "—"
+    if isinstance(x, int):  # a count
+        return f"{x:,}"
     if abs(x) >= 100:
         return f"{x:,.0f}"
     if abs(x) >= 10:
