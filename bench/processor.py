@@ -203,6 +203,9 @@ def main(argv: list[str] | None = None) -> dict:
             Figure("applyInPandasWithState, per CPU-second", cpu_rate["baseline"], "records"),
             Figure("statekit.processor, per CPU-second", cpu_rate["processor"], "records",
                    baseline="applyInPandasWithState, per CPU-second", ratio=cpu_ratio),
+            # every run must give the same rows; the most any run gave
+            Figure("applyInPandasWithState: output rows", max(outputs["baseline"]), "rows"),
+            Figure("statekit.processor: output rows", max(outputs["processor"]), "rows"),
         ], figures)
         print_table(f"processor vs applyInPandasWithState: {args.records:,} events, "
                     f"{args.players:,} players, {args.files} batches (medians)", [
