@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench doctor java chromium html lab clean
+.PHONY: demo test test-fast lint bench bench-report doctor java chromium html lab clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,8 +54,14 @@ test-fast: java $(STAMP)
 	$(PY) -m ruff check .
 	@$(call timed,make test-fast,$(PYTEST) tests statekit -m "not slow" --durations=10)
 
+# Each benchmark writes bench/results/<name>.json (bench/results.py); the tables of
+# bench/README.md are then regenerated from those files.
 bench: java $(STAMP)
 	$(PY) -m bench
+	$(PY) -m bench.report
+
+bench-report: $(STAMP)
+	$(PY) -m bench.report
 
 doctor: $(STAMP)
 	$(PY) -m statekit doctor

@@ -38,6 +38,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.common import median, print_table, write_result
+from bench.results import Figure, Run
 
 VARIANTS = {"zip": {"cached_worker_imports": False}, "default": {},
             "warm_up": {"warm_up": True}}
@@ -123,6 +124,7 @@ def run(records: int = 200_000, batch: int = 50_000, repeats: int = 3, pause: fl
     import statekit as sk
     from bench.throughput import produce
 
+    started = Run("coldstart")
     variants = variants or list(VARIANTS)
     runs: dict[str, list[dict]] = {v: [] for v in variants}
     with sk.EmbeddedBroker() as broker:
@@ -135,9 +137,30 @@ def run(records: int = 200_000, batch: int = 50_000, repeats: int = 3, pause: fl
     summary = {v: _summary(items) for v, items in runs.items()}
     result = {"records": records, "batch": batch, "repeats": repeats, "pause_s": pause,
               "produce_s": produce_s, "summary": summary, "runs": runs}
-    write_result("coldstart", result)
+    write_result(started, figures_of(summary, runs), result)
     report(result)
     return result
+
+
+def figures_of(summary: dict, runs: dict[str, list[dict]]) -> list[Figure]:
+    """The results file's figures: per variant, start_query → first batch done, cold against
+    the same query warm in the same process, and the session's seconds."""
+    out = []
+    for variant, s in summary.items():
+        warm = f"{variant}: start_query → first batch done, warm"
+        out += [Figure(f"{variant}: fresh processes", len(runs[variant]), "runs"),
+                Figure(f"{variant}: spark_session", s["session_s"], "s"),
+                Figure(warm, s["warm_to_first_batch_s"], "s"),
+                Figure(f"{variant}: start_query → first batch done, cold",
+                       s["cold_to_first_batch_s"], "s", baseline=warm,
+                       ratio=s["ratio_to_first_batch"]),
+                Figure(f"{variant}: start_query → first trigger, cold",
+                       s["cold_to_first_trigger_s"], "s"),
+                Figure(f"{variant}: first batch, cold", s["cold_first_batch_s"], "s"),
+                Figure(f"{variant}: first batch, warm", s["warm_first_batch_s"], "s"),
+                Figure(f"{variant}: records/s to all records, cold", s["cold_records_per_s"],
+                       "records/s")]
+    return out
 
 
 def _summary(items: list[dict]) -> dict:

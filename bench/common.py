@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from bench.results import Figure, Run
 
 
 def session(shuffle_partitions: int = 4):
@@ -42,14 +40,10 @@ def machine() -> dict:
             "pyspark": pyspark.__version__, "platform": platform.platform()}
 
 
-def write_result(name: str, figures: dict) -> Path:
-    """Write ``figures`` (plus machine and time) to ``bench/results/<name>.json``."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
-    payload = {"benchmark": name, "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-               "machine": machine(), **figures}
-    path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-    return path
+def write_result(run: Run, figures: list[Figure], details: dict) -> Path:
+    """Write ``figures`` (and ``details``: settings, every repetition, the machine) to
+    ``bench/results/<run.bench>.json`` through ``bench.results``."""
+    return run.write(figures, {"machine": machine(), **details})
 
 
 def print_table(title: str, rows: list[tuple[str, str]]) -> None:

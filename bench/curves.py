@@ -47,6 +47,7 @@ from typing import Any
 import pandas as pd
 
 from bench.common import print_table, session, timed, write_result
+from bench.results import Figure, Run
 from bench.snapshot import AGGREGATES, BASE_TS, build_checkpoint, raw_snapshot
 
 HERE = Path(__file__).resolve().parent
@@ -428,7 +429,30 @@ def table_rows(sizes: list[dict]) -> list[tuple[str, str]]:
     return rows
 
 
-def save(sizes: list[dict], args: dict) -> dict:
+def figures_of(sizes: list[dict]) -> list[Figure]:
+    """The results file's figures: each size's steps, statekit against its baseline."""
+    out = []
+    for size in sizes:
+        for step, what, base in STEPS:
+            f = size["steps"].get(step)
+            if f is None:
+                continue
+            # the point query's figures are p99 latencies: microseconds read better
+            scale, unit = (1e6, "µs") if step == "point query p99" else (1, "s")
+            prefix = f"{size['keys']:,} keys, {step}"
+            out += [Figure(f"{prefix}: {base}", f["baseline"] * scale, unit),
+                    Figure(f"{prefix}: {what}", f["statekit"] * scale, unit,
+                           baseline=f"{prefix}: {base}", ratio=f["ratio"])]
+            if f.get("statekit_peak_bytes") and f.get("baseline_peak_bytes"):
+                out += [Figure(f"{prefix}: {base}, peak memory", f["baseline_peak_bytes"] / 1e6,
+                               "MB"),
+                        Figure(f"{prefix}: {what}, peak memory", f["statekit_peak_bytes"] / 1e6,
+                               "MB", baseline=f"{prefix}: {base}, peak memory",
+                               ratio=f["statekit_peak_bytes"] / f["baseline_peak_bytes"])]
+    return out
+
+
+def save(sizes: list[dict], args: dict, run: Run) -> dict:
     """Write curves.json and the chart (SVG and PNG) for the sizes measured so far."""
     from statekit.charts import save_chart
 
@@ -438,7 +462,7 @@ def save(sizes: list[dict], args: dict) -> dict:
               "linearity": linearity_text(frame),
               "chart": [str(p.relative_to(HERE.parent)) for p in
                         save_chart(curves_chart(frame), CHART, formats=("svg", "png"))]}
-    write_result("curves", result)
+    write_result(run, figures_of(sizes), result)
     return result
 
 
@@ -457,6 +481,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from statekit.kafka import EmbeddedBroker
 
+    started = Run("curves")
     spark = session()
     measured_sizes: list[dict] = []
     result: dict = {}
@@ -473,7 +498,7 @@ def main(argv: list[str] | None = None) -> dict:
                 if not args.workdir:
                     shutil.rmtree(work, ignore_errors=True)
             measured_sizes.append(figures)
-            result = save(measured_sizes, settings)
+            result = save(measured_sizes, settings, started)
             print_table(f"cost at {keys:,} keys (wall {figures['wall_s']:.0f} s, load "
                         f"{figures['load_average']})", table_rows([figures]))
     print_table("where the cost stops being linear (log-log exponents, statekit)",

@@ -27,6 +27,7 @@ from functools import reduce
 from pathlib import Path
 
 from bench.common import median, print_table, session, timed, verdict, write_result
+from bench.results import Figure, Run
 
 BATCHES = 5
 TARGET = 1.2
@@ -119,6 +120,7 @@ def load_average() -> list[float]:
 
 
 def run(rows: int = 1_000_000, repeats: int = 3, workdir: str | None = None) -> dict:
+    started = Run("inspect")
     spark = session()
     work = Path(workdir or f"/tmp/statekit-bench-inspect-{rows}")
     t_build, checkpoint = timed(lambda: build_checkpoint(spark, work, rows))
@@ -138,7 +140,13 @@ def run(rows: int = 1_000_000, repeats: int = 3, workdir: str | None = None) -> 
               "target_met": ratio <= TARGET, "outputs": outputs,
               "rows_ok": outputs["statekit"]["rows"] == outputs["baseline"]["rows"] == rows,
               "load_average_before": load_before, "load_average_after": load_average()}
-    write_result("inspect", result)
+    base = "baseline: Spark's readers + log files"
+    write_result(started, [
+        Figure(base, med["baseline"], "s"),
+        Figure(f"open_checkpoint().describe(), {rows:,} rows", med["statekit"], "s",
+               baseline=base, ratio=ratio, target=f"ratio <= {TARGET}"),
+        Figure("building the checkpoint (0 when cached)", t_build, "s"),
+    ], result)
     report(result)
     return result
 

@@ -42,6 +42,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.common import cpu_by_kind, cpu_snapshot, print_table, session, timed, write_result
+from bench.results import Figure, Run
 from bench.throughput import EVENT_SCHEMA, PLAYERS, produce
 
 WINDOW_MS, GRACE_MS = 60_000, 10_000
@@ -248,6 +249,7 @@ def run(records: int, batch: int) -> dict:
     from statekit.kafka.topics import create_topic, list_topics
     from statekit.restore import restore_stores
 
+    started = Run("peer")
     work = Path(tempfile.mkdtemp(prefix="statekit-bench-peer-"))
     load_before = load_average()
     try:
@@ -296,8 +298,42 @@ def run(records: int, batch: int) -> dict:
         "windows": agreement, "load_average_before": load_before,
         "load_average_after": load_after}
     _print(result)
-    write_result("peer", result)
+    write_result(started, figures_of(result), result)
     return result
+
+
+def figures_of(r: dict) -> list[Figure]:
+    """The results file's figures: statekit's steady rate and restore against Quix's."""
+    q, c, w = r["quix"], r["statekit_cold"], r["statekit_warm"]
+    steady, restore = "Quix Streams: steady records/s", "Quix Streams: restore of its changelog"
+    return [
+        Figure(steady, q["steady_records_per_s"], "records/s"),
+        Figure("statekit warm: steady records/s", w["steady_records_per_s"], "records/s",
+               baseline=steady, ratio=r["ratio_steady_warm"]),
+        Figure("statekit cold: steady records/s", c["steady_records_per_s"], "records/s",
+               baseline=steady, ratio=r["ratio_steady_cold"]),
+        Figure("Quix Streams: cores, steady", q["steady_cores"], "cores"),
+        Figure("statekit warm: cores", w["cores"], "cores"),
+        Figure("statekit cold: cores", c["cores"], "cores"),
+        Figure("Quix Streams: start-up to first record", q["to_first_record_s"], "s"),
+        Figure("Quix Streams: of which consumer-group join and topic set-up",
+               q["run_to_first_record_s"], "s"),
+        Figure("statekit warm: start-up to first batch", w["to_first_batch_s"], "s"),
+        Figure("statekit cold: start-up to first batch", c["to_first_batch_s"], "s"),
+        Figure("Quix Streams: start to all records in", q["process_wall_s"], "s"),
+        Figure("statekit warm: start to all records in", w["seconds"], "s"),
+        Figure("statekit cold: start to all records in", c["seconds"], "s"),
+        Figure("Quix Streams: changelog records restored", r["quix_changelog_records"],
+               "records"),
+        Figure("statekit: changelog records restored", r["statekit_changelog_records"],
+               "records"),
+        Figure(restore, r["quix_restore"]["restore_s"], "s"),
+        Figure("statekit: restore_stores of its changelog", r["statekit_restore_s"], "s",
+               baseline=restore, ratio=r["statekit_restore_s"] / r["quix_restore"]["restore_s"]),
+        Figure("final windows that agree",
+               r["windows"]["windows_compared"] - r["windows"]["windows_differing"], "windows"),
+        Figure("final windows that differ", r["windows"]["windows_differing"], "windows"),
+    ]
 
 
 def _quix_version() -> str:

@@ -44,6 +44,7 @@ from bench.common import (
     verdict,
     write_result,
 )
+from bench.results import Figure, Run
 
 GAP = "30 minutes"
 GAP_MS = 30 * 60_000
@@ -163,6 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--workdir", help="keep input and checkpoints here")
     args = parser.parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="statekit-bench-processor-"))
+    started = Run("processor")
     spark = session()
     load_at_start = os.getloadavg()[0]  # the machine may be shared: the figures say how loaded
     try:
@@ -190,7 +192,21 @@ def main(argv: list[str] | None = None) -> dict:
                    "ratio": ratio, "batch_ratio": batch_ratio, "cpu_ratio": cpu_ratio,
                    "output_rows": outputs,
                    "load_average_1min": {"start": load_at_start, "end": os.getloadavg()[0]}}
-        write_result("processor", figures)
+        write_result(started, [
+            Figure("applyInPandasWithState, wall", rate["baseline"], "records/s"),
+            Figure("statekit.processor, wall", rate["processor"], "records/s",
+                   baseline="applyInPandasWithState, wall", ratio=ratio, target="ratio >= 1.0"),
+            Figure("applyInPandasWithState, in batches", batch_rate["baseline"], "records/s"),
+            Figure("statekit.processor, in batches", batch_rate["processor"], "records/s",
+                   baseline="applyInPandasWithState, in batches", ratio=batch_ratio,
+                   target="ratio >= 1.0"),
+            Figure("applyInPandasWithState, per CPU-second", cpu_rate["baseline"], "records"),
+            Figure("statekit.processor, per CPU-second", cpu_rate["processor"], "records",
+                   baseline="applyInPandasWithState, per CPU-second", ratio=cpu_ratio),
+            # every run must give the same rows; the most any run gave
+            Figure("applyInPandasWithState: output rows", max(outputs["baseline"]), "rows"),
+            Figure("statekit.processor: output rows", max(outputs["processor"]), "rows"),
+        ], figures)
         print_table(f"processor vs applyInPandasWithState: {args.records:,} events, "
                     f"{args.players:,} players, {args.files} batches (medians)", [
                         ("processor records/s (wall; in batches)",

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from bench.changelog import PARTITIONS, produce
 from bench.common import median, print_table, timed, verdict, write_result
+from bench.results import Figure, Run
 
 TARGET = 0.9
 
@@ -173,6 +174,8 @@ def main(argv: list[str] | None = None) -> dict:
              "restore_sequential"] + ([] if args.no_raw_write else ["write"])
     runs: dict[str, list[float]] = {k: [] for k in names}
     load_before = load_average()
+    # one results file per size: the default 1M, and e.g. restore-10000000 for --ten-million
+    started = Run("restore" if args.records == 1_000_000 else f"restore-{args.records}")
     try:
         with EmbeddedBroker() as broker:
             bootstrap, topic = broker.bootstrap_servers, "bench-restore-changelog"
@@ -262,9 +265,30 @@ def main(argv: list[str] | None = None) -> dict:
         ("load average before → after", f"{load_before} → {load_after} (2 cores, shared)"),
     ]
     print_table(f"restore of a {written:,}-record changelog into rocksdict", rows)
-    # one results file per size: the default 1M, and e.g. restore-10000000 for --ten-million
-    write_result("restore" if written == 1_000_000 else f"restore-{written}", result)
+    write_result(started, figures_of(result), result)
     return result
+
+
+def figures_of(r: dict) -> list[Figure]:
+    """The results file's figures: records/s (medians), restore against the raw consume."""
+    rates = r["rec_per_s"]
+    one, per_part = "raw consume, one consumer", "raw consume, a consumer per partition"
+    out = [Figure(one, rates["consume"], "records/s"),
+           Figure(per_part, rates["consume_per_partition"], "records/s")]
+    if "write" in rates:
+        out.append(Figure("raw rocksdict WriteBatch", rates["write"], "records/s"))
+    out += [
+        Figure("restore_stores (default)", rates["restore"], "records/s", baseline=per_part,
+               ratio=r["ratio_vs_raw_consume_per_partition"], target=f"ratio >= {TARGET}"),
+        Figure("restore_stores(consumers='one')", rates["restore_one_consumer"], "records/s",
+               baseline=one, ratio=rates["restore_one_consumer"] / rates["consume"]),
+        Figure("restore, partitions one after another", rates["restore_sequential"],
+               "records/s", baseline=one, ratio=rates["restore_sequential"] / rates["consume"]),
+        Figure("second restore (checkpointed)", r["second_restore_s"], "s"),
+        Figure(f"restore of the compacted copy ({r['compacted_records']:,} records)",
+               r["compacted_restore_s"], "s"),
+    ]
+    return out
 
 
 def _fig(seconds: dict, rates: dict, key: str) -> str:

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from bench.common import median, print_table, session, timed, verdict, write_result
+from bench.results import Figure, Run
 from bench.snapshot import build_checkpoint, raw_snapshot
 
 TOPIC = "bench-serving-counts-changelog"
@@ -294,6 +295,7 @@ def run(keys: int = 1_000_000, lookups: int = 5000, repeats: int = 3,
     from statekit.serve import ServingInstance, serve
 
     started = time.perf_counter()
+    run_ = Run("serving")
     loads = {"start": load()}
     sample = sample_keys(keys, lookups, seed=7)
     warmup = min(500, lookups)
@@ -335,7 +337,7 @@ def run(keys: int = 1_000_000, lookups: int = 5000, repeats: int = 3,
     result["load_average"] = loads
     result["wall_s"] = time.perf_counter() - started
     summarize(result)
-    write_result("serving", result)
+    write_result(run_, figures_of(result), result)
     report(result)
     return result
 
@@ -363,6 +365,51 @@ def summarize(r: dict) -> None:
         "gather_instance_all_over_statestore": gath["instance_all_to_pandas"]
         / gath["statestore_to_pandas"],
     }
+
+
+def figures_of(r: dict) -> list[Figure]:
+    """The results file's figures: p99 latencies against their floors, gather and top-k."""
+    p, f = r["point"], r["fetch"]
+    tk, gm = r["top_k"]["median_s"], r["gather"]["median_s"]
+    raw, health = "store.get_raw p99 (floor)", "REST GET /health p99 (floor)"
+    fetch, snap = "instance.fetch p99, in process (floor)", "snapshot() + nlargest(10)"
+    statestore = "statestore + toPandas (baseline)"
+    get, rest = p["instance_get"]["p99_us"], p["rest_get"]["p99_us"] / 1000
+    return [
+        Figure(raw, p["raw_get_raw"]["p99_us"], "µs"),
+        Figure(f"instance.get p99, {r['keys']:,} keys", get, "µs", baseline=raw,
+               ratio=get / p["raw_get_raw"]["p99_us"], target=f"value < {TARGET_LOCAL_P99_US:g}"),
+        Figure("instance.get p50", p["instance_get"]["p50_us"], "µs"),
+        Figure("instance.get p99, every answer kept", p["instance_get_kept"]["p99_us"], "µs"),
+        Figure("instance.get p99, thread CPU time only", p["instance_get_cpu"]["p99_us"], "µs"),
+        Figure("instance.get p99, ISO-text window start", p["instance_get_iso_key"]["p99_us"],
+               "µs"),
+        Figure(health, p["rest_health"]["p99_us"] / 1000, "ms"),
+        Figure("REST GET .../get p99 on the owner", rest, "ms", baseline=health,
+               ratio=p["rest_get"]["p99_us"] / p["rest_health"]["p99_us"],
+               target=f"value < {TARGET_REST_P99_MS:g}"),
+        Figure("REST GET .../get p50 on the owner", p["rest_get"]["p50_us"] / 1000, "ms"),
+        *[Figure(f"REST GET .../get p99, {label}", p[key]["p99_us"] / 1000, "ms")
+          for key, label in (("rest_get_local", "local=true"), ("rest_get_urllib3", "urllib3"),
+                             ("rest_get_httpx", "httpx"),
+                             ("rest_get_stdlib_client", "a bare http.client"))],
+        Figure("routed ServingClient.get p99", p["routed_get"]["p99_us"] / 1000, "ms"),
+        Figure(fetch, f["instance_fetch"]["p99_us"] / 1000, "ms"),
+        Figure("routed fetch p99, 24 h", f["routed_fetch"]["p99_us"] / 1000, "ms",
+               baseline=fetch, ratio=f["routed_fetch"]["p99_us"] / f["instance_fetch"]["p99_us"]),
+        Figure(snap, tk["snapshot_nlargest"], "s"),
+        Figure("top_k(10) over 3 instances", tk["routed_top_k"], "s", baseline=snap,
+               ratio=tk["routed_top_k"] / tk["snapshot_nlargest"]),
+        Figure("instance.top_k(10) in process", tk["instance_top_k"], "s"),
+        Figure(statestore, gm["statestore_to_pandas"], "s"),
+        Figure("the whole state into pandas over REST", gm["rest_gather_to_pandas"], "s",
+               baseline=statestore, ratio=r["targets"]["gather_over_statestore"]["value"],
+               target=f"ratio <= {TARGET_GATHER:g}"),
+        Figure("instance.table() in process", gm["instance_table_to_pandas"], "s",
+               baseline=statestore, ratio=r["ratios"]["gather_instance_over_statestore"]),
+        Figure("instance.all() (rows) in process", gm["instance_all_to_pandas"], "s",
+               baseline=statestore, ratio=r["ratios"]["gather_instance_all_over_statestore"]),
+    ]
 
 
 def _lat(f: dict, unit: str = "us") -> str:

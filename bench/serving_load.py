@@ -27,6 +27,7 @@ import re
 import time
 
 from bench.common import print_table, write_result
+from bench.results import Figure, Run
 from bench.serving import load, percentiles, sample_keys, shipped_store
 
 TOPIC = "bench-serving-load-counts-changelog"
@@ -168,6 +169,7 @@ def run(keys: int = 2000, lookups: int = 200, waits: int = 50, wait: float = 10.
     from statekit.serve.transport import HttpPool
 
     started = time.perf_counter()
+    run_ = Run("serving_load")
     loads = {"start": load()}
     result: dict = {"keys": keys, "lookups_in_flight": lookups, "waits_in_flight": waits,
                     "wait_s": wait, "load_s": seconds}
@@ -199,9 +201,24 @@ def run(keys: int = 2000, lookups: int = 200, waits: int = 50, wait: float = 10.
     result["control_met"] = all(result["loaded"][name]["p99_ms"] < TARGET_P99_MS
                                 for name in CONTROL_PROBES)
     result["wall_s"] = time.perf_counter() - started
-    write_result("serving_load", result)
+    write_result(run_, figures_of(result), result)
     report(result)
     return result
+
+
+def figures_of(r: dict) -> list[Figure]:
+    """The results file's figures: each probe's p99 with the waits against the lookups alone."""
+    out = []
+    for name in (*PROBES, *CONTROL_PROBES):
+        alone, loaded = r["lookups"][name]["p99_ms"], r["loaded"][name]["p99_ms"]
+        base = f"{name} p99, {r['lookups_in_flight']} lookups in flight"
+        out += [Figure(base, alone, "ms"),
+                Figure(f"{name} p99, + {r['waits_in_flight']} waits", loaded, "ms",
+                       baseline=base, ratio=loaded / alone, target=f"value < {TARGET_P99_MS:g}")]
+    for phase, label in (("lookups", "alone"), ("loaded", "with the waits")):
+        out.append(Figure(f"lookups served, {label}", r[f"{phase}_load"]["lookups_per_s"],
+                          "lookups/s"))
+    return out
 
 
 def report(r: dict) -> None:

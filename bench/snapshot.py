@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from bench.common import median, print_table, session, timed, verdict, write_result
+from bench.results import Figure, Run
 
 AGGREGATES = ["count", "sum(score)", "max(score)"]
 BASE_TS = "2024-01-01 00:00:00"
@@ -87,6 +88,7 @@ def measure(spark, query, repeats: int) -> dict:
 
 def run(keys: int = 1_000_000, repeats: int = 5, workdir: str | None = None) -> dict:
     """Build the checkpoint, time both reads, write and print the figures."""
+    started = Run("snapshot")
     spark = session()
     work = Path(workdir or tempfile.mkdtemp(prefix="statekit-bench-snapshot-"))
     try:
@@ -102,9 +104,24 @@ def run(keys: int = 1_000_000, repeats: int = 5, workdir: str | None = None) -> 
               "target_met": ratio <= 1.0, "rows_ok": all(n == keys for n in
                                                          figures["rows"].values()),
               **figures}
-    write_result("snapshot", result)
+    write_result(started, figures_of(result), result)
     report(result)
     return result
+
+
+def figures_of(r: dict) -> list[Figure]:
+    """The results file's figures: medians in seconds, statekit against the baseline read."""
+    med, keys = r["median_s"], f"{r['keys']:,} keys"
+    base = f"baseline: statestore read + toPandas, {keys}"
+    return [
+        Figure(base, med["baseline"], "s"),
+        Figure(f"statekit: query.snapshot(), {keys}", med["statekit"], "s", baseline=base,
+               ratio=r["ratio_statekit_over_baseline"], target="ratio <= 1.0"),
+        Figure("of which: batch lookup", med["statekit_batch_lookup"], "s"),
+        Figure("of which: frame toPandas", med["statekit_frame_to_pandas"], "s"),
+        Figure("of which: pandas sort", med["statekit_pandas_sort"], "s"),
+        Figure("building the checkpoint", r["build_checkpoint_s"], "s"),
+    ]
 
 
 def report(r: dict) -> None:

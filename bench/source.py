@@ -27,6 +27,7 @@ import os
 import time
 
 from bench.common import cpu_by_kind, cpu_snapshot, median, print_table, session, write_result
+from bench.results import Figure, Run
 from bench.throughput import produce
 
 PARTITIONS = 4
@@ -92,6 +93,7 @@ def run(records: int = 1_000_000, batch: int = 100_000, repeats: int = 3,
     import statekit as sk
     from statekit.spark.kafka_source import register
 
+    started = Run(f"source_{label}")
     spark = session()
     register(spark)
     runs: dict[str, list[dict]] = {"plain": [], "source": []}
@@ -120,9 +122,29 @@ def run(records: int = 1_000_000, batch: int = 100_000, repeats: int = 3,
             [s / p for s, p in zip(broker["source"], broker["plain"], strict=True)]),
         "runs": runs,
     }
-    write_result(f"source_{label}", result)
+    write_result(started, figures_of(result), result)
     report(result)
     return result
+
+
+def figures_of(r: dict) -> list[Figure]:
+    """The results file's figures: medians of the repetitions, ratios paired per repetition."""
+    src, plain = r["runs"]["source"], r["runs"]["plain"]
+    cpu = r["broker_cpu_s_per_million"]
+    base, base_cpu = "plain consumer", "broker CPU per million records, plain consumer"
+    return [
+        Figure(base, median([p["records_per_s"] for p in plain]), "records/s"),
+        Figure("source -> noop, warm batches", median([s["warm_records_per_s"] for s in src]),
+               "records/s", baseline=base, ratio=r["ratio_warm_source_over_plain"],
+               target="ratio >= 0.8"),
+        Figure("source -> noop, whole run from start()",
+               median([s["records_per_s"] for s in src]), "records/s", baseline=base,
+               ratio=r["ratio_source_over_plain"]),
+        Figure(base_cpu, cpu["plain"], "CPU-s"),
+        Figure("broker CPU per million records, source", cpu["source"], "CPU-s",
+               baseline=base_cpu, ratio=r["ratio_broker_cpu_source_over_plain"],
+               target="ratio <= 2"),
+    ]
 
 
 def report(r: dict) -> None:

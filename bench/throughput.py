@@ -44,6 +44,7 @@ from bench.common import (
     verdict,
     write_result,
 )
+from bench.results import Figure, Run
 
 PLAYERS = 1000
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
@@ -328,6 +329,7 @@ def run(records: int = 200_000, batch: int = 50_000, repeats: int = 3,
     """Run both paths in both variants, write and print the figures."""
     import statekit as sk
 
+    started = Run("throughput")
     spark = session()
     work = Path(workdir or tempfile.mkdtemp(prefix="statekit-bench-throughput-"))
     try:
@@ -346,9 +348,30 @@ def run(records: int = 200_000, batch: int = 50_000, repeats: int = 3,
               "ratio_parsed_in_source": summary["plain"].get("ratio_parsed"),
               "target": ">= 0.5", "target_met": ratio >= 0.5, "summary": summary, **measured,
               "note": "the Kafka path parses JSON and counts malformed rows in the same query"}
-    write_result("throughput", result)
+    write_result(started, figures_of(result), result)
     report(result)
     return result
+
+
+def figures_of(r: dict) -> list[Figure]:
+    """The results file's figures: each path's records/s (end to end, medians) against rate."""
+    out = []
+    for variant, label in (("plain", ""), ("changelog", ", with changelogs")):
+        s = r["summary"][variant]
+        rate = f"rate-micro-batch (baseline){label}"
+        out += [Figure(rate, s["rate"]["records_per_s"], "records/s"),
+                Figure(f"Kafka{label}", s["kafka"]["records_per_s"], "records/s",
+                       baseline=rate, ratio=s["ratio"],
+                       target="ratio >= 0.5" if variant == "plain" else None),
+                Figure(f"Kafka{label}: median of per-repetition ratios",
+                       median(s["paired_ratios"]), "")]
+        if "kafka_parsed" in s:
+            out += [Figure(f"Kafka, JSON parsed in the source{label}",
+                           s["kafka_parsed"]["records_per_s"], "records/s", baseline=rate,
+                           ratio=s["ratio_parsed"]),
+                    Figure(f"Kafka, JSON parsed in the source{label}: median of "
+                           "per-repetition ratios", median(s["paired_ratios_parsed"]), "")]
+    return out
 
 
 def _path_line(p: dict) -> str:

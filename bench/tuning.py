@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 
 from bench.common import median, print_table, write_result
+from bench.results import Figure, Run
 
 CONFIGS = ("default", "write_heavy", "read_heavy", "memory_bounded", "memory_bounded_tight")
 #: ``memory_bounded`` with a budget this run's state outgrows: what the cap does when it binds.
@@ -166,6 +167,36 @@ def _ratio(value, base) -> str:
     return f"{value / base:.2f}"
 
 
+def figures_of(summary: dict) -> list[Figure]:
+    """The results file's figures: each preset's throughput, memory, cache hit ratio, gets
+    per put and checkpoint size; rates, memory and size against the defaults of the run."""
+    out = []
+    for name, s in summary.items():
+        label = "default (baseline)" if name == "default" else name
+        for key, what, unit, scale in (("records_per_s", "throughput", "rows/s", 1),
+                                       ("median_batch_rows_per_s", "per-batch rate", "rows/s", 1),
+                                       ("memory_peak_bytes", "peak memory", "MiB", 2**20),
+                                       ("memory_median_bytes", "median memory", "MiB", 2**20),
+                                       ("block_cache_hit_ratio", "block cache hit ratio", "", 1),
+                                       ("gets_per_put", "gets per put", "", 1),
+                                       ("checkpoint_state_bytes", "checkpoint state/", "MiB",
+                                        2**20),
+                                       ("checkpoint_changelog_bytes",
+                                        "checkpoint state/: changelog files", "MiB", 2**20),
+                                       ("checkpoint_snapshot_bytes",
+                                        "checkpoint state/: snapshots", "MiB", 2**20)):
+            value = None if s[key] is None else s[key] / scale
+            base = summary["default"][key]
+            compare = name != "default" and key in ("records_per_s", "median_batch_rows_per_s",
+                                                    "memory_peak_bytes", "memory_median_bytes",
+                                                    "checkpoint_state_bytes")
+            out.append(Figure(
+                f"{label}: {what}", value, unit,
+                baseline=f"default (baseline): {what}" if compare else None,
+                ratio=(s[key] / base) if compare and s[key] is not None and base else None))
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.tuning", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -187,6 +218,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(MARK + json.dumps(figures, default=str), flush=True)
         return figures
 
+    started = Run("tuning")
     configs = list(args.only or CONFIGS)
     if "default" not in configs:
         configs.insert(0, "default")
@@ -243,7 +275,7 @@ def main(argv: list[str] | None = None) -> dict:
             ("flushes between snapshots", f"{s['flushes_between_snapshots']:.0f}"),
             ("write stalls", f"{s['write_stall_ms']:.0f} ms"),
         ])
-    path = write_result("tuning", {"records": args.records, "keys": args.keys,
+    path = write_result(started, figures_of(summary), {"records": args.records, "keys": args.keys,
                                    "batch": args.batch, "partitions": args.partitions,
                                    "repeats": args.repeats,
                                    "summary": summary, "runs": runs,
