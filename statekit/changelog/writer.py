@@ -217,7 +217,8 @@ def ship_round(producer: Producer, topic: str, table: pa.Table, stamps: Mapping[
 
 
 class ChangelogWriter(BackgroundLoop):
-    """Ships a query's committed state changes to ``topic``; ``start()`` does it in the background.
+    """Ships a query's committed state changes to ``topic``; ``start()`` does it in the background
+    (``stop()`` ships what is committed then; a ``with`` block starts and stops it).
 
     Args:
         state: the query's state reader (checkpoint and what the state holds), or any
