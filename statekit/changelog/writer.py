@@ -61,6 +61,7 @@ from statekit.errors import (
     CheckpointError,
     DataLoss,
 )
+from statekit.kafka.background import BackgroundLoop
 from statekit.kafka.topics import (
     consume_ranges,
     create_topic,
@@ -215,8 +216,9 @@ def ship_round(producer: Producer, topic: str, table: pa.Table, stamps: Mapping[
     return shipped
 
 
-class ChangelogWriter:
-    """Ships a query's committed state changes to ``topic``; ``start()`` does it in the background.
+class ChangelogWriter(BackgroundLoop):
+    """Ships a query's committed state changes to ``topic``; ``start()`` does it in the background
+    (``stop()`` ships what is committed then; a ``with`` block starts and stops it).
 
     Args:
         state: the query's state reader (checkpoint and what the state holds), or any
@@ -231,6 +233,7 @@ class ChangelogWriter:
 
     def __init__(self, state: StateReader | ChangeSource, kafka: Kafka, topic: str, *,
                  poll_interval: float = 0.2, flush_timeout: float = 60.0, nice: int = 0):
+        super().__init__(f"ship-{topic}")
         self.state, self.topic = state, topic
         #: how much lower the background thread's CPU priority is (``lower_priority``)
         self.nice = whole_number(nice, "nice", minimum=0, maximum=19,
@@ -254,10 +257,7 @@ class ChangelogWriter:
         self._producer: Producer | None = None
         self._previous: meta.WriterInfo | None = None  # the writer before this one
         self._own_ids: set[str] = set()
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._error: BaseException | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -590,32 +590,16 @@ class ChangelogWriter:
         partitions."""
         return self.source.store_schema(batch)
 
-    # --- background -----------------------------------------------------------------
-    def start(self) -> ChangelogWriter:
-        """Ship in a background thread as batches commit, until ``stop()``."""
-        if self._thread is None or not self._thread.is_alive():
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name=f"ship-{self.topic}",
-                                            daemon=True)
-            self._thread.start()
-        return self
-
-    def _run(self) -> None:
+    # --- background (``start()``: ship in a background thread as batches commit) -----
+    def _loop(self) -> None:
         lower_priority(self.nice)
-        while not self._stop.is_set():
-            try:
-                before = self.shipped_batch
-                if self.ship() == before:
-                    self._stop.wait(self.poll_interval)
-            except BaseException as exc:  # surfaced by wait_shipped() / stop()
-                LOG.error("changelog %s: %s", self.topic, exc)
-                self._error = exc
-                return
+        while not self.stop_requested:
+            before = self.shipped_batch
+            if self.ship() == before:
+                self.wait_stop(self.poll_interval)
 
-    def raise_if_failed(self) -> None:
-        """Raise the error that stopped the background thread, if any."""
-        if self._error is not None:
-            raise self._error
+    def _loop_failed(self, exc: BaseException) -> None:  # surfaced by wait_shipped() / stop()
+        LOG.error("changelog %s: %s", self.topic, exc)
 
     def wait_shipped(self, batch: int, timeout: float = 120.0) -> int:
         """Block until ``batch`` is shipped (by the background thread, or right here when it
@@ -629,7 +613,7 @@ class ChangelogWriter:
         deadline = time.monotonic() + timeout
         while True:
             self.raise_if_failed()
-            if self._thread is None or not self._thread.is_alive():
+            if not self.running:
                 self.ship()  # nobody ships in the background: ship what is committed now
             shipped = self.shipped_batch
             if shipped >= batch:
@@ -645,11 +629,7 @@ class ChangelogWriter:
     def stop_background(self) -> None:
         """Stop the background thread once the round it is in has ended (nothing more is
         shipped); raise its error. ``ship()`` and ``stop()`` still ship what is committed."""
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-        self.raise_if_failed()
+        super().stop()
 
     def stop(self) -> None:
         """Stop the background thread after shipping what is committed; raise its error."""

@@ -36,11 +36,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import pandas as pd
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 from statekit.changelog.meta import Position, decode_meta, meta_topic
 from statekit.changelog.reader import topic_partitions
 from statekit.errors import ChangelogError
+from statekit.kafka.background import BackgroundLoop, consume_records
 from statekit.kafka.topics import end_offsets, list_topics, plain_consumer
 from statekit.model import changelog_record as codec
 from statekit.model.connection import Kafka, connect
@@ -95,7 +96,7 @@ class PartitionStatus:
         return f"{self.state} at batch {self.batch}"
 
 
-class ChangelogTail:
+class ChangelogTail(BackgroundLoop):
     """Stores of ``partitions`` of changelog ``topic`` in ``directory``, kept current.
 
     Args:
@@ -112,6 +113,7 @@ class ChangelogTail:
     def __init__(self, kafka: Kafka, topic: str, spec: QuerySpec | PartShape,
                  directory: str | os.PathLike | None = None, *, store_name: str | None = None,
                  partitions: Iterable[int] = (), checkpoint_every: float = 1.0):
+        super().__init__(f"tail-{topic}")
         self.kafka, self.topic, self.spec = connect(kafka), topic, spec
         self.directory, self.store_name = directory, store_name or topic.removesuffix(
             "-changelog")
@@ -130,9 +132,6 @@ class ChangelogTail:
         #: partition → what wakes each wait on it (called by the loop when it changes)
         self._waiters: dict[int, set[Callable[[], None]]] = {}
         self._waiters_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
         self.add(partitions)
 
     # --- which partitions ---------------------------------------------------------------
@@ -324,42 +323,12 @@ class ChangelogTail:
         for wake in woken:
             wake()
 
-    # --- lifecycle ------------------------------------------------------------------------
-    def start(self) -> ChangelogTail:
-        """Restore and follow in the background."""
-        if self._thread is None or not self._thread.is_alive():
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name=f"tail-{self.topic}",
-                                            daemon=True)
-            self._thread.start()
-        return self
+    # --- the loop (``start()``: restore and follow in the background; ``stop()``: stop
+    # following, the stores stay open and checkpointed; ``close()``: stop, checkpoint and
+    # close every store) --------------------------------------------------------------------
+    def _close_resources(self) -> None:
+        self.remove(list(self._stores))
 
-    def stop(self) -> None:
-        """Stop following (stores stay open and checkpointed); raise the thread's error."""
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-        self.raise_if_failed()
-
-    def close(self) -> None:
-        """Stop, checkpoint and close every store."""
-        try:
-            self.stop()
-        finally:
-            self.remove(list(self._stores))
-
-    def raise_if_failed(self) -> None:
-        if self._error is not None:
-            raise self._error
-
-    def __enter__(self) -> ChangelogTail:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    # --- the loop -------------------------------------------------------------------------
     def _assignment(self) -> list[TopicPartition]:
         with self._lock:
             self._changed.clear()
@@ -367,15 +336,15 @@ class ChangelogTail:
                      for p, s in self._status.items()]
         return parts
 
-    def _run(self) -> None:
+    def _loop(self) -> None:
         consumer = plain_consumer(self.kafka, **{"enable.partition.eof": False})
-        try:
+        with contextlib.closing(consumer):
             follow_meta = self.meta_topic in list_topics(self.kafka)
             positions = [TopicPartition(self.meta_topic, 0, 0)] if follow_meta else []
             consumer.assign(self._assignment() + positions)
             next_checkpoint = time.monotonic() + self.checkpoint_every
             next_look = time.monotonic() + 1.0
-            while not self._stop.is_set():
+            while not self.stop_requested:
                 if not positions and time.monotonic() >= next_look:  # the writer creates it
                     next_look = time.monotonic() + 1.0
                     if self.meta_topic in list_topics(self.kafka):
@@ -383,27 +352,19 @@ class ChangelogTail:
                         self._changed.set()
                 if self._changed.is_set():
                     consumer.assign(self._assignment() + positions)
-                messages = consumer.consume(10_000, timeout=0.05)
-                self._apply(messages)
+                self._apply(consume_records(consumer, timeout=0.05))
                 if time.monotonic() >= next_checkpoint:
                     self._checkpoint()
                     next_checkpoint = time.monotonic() + self.checkpoint_every
             self._checkpoint()
-        except BaseException as exc:  # surfaced by status() / stop()
-            self._error = exc
-            self._wake(list(self._waiters))  # every wait sees it now
-        finally:
-            consumer.close()
+
+    def _loop_failed(self, exc: BaseException) -> None:  # surfaced by status() / stop()
+        self._wake(list(self._waiters))  # every wait sees it now
 
     def _apply(self, messages: list) -> None:
         by_partition: dict[int, list] = {}
         moved: set[int] = set()  # partitions whose position moved: their waits look again
         for msg in messages:
-            err = msg.error()
-            if err is not None:
-                if err.code() != KafkaError._PARTITION_EOF:
-                    raise KafkaException(err)
-                continue
             if msg.topic() == self.meta_topic:
                 record = decode_meta(msg.key(), msg.value(), self.meta_topic)
                 if isinstance(record, Position):

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -35,9 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 from statekit.errors import BadArgument
+from statekit.kafka.background import BackgroundLoop, consume_records
 from statekit.kafka.topics import end_offsets, partition_count, plain_consumer
 from statekit.model.changelog_record import encode_json
 from statekit.model.connection import Kafka, connect
@@ -69,7 +71,7 @@ class GlobalTable:
                            plain_keys=self.plain_keys, name=self.name)
 
 
-class GlobalStore:
+class GlobalStore(BackgroundLoop):
     """All partitions of ``topic`` in one local key-value store, kept current.
 
     Args:
@@ -86,6 +88,7 @@ class GlobalStore:
                  name: str | None = None, checkpoint_every: float = 1.0):
         self.kafka, self.topic = connect(kafka), kafka_name(topic, "topic")
         self.name = kafka_name(name or topic, "global store name")
+        super().__init__(f"global-{self.name}")
         self.key_columns = [key_columns] if isinstance(key_columns, str) else list(key_columns)
         if plain_keys and len(self.key_columns) != 1:
             raise BadArgument("key_columns of plain keys", key_columns, "exactly one column")
@@ -105,9 +108,6 @@ class GlobalStore:
         self._restore_to = {p: end for p, (_, end) in ends.items()}
         self._start = dict(self._next)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
 
     # --- state ------------------------------------------------------------------------------
     @property
@@ -170,34 +170,21 @@ class GlobalStore:
     def approximate_num_entries(self) -> int:
         return self.store.approximate_num_entries()
 
-    # --- following the topic ----------------------------------------------------------------
-    def start(self) -> GlobalStore:
-        if self._thread is None or not self._thread.is_alive():
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name=f"global-{self.name}",
-                                            daemon=True)
-            self._thread.start()
-        return self
-
+    # --- following the topic (``start()``, ``stop()``; ``close()`` closes the store too) ------
     def _record_key(self, raw: bytes | None) -> bytes | None:
         if raw is None or not self.plain_keys:
             return raw
         return encode_json({self.key_columns[0]: raw.decode("utf-8", "replace")},
                            self.key_columns)
 
-    def _run(self) -> None:
+    def _loop(self) -> None:
         consumer = plain_consumer(self.kafka, **{"enable.partition.eof": False})
-        try:
+        with contextlib.closing(consumer):
             consumer.assign([TopicPartition(self.topic, p, o) for p, o in self._next.items()])
             next_checkpoint = time.monotonic() + self.checkpoint_every
-            while not self._stop.is_set():
+            while not self.stop_requested:
                 records, last = [], {}
-                for msg in consumer.consume(10_000, timeout=0.05):
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() != KafkaError._PARTITION_EOF:
-                            raise KafkaException(err)
-                        continue
+                for msg in consume_records(consumer, timeout=0.05):
                     key = self._record_key(msg.key())
                     if key is not None:  # a record without a key cannot be looked up
                         records.append((key, msg.value()))
@@ -209,34 +196,10 @@ class GlobalStore:
                 if time.monotonic() >= next_checkpoint:
                     self.store.write_checkpoint(dict(self._next))
                     next_checkpoint = time.monotonic() + self.checkpoint_every
-            self.store.write_checkpoint(dict(self._next))
-        except BaseException as exc:  # surfaced by get() / stop()
-            self._error = exc
-        finally:
-            consumer.close()
+            self.store.write_checkpoint(dict(self._next))  # its error: by get() / stop()
 
-    def raise_if_failed(self) -> None:
-        if self._error is not None:
-            raise self._error
-
-    def stop(self) -> None:
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-        self.raise_if_failed()
-
-    def close(self) -> None:
-        try:
-            self.stop()
-        finally:
-            self.store.close()
-
-    def __enter__(self) -> GlobalStore:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def _close_resources(self) -> None:
+        self.store.close()
 
     def __repr__(self) -> str:
         return f"GlobalStore({self.name!r}, topic={self.topic!r}, {self.state})"

@@ -22,15 +22,16 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
-import threading
 import time
 from collections.abc import Sequence
 
 import pandas as pd
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 from statekit.changelog.reader import topic_partitions
+from statekit.kafka.background import BackgroundLoop, consume_records
 from statekit.kafka.topics import end_offsets, plain_consumer
 from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec
@@ -40,7 +41,7 @@ from statekit.stores import StateStore
 LAG_COLUMNS = ["time", "partition", "lag", "position", "end_offset"]
 
 
-class StandbyReplica:
+class StandbyReplica(BackgroundLoop):
     """Tails changelog ``topic`` into local stores in ``directory`` (in memory when None).
 
     Args:
@@ -55,6 +56,7 @@ class StandbyReplica:
                  directory: str | os.PathLike | None = None, *,
                  partitions: Sequence[int] | None = None, name: str = "standby",
                  store_name: str | None = None, sample_every: float = 0.2):
+        super().__init__(f"standby-{topic}")
         self.kafka, self.topic, self.spec = connect(kafka), topic, spec
         self.directory, self.name, self.store_name = directory, name, store_name
         self.partitions = topic_partitions(self.kafka, topic, partitions)
@@ -63,49 +65,43 @@ class StandbyReplica:
         self.catch_up: RestoreResult | None = None
         self._samples: list[tuple] = []
         self._positions: dict[int, int] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._sampler: threading.Thread | None = None
-        self._error: BaseException | None = None
+        #: the lag samples' loop, beside the tailing one (this object)
+        self._sampler = BackgroundLoop(f"standby-lag-{topic}", self._sample_on_a_timer)
 
     # --- lifecycle ------------------------------------------------------------------
     def start(self) -> StandbyReplica:
-        """Catch up (restore from the stores' checkpoints), then tail in the background."""
+        """Catch up (restore from the stores' checkpoints), then tail in the background.
+        Refused while it tails (and after it failed: its error is raised)."""
+        self._check_can_start()
         self.catch_up = restore_stores(self.kafka, self.topic, self.spec,
                                        self.directory, store_name=self.store_name,
                                        partitions=self.partitions, progress=False)
         self.stores = self.catch_up.stores
         self._positions = {p: self.stores[p].read_checkpoint()[p] for p in self.partitions}
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._tail, name=f"standby-{self.topic}",
-                                        daemon=True)
-        self._sampler = threading.Thread(target=self._sample_on_a_timer,
-                                         name=f"standby-lag-{self.topic}", daemon=True)
-        self._thread.start()
+        super().start()
         self._sampler.start()
         return self
 
-    def stop(self) -> None:
-        """Stop tailing (the stores stay open and checkpointed); raise the tailer's error."""
-        self._stop.set()
-        for thread in (self._thread, self._sampler):
-            if thread is not None:
-                thread.join()
-        self._thread = self._sampler = None
-        if self._error is not None:
-            raise self._error
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop tailing and sampling (the stores stay open and checkpointed); raise the
+        tailer's error, else the sampler's."""
+        failures = []
+        for stop in (super().stop, self._sampler.stop):  # both, whatever the first raises
+            try:
+                stop(timeout)
+            except BaseException as exc:  # the first is raised below
+                failures.append(exc)
+        if failures:
+            raise failures[0]
 
-    def close(self) -> None:
-        """Stop and close the stores."""
-        self.stop()
+    def raise_if_failed(self) -> None:
+        """Raise the error that ended the tailing (or the lag samples), if any."""
+        super().raise_if_failed()
+        self._sampler.raise_if_failed()
+
+    def _close_resources(self) -> None:
         for store in self.stores.values():
             store.close()
-
-    def __enter__(self) -> StandbyReplica:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def promote(self) -> RestoreResult:
         """Failover: stop tailing, replay what is left of the log, return the caught-up stores."""
@@ -119,41 +115,27 @@ class StandbyReplica:
         return result
 
     # --- tailing --------------------------------------------------------------------
-    def _tail(self) -> None:
+    def _loop(self) -> None:
         consumer = plain_consumer(self.kafka, **{"enable.partition.eof": False})
-        try:
+        with contextlib.closing(consumer):
             consumer.assign([TopicPartition(self.topic, p, self._positions[p])
                              for p in self.partitions])
-            while not self._stop.is_set():
-                messages = consumer.consume(10_000, timeout=0.1)
+            while not self.stop_requested:
                 by_partition: dict[int, list] = {}
-                for msg in messages:
-                    if msg.error() is not None:
-                        if msg.error().code() != KafkaError._PARTITION_EOF:
-                            raise KafkaException(msg.error())
-                        continue
+                for msg in consume_records(consumer, timeout=0.1):
                     by_partition.setdefault(msg.partition(), []).append(msg)
                 for p, batch in by_partition.items():
                     self.stores[p].write_raw([(m.key(), m.value()) for m in batch])
                     self._positions[p] = batch[-1].offset() + 1
                     self.stores[p].write_checkpoint({p: self._positions[p]})
-        except BaseException as exc:  # surfaced by stop()
-            self._error = exc
-        finally:
-            consumer.close()
 
-    def _sample_on_a_timer(self) -> None:
-        consumer = plain_consumer(self.kafka)
-        try:
+    def _sample_on_a_timer(self, loop: BackgroundLoop) -> None:
+        with contextlib.closing(plain_consumer(self.kafka)) as consumer:
             while True:
                 started = time.monotonic()
                 self.sample(consumer)
-                if self._stop.wait(max(0.0, self.sample_every - (time.monotonic() - started))):
+                if loop.wait_stop(max(0.0, self.sample_every - (time.monotonic() - started))):
                     return
-        except BaseException as exc:  # surfaced by stop()
-            self._error = exc
-        finally:
-            consumer.close()
 
     def sample(self, consumer=None) -> pd.DataFrame:
         """Take one lag sample now (the timer does it every ``sample_every`` seconds): per
@@ -198,5 +180,5 @@ class StandbyReplica:
         return dict(self._positions)
 
     def __repr__(self) -> str:
-        state = "tailing" if self._thread is not None else "stopped"
+        state = "tailing" if self.running else "stopped"
         return f"StandbyReplica({self.topic!r}, {state}, positions={self._positions})"
