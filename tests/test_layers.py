@@ -59,6 +59,20 @@ LAYERS = [
     ("statekit.demo", 10), ("statekit.doctor", 10), ("statekit.__main__", 10),
     ("statekit.workshop", 10),
 ]
+#: A short title per layer, from this module's docstring (the docs' architecture page shows them).
+LAYER_NAMES: dict[int, str] = {
+    0: "rules, files and processes",
+    1: "descriptions",
+    2: "sources and engines",
+    3: "state: Spark's state, any checkpoint, a person's processor",
+    4: "the changelog",
+    5: "the query and the local stores; monitoring; starting a processor",
+    6: "restore, standby, drills",
+    7: "serving (interactive queries); a person's own query, attached",
+    8: "charts (pure functions to Altair)",
+    9: "widgets",
+    10: "entry points; the workshop's exercises",
+}
 #: Package ``__init__`` files only re-export their own modules (lazily, by name).
 PACKAGE_INITS = {"statekit.query": 5, "statekit": 10}
 
@@ -135,6 +149,10 @@ def layer(module: str) -> int:
 def test_every_module_has_a_layer():
     for name in modules():
         layer(name)
+
+
+def test_every_layer_has_a_name():
+    assert sorted(LAYER_NAMES) == sorted({number for _, number in LAYERS})
 
 
 def test_no_module_imports_a_higher_layer():
