@@ -4,12 +4,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-report doctor java chromium html lab clean
+.PHONY: demo test test-fast lint bench bench-report doctor java chromium html lab docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,docs]'
 	@touch $(STAMP)
 
 java:
@@ -28,6 +28,12 @@ html: java $(STAMP)
 # JupyterLab on the notebooks, with this project's environment as the kernel.
 lab: java $(STAMP)
 	$(PY) -m jupyter lab --ServerApp.root_dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+
+# The documentation site (docs/, Sphinx) into build/docs, offline, warnings as errors. It reads
+# the notebooks without running them; the handouts of `make html`, when there, are copied in.
+docs: $(STAMP)
+	$(PY) -m sphinx -b html -W --keep-going -d build/.docs-doctrees docs build/docs
+	@echo "open build/docs/index.html"
 
 demo: java $(STAMP)
 	$(PY) -m statekit demo
@@ -70,4 +76,4 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 
 clean:
-	rm -rf $(VENV) statekit-out .pytest_cache
+	rm -rf $(VENV) statekit-out .pytest_cache build/docs build/.docs-doctrees docs/_generated

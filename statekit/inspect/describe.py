@@ -93,7 +93,7 @@ class Description:
     Attributes:
         checkpoint: the checkpoint's path.
         table: one row per operator part read (``TABLE_COLUMNS``).
-        flags: what looks wrong (``Flag``s), empty when nothing does.
+        flags: what looks wrong (``Flag`` objects), empty when nothing does.
         rows: state rows per partition after each batch read (``ROW_COLUMNS``; partitions
             with no row have 0), the data behind the charts.
         watermarks: per batch of the offset log: ``batch``, ``committed``, ``new_data``,

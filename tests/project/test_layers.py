@@ -156,6 +156,10 @@ def test_every_module_has_a_layer():
         layer(name)
 
 
+def test_every_layer_has_a_name():
+    assert sorted(LAYER_NAMES) == sorted({number for _, number in LAYERS})
+
+
 def test_no_module_imports_a_higher_layer():
     wrong = []
     for name, path in modules().items():
@@ -217,10 +221,6 @@ def _lazy_targets(path: Path) -> set[str]:
             if isinstance(node, ast.Constant) and isinstance(node.value, str)
             and node.value.startswith("statekit.") and " " not in node.value
             and node.value in modules()}
-
-
-def test_every_layer_has_a_name():
-    assert sorted(LAYER_NAMES) == sorted({number for _, number in LAYERS})
 
 
 def test_package_inits_import_nothing_of_their_own_eagerly():

@@ -18,7 +18,8 @@ any other range is assigned anew. Spark does not send a partition to the same
 worker every batch (Kafka Streams' sticky assignment has no counterpart here), so a
 kept consumer is a speed-up, never relied upon for correctness.
 
-Options (``spark.readStream.format("statekit_kafka").option(...)``):
+Options (``spark.readStream.format("statekit_kafka").option(...)``)::
+
     kafka.bootstrap.servers  the cluster address (required)
     subscribe                topic name(s), comma separated (required)
     startingOffsets          ``earliest`` (default), ``latest`` or JSON like
