@@ -3,8 +3,8 @@
 Layers, lowest first (a module may import its own layer and lower ones, never higher):
 
 0. rules, files and processes: ``errors``, ``validate``, ``atomic``, ``durations``, ``_lazy``,
-   ``processes``, ``cache``
-1. descriptions: ``query.spec``, ``kafka.connection``
+   ``processes``, ``cache``; typed options' machinery: ``options``
+1. descriptions: ``query.spec``, ``kafka.connection``, ``query.options``
 2. sources and engines: ``kafka``, ``spark``, ``datasets``
 3. state: ``state``, ``query.progress``, ``query.reference``, ``query.session_reference``,
    ``query.running`` (the running aggregate's state processor), ``query.growth``; any
@@ -42,8 +42,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "statekit"
 LAYERS = [
     ("statekit.errors", 0), ("statekit.validate", 0), ("statekit.atomic", 0),
     ("statekit.durations", 0), ("statekit._lazy", 0), ("statekit.processes", 0),
-    ("statekit.cache", 0),
-    ("statekit.query.spec", 1), ("statekit.kafka.connection", 1),
+    ("statekit.cache", 0), ("statekit.options", 0),
+    ("statekit.query.spec", 1), ("statekit.kafka.connection", 1), ("statekit.query.options", 1),
     ("statekit.kafka", 2), ("statekit.spark", 2), ("statekit.datasets", 2),
     ("statekit.state", 3), ("statekit.query.progress", 3), ("statekit.query.reference", 3),
     ("statekit.query.running", 3), ("statekit.query.growth", 3),

@@ -9,6 +9,8 @@ from statekit._lazy import lazy_exports
 _NAMES = {
     "EmbeddedBroker": "statekit.kafka.broker",
     "KafkaConnection": "statekit.kafka.connection",
+    "TopicRef": "statekit.kafka.connection",
+    "ReplayOptions": "statekit.kafka.dataset_replay",
     "connect": "statekit.kafka.connection",
     "ReplayReport": "statekit.kafka.dataset_replay",
     "replay": "statekit.kafka.dataset_replay",

@@ -13,6 +13,8 @@ _NAMES = {
     "hopping": "statekit.query.spec",
     "session": "statekit.query.spec",
     "tumbling": "statekit.query.spec",
+    "RunOptions": "statekit.query.options",
+    "SourceOptions": "statekit.query.options",
     "StatefulQuery": "statekit.query.stateful",
     "parse_events": "statekit.query.stateful",
     "start_query": "statekit.query.stateful",

@@ -9,14 +9,15 @@ from statekit._lazy import lazy_exports
 
 _NAMES = {
     **{name: "statekit.restore.changelog" for name in (
-        "RestoreResult", "compacted_copy", "open_partition_store", "restore_stores",
-        "store_kind")},
+        "RestoreOptions", "RestoreResult", "compacted_copy", "open_partition_store",
+        "restore_stores", "store_kind")},
     "SCENARIOS": "statekit.restore.drill",
     "failover_drill": "statekit.restore.drill",
     "Listeners": "statekit.restore.listener",
     "RecordingListener": "statekit.restore.listener",
     "RestoreListener": "statekit.restore.listener",
     "SparkRestartDrill": "statekit.restore.spark_drill",
+    "DrillPlan": "statekit.restore.spark_drill",
     "spark_restart_drill": "statekit.restore.spark_drill",
     "StandbyReplica": "statekit.restore.standby",
 }

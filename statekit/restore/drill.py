@@ -33,7 +33,7 @@ from statekit.changelog.reader import read_changelog
 from statekit.errors import BadArgument
 from statekit.kafka.connection import Kafka, KafkaConnection, connect
 from statekit.query.spec import QuerySpec
-from statekit.restore.changelog import RestoreResult, restore_stores
+from statekit.restore.changelog import RestoreOptions, RestoreResult, restore_stores
 from statekit.restore.standby import StandbyReplica
 from statekit.restore.worker import start_worker, store_config, wait_for_line
 from statekit.state.changes import same_rows
@@ -71,8 +71,8 @@ def _take_over(scenario: str, kafka: KafkaConnection, topic: str, spec: QuerySpe
     if scenario == "standby":
         standby = StandbyReplica(kafka, topic, spec, standby_dir).start()
     elif scenario == "stale standby":
-        restore_stores(kafka, topic, spec, standby_dir, to_batch=stale_batch,
-                       progress=False).close()
+        restore_stores(kafka, topic, spec, standby_dir,
+                       options=RestoreOptions(to_batch=stale_batch, progress=False)).close()
     owner = start_worker("store", store_config(topic, kafka, active_dir, spec))
     try:
         wait_for_line(owner, "serving")
@@ -85,7 +85,8 @@ def _take_over(scenario: str, kafka: KafkaConnection, topic: str, spec: QuerySpe
         lag = int(samples.groupby("partition")["lag"].last().sum()) if len(samples) else 0
         result = standby.promote()
     else:
-        result = restore_stores(kafka, topic, spec, standby_dir, progress=False)
+        result = restore_stores(kafka, topic, spec, standby_dir,
+                                options=RestoreOptions(progress=False))
     answer = _point_query(result, spec, *probe)
     served = time.perf_counter()
     try:

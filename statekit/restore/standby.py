@@ -34,7 +34,7 @@ from statekit.changelog.reader import topic_partitions
 from statekit.kafka.connection import Kafka, connect
 from statekit.kafka.topics import end_offsets, plain_consumer
 from statekit.query.spec import QuerySpec
-from statekit.restore.changelog import RestoreResult, restore_stores
+from statekit.restore.changelog import RestoreOptions, RestoreResult, restore_stores
 from statekit.stores import StateStore
 
 LAG_COLUMNS = ["time", "partition", "lag", "position", "end_offset"]
@@ -69,11 +69,15 @@ class StandbyReplica:
         self._error: BaseException | None = None
 
     # --- lifecycle ------------------------------------------------------------------
+    def _restore_options(self) -> RestoreOptions:
+        """Its catch-up restores: its partitions, quietly."""
+        return RestoreOptions(partitions=self.partitions, progress=False)
+
     def start(self) -> StandbyReplica:
         """Catch up (restore from the stores' checkpoints), then tail in the background."""
         self.catch_up = restore_stores(self.kafka, self.topic, self.spec,
                                        self.directory, store_name=self.store_name,
-                                       partitions=self.partitions, progress=False)
+                                       options=self._restore_options())
         self.stores = self.catch_up.stores
         self._positions = {p: self.stores[p].read_checkpoint()[p] for p in self.partitions}
         self._stop.clear()
@@ -113,8 +117,7 @@ class StandbyReplica:
         for store in self.stores.values():
             store.close()
         result = restore_stores(self.kafka, self.topic, self.spec, self.directory,
-                                store_name=self.store_name, partitions=self.partitions,
-                                progress=False)
+                                store_name=self.store_name, options=self._restore_options())
         self.stores = result.stores
         return result
 
