@@ -20,6 +20,7 @@ from statekit.changelog.log import materialize
 from statekit.changelog.reader import read_changelog
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC, game_events, parse_game_events
 from statekit.kafka.topics import create_topic, delete_topic
+from statekit.query.options import RunOptions, SourceOptions
 from statekit.query.reference import windowed_reference
 from statekit.restore import RestoreListener, compacted_copy, restore_stores
 from statekit.restore.worker import query_config, start_worker
@@ -338,9 +339,10 @@ def test_bad_arguments_are_named_before_anything_is_read(synthetic, broker, tmp_
 
 # --- crash drill --------------------------------------------------------------------------
 def _worker(broker, topic, checkpoint, mode) -> subprocess.Popen:
-    return start_worker("query", query_config(topic, broker, str(checkpoint), "drill",
-                                              mode=mode, spec=GAME_SPEC,
-                                              event_schema=GAME_EVENT_SCHEMA))
+    source = SourceOptions(kafka=broker, event_schema=GAME_EVENT_SCHEMA,
+                           max_offsets_per_trigger=250)
+    run = RunOptions(name="drill", checkpoint=str(checkpoint), trigger="200 milliseconds")
+    return start_worker("query", query_config(topic, GAME_SPEC, source, run, mode=mode))
 
 
 def _committed(checkpoint: Path) -> int:
