@@ -25,6 +25,7 @@ import json
 import multiprocessing
 import re
 import time
+from dataclasses import dataclass
 
 from bench.common import print_table, write_result
 from bench.results import Figure, Run
@@ -38,15 +39,27 @@ CONTROL_PROBES = ("control health", "control metadata", "control assignment")
 
 
 # --- the load (its own process: its event loop and GIL are not the probes') ----------------
-def _load(url: str, store: str, keys: list[dict], missing_batch: int, lookups: int,
-          waits: int, wait: float, seconds: float, out) -> None:
+@dataclass(frozen=True)
+class LoadPlan:
+    """The load: ``lookups`` gets of ``keys`` of ``store`` in flight, and ``waits`` gets
+    parked up to ``wait`` s for batch ``missing_batch`` (not shipped), for ``seconds``."""
+
+    store: str
+    keys: list[dict]
+    missing_batch: int
+    lookups: int
+    waits: int
+    wait: float
+    seconds: float
+
+
+def _load(url: str, plan: LoadPlan, out) -> None:
     import asyncio
 
-    asyncio.run(_load_async(url, store, keys, missing_batch, lookups, waits, wait, seconds,
-                            out))
+    asyncio.run(_load_async(url, plan, out))
 
 
-async def _load_async(url, store, keys, missing_batch, lookups, waits, wait, seconds, out):
+async def _load_async(url: str, plan: LoadPlan, out) -> None:
     """The load on plain asyncio streams, one keep-alive connection per request in flight
     and the requests written beforehand: a generator far cheaper per request than the
     server it loads (httpx's async client spent more CPU per request than the server)."""
@@ -54,6 +67,8 @@ async def _load_async(url, store, keys, missing_batch, lookups, waits, wait, sec
     import random
     from urllib.parse import urlencode, urlsplit
 
+    store, keys, missing_batch = plan.store, plan.keys, plan.missing_batch
+    lookups, waits, wait, seconds = plan.lookups, plan.waits, plan.wait, plan.seconds
     where = urlsplit(url)
     texts = [json.dumps(key) for key in keys]
 
@@ -138,15 +153,14 @@ def _ms(figures: dict) -> dict:
                                   for k, v in figures.items() if k.endswith("_us")}}
 
 
-def under_load(pool, url: str, store: str, assignment: dict, urls: dict, rows: int,
-               sample: list[dict], missing_batch: int, lookups: int, waits: int, wait: float,
-               seconds: float, control: str) -> tuple[dict, dict]:
-    """The probes' figures while a load process keeps ``lookups`` and ``waits`` in flight,
-    and the load's own figures."""
+def under_load(pool, url: str, assignment: dict, urls: dict, rows: int, plan: LoadPlan,
+               control: str) -> tuple[dict, dict]:
+    """The probes' figures while a load process keeps ``plan.lookups`` and ``plan.waits``
+    in flight, and the load's own figures."""
+    store, seconds, wait = plan.store, plan.seconds, plan.wait
     context = multiprocessing.get_context("spawn")
     out = context.Queue()
-    loader = context.Process(target=_load, args=(url, store, sample, missing_batch, lookups,
-                                                  waits, wait, seconds, out), daemon=True)
+    loader = context.Process(target=_load, args=(url, plan, out), daemon=True)
     loader.start()
     try:
         if out.get(timeout=300) != "started":
@@ -192,8 +206,8 @@ def run(keys: int = 2000, lookups: int = 200, waits: int = 50, wait: float = 10.
             for phase, parked in (("lookups", 0), ("loaded", waits)):
                 loads[phase] = load()
                 result[phase], result[f"{phase}_load"] = under_load(
-                    pool, url, store, assignment, cluster.urls, keys, sample, last + 1,
-                    lookups, parked, wait, seconds, control)
+                    pool, url, assignment, cluster.urls, keys,
+                    LoadPlan(store, sample, last + 1, lookups, parked, wait, seconds), control)
             pool.close()
     loads["end"] = load()
     result["load_average"] = loads

@@ -3,7 +3,7 @@
 Example:
     >>> import statekit as sk                                             # doctest: +SKIP
     >>> broker = sk.EmbeddedBroker().start()                              # doctest: +SKIP
-    >>> q = sk.start_query("games", bootstrap_servers=broker.bootstrap_servers,
+    >>> q = sk.start_query("games", kafka=broker,
     ...                    window=sk.tumbling("10 minutes"))              # doctest: +SKIP
     >>> q.wait_until_drained(); q.snapshot()                              # doctest: +SKIP
 """
@@ -29,9 +29,9 @@ from statekit.errors import (
 # ``statekit.spark.kafka_source`` for every streaming source, and must not pay for pandas,
 # Altair and the rest of the package (about a second) before they read a record.
 _NAMES = {  # name → the subpackage that exports it (which knows its module)
-    **dict.fromkeys(("EmbeddedBroker", "KafkaConnection"), "statekit.kafka"),
-    **dict.fromkeys(("Aggregate", "QuerySpec", "WindowSpec", "hopping", "session", "tumbling"),
-                    "statekit.model"),
+    **dict.fromkeys(("EmbeddedBroker", "KafkaConnection", "TopicRef"), "statekit.kafka"),
+    **dict.fromkeys(("Aggregate", "QuerySpec", "WindowSpec", "hopping", "session", "tumbling",
+                     "RunOptions", "SourceOptions"), "statekit.model"),
     **dict.fromkeys(("StatefulQuery", "start_query"), "statekit.query"),
     "spark_session": "statekit.spark.session",
     **dict.fromkeys(("Checkpoint", "StateReader", "apply_changes"), "statekit.spark_state"),
@@ -69,7 +69,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
     from statekit.inspect.view import CheckpointView, open_checkpoint
     from statekit.kafka.broker import EmbeddedBroker
     from statekit.live.handle import AttachedQuery, attach
-    from statekit.model.connection import KafkaConnection
+    from statekit.model.connection import KafkaConnection, TopicRef
+    from statekit.model.query_options import RunOptions, SourceOptions
     from statekit.model.query_spec import (
         Aggregate,
         QuerySpec,
@@ -104,10 +105,13 @@ __all__ = [
     "EmbeddedBroker",
     "KafkaConnection",
     "QuerySpec",
+    "RunOptions",
+    "SourceOptions",
     "StateReader",
     "StatefulQuery",
     "StatekitError",
     "TopicNotFound",
+    "TopicRef",
     "WindowSpec",
     "apply_changes",
     "attach",

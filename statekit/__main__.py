@@ -63,10 +63,12 @@ def run_serve(args: argparse.Namespace) -> int:
     import time
 
     from statekit.serve.cluster import serve
+    from statekit.serve.options import ServeOptions
 
     tables = [global_table(text) for text in args.globals]
     with serve(args.bootstrap_servers, args.topic, instances=args.instances,
-               standbys=args.standbys, workdir=args.workdir, global_tables=tables) as cluster:
+               standbys=args.standbys, workdir=args.workdir,
+               options=ServeOptions(global_tables=tables)) as cluster:
         cluster.wait_ready()
         print(cluster.assignment.to_frame().to_string(index=False), flush=True)
         for name, url in cluster.urls.items():

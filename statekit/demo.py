@@ -52,13 +52,15 @@ def serve_leaderboard(servers: str, query, snapshot: pd.DataFrame, out: Path) ->
     from statekit.kafka.dataset_replay import replay
     from statekit.serve import serve
     from statekit.serve.global_store import GlobalTable
+    from statekit.serve.options import ServeOptions
 
     replay(player_profiles(), servers, "player-profiles", partitions=2, progress=False,
            topic_config={"cleanup.policy": "compact"})
     players = GlobalTable("players", "player-profiles", ("player",), plain_keys=True)
     started = time.monotonic()
     with serve(servers, query.changelog_topic, instances=2, standbys=1,
-               workdir=out / "serving", global_tables=[players]) as cluster:
+               workdir=out / "serving", options=ServeOptions(global_tables=[players])
+               ) as cluster:
         cluster.wait_ready()
         client = cluster.client()
         _say(f"serving {query.changelog_topic!r} from {len(cluster.urls)} instances "
@@ -140,8 +142,9 @@ def main(args: Namespace) -> int:
     from statekit.inspect import open_checkpoint
     from statekit.kafka import EmbeddedBroker
     from statekit.kafka.dataset_replay import replay
+    from statekit.model.query_options import RunOptions, SourceOptions
     from statekit.query.stateful import start_query
-    from statekit.restore import restore_stores
+    from statekit.restore import RestoreOptions, restore_stores
     from statekit.spark.session import spark_session
     from statekit.spark_state.changes import same_rows
 
@@ -168,10 +171,12 @@ def main(args: Namespace) -> int:
         spark = spark_session(args.master)
         _say(f"Spark {spark.version} on {spark.sparkContext.master}, RocksDB state store, "
              "changelog checkpointing on")
-        query = start_query(TOPIC, dataset.spec, spark=spark, kafka=servers,
-                            event_schema=dataset.schema, checkpoint=str(checkpoint),
-                            name="leaderboard", max_offsets_per_trigger=500,
-                            trigger="200 milliseconds")
+        query = start_query(
+            TOPIC, dataset.spec, spark=spark,
+            source_options=SourceOptions(kafka=servers, event_schema=dataset.schema,
+                                         max_offsets_per_trigger=500),
+            run=RunOptions(name="leaderboard", checkpoint=str(checkpoint),
+                           trigger="200 milliseconds"))
         stack.callback(query.stop)
         last = query.wait_until_drained()
         progress = query.progress()
@@ -198,7 +203,8 @@ def main(args: Namespace) -> int:
         same = same_rows(log.materialize(), snapshot)
         _say(f"replaying the changelog rebuilds the {len(snapshot)}-row store: {same}")
         with restore_stores(servers, query.changelog_topic, query.spec,
-                            checkpoint.parent / "stores", progress=False) as restored:
+                            checkpoint.parent / "stores",
+                            options=RestoreOptions(progress=False)) as restored:
             table = restored.table()
             equal = same_rows(table, snapshot)
             _say(f"restored {int(restored.report['records'].sum())} changelog records into "

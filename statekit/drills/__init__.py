@@ -17,6 +17,7 @@ _NAMES = {
     "SCENARIOS": "statekit.drills.failover",
     "failover_drill": "statekit.drills.failover",
     "SparkRestartDrill": "statekit.drills.spark_restart",
+    "DrillPlan": "statekit.drills.spark_restart",
     "spark_restart_drill": "statekit.drills.spark_restart",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)

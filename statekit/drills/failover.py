@@ -34,7 +34,7 @@ from statekit.errors import BadArgument
 from statekit.model.changelog_record import decode_json
 from statekit.model.connection import Kafka, KafkaConnection, connect
 from statekit.model.query_spec import QuerySpec
-from statekit.restore.rebuild import RestoreResult, restore_stores
+from statekit.restore.rebuild import RestoreOptions, RestoreResult, restore_stores
 from statekit.spark_state.changes import same_rows
 from statekit.standby.replica import StandbyReplica
 from statekit.validate import optional_batch_id
@@ -71,8 +71,8 @@ def _take_over(scenario: str, kafka: KafkaConnection, topic: str, spec: QuerySpe
     if scenario == "standby":
         standby = StandbyReplica(kafka, topic, spec, standby_dir).start()
     elif scenario == "stale standby":
-        restore_stores(kafka, topic, spec, standby_dir, to_batch=stale_batch,
-                       progress=False).close()
+        restore_stores(kafka, topic, spec, standby_dir,
+                       options=RestoreOptions(to_batch=stale_batch, progress=False)).close()
     owner = start_worker("store", store_config(topic, kafka, active_dir, spec))
     try:
         wait_for_line(owner, "serving")
@@ -85,7 +85,8 @@ def _take_over(scenario: str, kafka: KafkaConnection, topic: str, spec: QuerySpe
         lag = int(samples.groupby("partition")["lag"].last().sum()) if len(samples) else 0
         result = standby.promote()
     else:
-        result = restore_stores(kafka, topic, spec, standby_dir, progress=False)
+        result = restore_stores(kafka, topic, spec, standby_dir,
+                                options=RestoreOptions(progress=False))
     answer = _point_query(result, spec, *probe)
     served = time.perf_counter()
     try:

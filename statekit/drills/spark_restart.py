@@ -14,7 +14,7 @@ read from this process's state store log (``restart_timeline``).
 Example:
     >>> drill = spark_restart_drill("games", broker, "/tmp/ck", spark=spark,  # doctest: +SKIP
     ...                             spec=GAME_SPEC, event_schema=GAME_EVENT_SCHEMA,
-    ...                             min_deltas_for_snapshot=2)
+    ...                             plan=DrillPlan(min_deltas_for_snapshot=2))
     >>> drill.summary    # per partition: snapshot loaded, delta files replayed  # doctest: +SKIP
     >>> drill.query.stop()                                                 # doctest: +SKIP
 """
@@ -25,7 +25,8 @@ import json
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import pandas as pd
 from pyspark.sql import SparkSession
@@ -34,7 +35,9 @@ from statekit.drills.worker import query_config, start_worker, wait_for_line
 from statekit.durations import to_millis
 from statekit.errors import BadArgument, StatekitError
 from statekit.model.connection import Kafka, connect
+from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import QuerySpec
+from statekit.options import Options, route, settle
 from statekit.query.stateful import StatefulQuery, start_query
 from statekit.spark.session import state_store_log
 from statekit.spark_state.checkpoint import Checkpoint
@@ -44,6 +47,9 @@ from statekit.validate import whole_number
 
 MIN_DELTAS = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
 MAINTENANCE = "spark.sql.streaming.stateStore.maintenanceInterval"
+#: ``spark_restart_drill``'s keyword shortcuts: each a field of its ``DrillPlan``
+_PLAN_SHORTCUTS = dict.fromkeys(("batches", "min_deltas_for_snapshot", "maintenance_interval",
+                                 "max_offsets_per_trigger", "settle_seconds", "timeout"), "plan")
 
 
 @dataclass
@@ -58,6 +64,27 @@ class SparkRestartDrill:
     min_deltas_for_snapshot: int
 
 
+@dataclass(frozen=True)
+class DrillPlan(Options):
+    """How a restart drill runs: ``batches`` of ``max_offsets_per_trigger`` records in the
+    worker, Spark's snapshot cadence (a snapshot every ``min_deltas_for_snapshot`` versions,
+    uploaded by maintenance every ``maintenance_interval``), ``settle_seconds`` before the
+    kill, ``timeout`` for each wait."""
+
+    batches: int = 6
+    min_deltas_for_snapshot: int = 10
+    maintenance_interval: str = "1 second"
+    max_offsets_per_trigger: int = 250
+    settle_seconds: float = 2.0
+    timeout: float = 300.0
+
+    def __post_init__(self):
+        whole_number(self.batches, "batches", minimum=1)
+        whole_number(self.min_deltas_for_snapshot, "min_deltas_for_snapshot", minimum=1)
+        to_millis(self.maintenance_interval, "maintenance interval")
+        whole_number(self.max_offsets_per_trigger, "max_offsets_per_trigger", minimum=1)
+
+
 def spark_restart_drill(
     topic: str,
     kafka: Kafka,
@@ -67,12 +94,8 @@ def spark_restart_drill(
     spec: QuerySpec,
     event_schema: str | None = None,
     name: str = "restarted",
-    batches: int = 6,
-    min_deltas_for_snapshot: int = 10,
-    maintenance_interval: str = "1 second",
-    max_offsets_per_trigger: int = 250,
-    settle_seconds: float = 2.0,
-    timeout: float = 300.0,
+    plan: DrillPlan | None = None,
+    **shortcuts: Any,
 ) -> SparkRestartDrill:
     """Run the query in a worker for ``batches`` batches, kill -9 it, restart it here.
 
@@ -81,15 +104,18 @@ def spark_restart_drill(
         spark: this process's session (a ``statekit.spark_session``: its state store log
             is where the restore is read from).
         spec, event_schema: what the query computes over which events (see ``start_query``).
-        min_deltas_for_snapshot: versions between Spark's state snapshots (Spark's default 10).
-        maintenance_interval: how often Spark's maintenance uploads snapshots.
-        settle_seconds: wait after the kill target is reached (lets maintenance upload).
+        plan: how the drill runs (``DrillPlan``); or its fields as keyword arguments, not
+            both: ``batches`` (6), ``min_deltas_for_snapshot`` (versions between Spark's
+            state snapshots, Spark's default 10), ``maintenance_interval`` (how often
+            Spark's maintenance uploads snapshots, "1 second"), ``max_offsets_per_trigger``
+            (250), ``settle_seconds`` (wait after the kill target is reached, letting
+            maintenance upload: 2.0), ``timeout`` (300.0).
     """
-    batches = whole_number(batches, "batches", minimum=1)
-    min_deltas_for_snapshot = whole_number(min_deltas_for_snapshot, "min_deltas_for_snapshot",
-                                           minimum=1)
-    interval = f"{to_millis(maintenance_interval, 'maintenance interval')}ms"
-    per_batch = whole_number(max_offsets_per_trigger, "max_offsets_per_trigger", minimum=1)
+    plan = settle(plan, DrillPlan, route(shortcuts, _PLAN_SHORTCUTS, "spark_restart_drill")
+                  .get("plan", {}), "plan")
+    batches, min_deltas_for_snapshot = plan.batches, plan.min_deltas_for_snapshot
+    timeout, per_batch = plan.timeout, plan.max_offsets_per_trigger
+    interval = f"{to_millis(plan.maintenance_interval, 'maintenance interval')}ms"
     conn = connect(kafka)
     checkpoint = Checkpoint(checkpoint)
     if checkpoint.committed_batches():
@@ -98,9 +124,12 @@ def spark_restart_drill(
                           "first record")
     ending = _worker_ends(conn, topic, batches * per_batch)
     conf = {MIN_DELTAS: str(min_deltas_for_snapshot), MAINTENANCE: interval}
+    source = SourceOptions(kafka=conn, event_schema=event_schema,
+                           max_offsets_per_trigger=per_batch)
+    run = RunOptions(name=name, checkpoint=str(checkpoint))
     worker = start_worker("query", query_config(
-        topic, conn, checkpoint, name, spec=spec, event_schema=event_schema,
-        max_offsets_per_trigger=per_batch, conf=conf, ending_offsets=json.dumps(ending),
+        topic, spec, replace(source, ending_offsets=json.dumps(ending)),
+        replace(run, trigger="200 milliseconds"), conf=conf,
         shuffle_partitions=int(spark.conf.get("spark.sql.shuffle.partitions"))))
     try:
         wait_for_line(worker, "running", timeout)
@@ -113,7 +142,7 @@ def spark_restart_drill(
                 raise TimeoutError(f"the worker did not commit {batches} batches in "
                                    f"{timeout:.0f} s")
             time.sleep(0.05)
-        time.sleep(settle_seconds)
+        time.sleep(plan.settle_seconds)
     finally:
         worker.send_signal(signal.SIGKILL)
         worker.wait(30)
@@ -124,9 +153,7 @@ def spark_restart_drill(
     old = spark.conf.get(MIN_DELTAS, None)
     spark.conf.set(MIN_DELTAS, str(min_deltas_for_snapshot))
     try:
-        query = start_query(topic, spec, spark=spark, kafka=conn, checkpoint=str(checkpoint),
-                            name=name, event_schema=event_schema,
-                            max_offsets_per_trigger=max_offsets_per_trigger)
+        query = start_query(topic, spec, source_options=source, run=run, spark=spark)
     finally:
         if old is None:
             spark.conf.unset(MIN_DELTAS)

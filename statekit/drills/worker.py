@@ -4,12 +4,13 @@
 killed; ``drain``: process what is there, ship the changelog, stop);
 ``python -m statekit.drills store CONFIG`` restores a store from its
 changelog and keeps it up to date (the "active instance" of a failover drill).
-CONFIG is JSON (see ``query_config`` / ``store_config``). Each prints one line
-(``serving`` / ``drained through batch N``) when it gets there.
+CONFIG is JSON (see ``query_config`` / ``store_config``: a ``QueryJob`` / ``StoreJob``).
+Each prints one line (``serving`` / ``drained through batch N``) when it gets there.
 
 Example:
-    >>> config = query_config("games", broker, "/tmp/ck", "drill",         # doctest: +SKIP
-    ...                       spec=GAME_SPEC, event_schema=GAME_EVENT_SCHEMA)
+    >>> config = query_config("games", GAME_SPEC,                          # doctest: +SKIP
+    ...                       SourceOptions(kafka=broker, event_schema=GAME_EVENT_SCHEMA),
+    ...                       RunOptions(name="drill", checkpoint="/tmp/ck"))
     >>> proc = start_worker("query", config)                               # doctest: +SKIP
     >>> proc.send_signal(signal.SIGKILL)                                   # doctest: +SKIP
 """
@@ -20,41 +21,70 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from statekit.model.connection import Kafka, KafkaConnection, connect
+from statekit.errors import BadArgument
+from statekit.model.connection import Kafka, TopicRef
+from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import QuerySpec
+from statekit.options import Options, codec
 from statekit.processes import spawn
+from statekit.validate import whole_number
+
+MODES = ("run", "drain")
 
 
-def _kafka_dict(kafka: Kafka) -> dict:
-    conn = connect(kafka)
-    return {"bootstrap_servers": conn.bootstrap_servers, "config": dict(conn.config)}
+@dataclass(frozen=True)
+class QueryJob(Options):
+    """What a query worker runs: ``start_query(topic, spec, source_options=source,
+    run=run)`` in a session of ``shuffle_partitions`` (Spark ``conf`` added), until killed
+    (``mode="run"``) or until drained (``"drain"``)."""
+
+    topic: str
+    spec: QuerySpec = field(metadata=codec(QuerySpec.to_dict, QuerySpec.from_dict))
+    source: SourceOptions = field(
+        default_factory=SourceOptions,
+        metadata=codec(SourceOptions.to_dict, SourceOptions.from_dict))
+    run: RunOptions = field(default_factory=RunOptions,
+                            metadata=codec(RunOptions.to_dict, RunOptions.from_dict))
+    mode: str = "run"
+    shuffle_partitions: int = 3
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise BadArgument("worker mode", self.mode, MODES)
+        if self.source.kafka is None:
+            raise BadArgument("kafka of the worker's source", None,
+                              "the cluster of its topic (SourceOptions(kafka=...))")
+        if self.run.name is None:
+            raise BadArgument("name of the worker's query", None, "a name (RunOptions(name=))")
+        whole_number(self.shuffle_partitions, "shuffle_partitions", minimum=1)
+        object.__setattr__(self, "conf", {str(k): str(v) for k, v in (self.conf or {}).items()})
 
 
-def _kafka_of(config: Mapping) -> KafkaConnection:
-    return KafkaConnection(config["kafka"]["bootstrap_servers"], config["kafka"]["config"])
+@dataclass(frozen=True)
+class StoreJob(Options):
+    """What a store owner runs: restore the ``changelog`` into ``directory``, keep tailing."""
+
+    changelog: TopicRef = field(metadata=codec(TopicRef.to_dict, TopicRef.from_dict))
+    directory: str
+    spec: QuerySpec = field(metadata=codec(QuerySpec.to_dict, QuerySpec.from_dict))
 
 
-def query_config(topic: str, kafka: Kafka, checkpoint: str, name: str, *, spec: QuerySpec,
-                 mode: str = "run", event_schema: str | None = None,
-                 required_fields: Sequence[str] = (), max_offsets_per_trigger: int = 250,
-                 trigger: str = "200 milliseconds", shuffle_partitions: int = 3,
-                 conf: Mapping[str, str] | None = None,
-                 ending_offsets: str | None = None) -> dict:
-    """The config of a query worker (``mode``: run until killed, or drain and stop)."""
-    return {"topic": topic, "kafka": _kafka_dict(kafka), "checkpoint": str(checkpoint),
-            "name": name, "mode": mode, "spec": spec.to_dict(), "event_schema": event_schema,
-            "required_fields": list(required_fields),
-            "max_offsets_per_trigger": max_offsets_per_trigger, "trigger": trigger,
-            "shuffle_partitions": shuffle_partitions, "conf": dict(conf or {}),
-            "ending_offsets": ending_offsets}
+def query_config(topic: str, spec: QuerySpec, source: SourceOptions, run: RunOptions, *,
+                 mode: str = "run", shuffle_partitions: int = 3,
+                 conf: Mapping[str, str] | None = None) -> dict:
+    """The config of a query worker (``mode``: run until killed, or drain and stop): the
+    JSON of a ``QueryJob``, checked here, before any process starts."""
+    return QueryJob(topic, spec, source, run, mode, shuffle_partitions, conf or {}).to_dict()
 
 
 def store_config(topic: str, kafka: Kafka, directory: str, spec: QuerySpec) -> dict:
-    """The config of a store owner: restore ``topic`` into ``directory``, then keep tailing."""
-    return {"topic": topic, "kafka": _kafka_dict(kafka), "directory": str(directory),
-            "spec": spec.to_dict()}
+    """The config of a store owner: restore ``topic`` into ``directory``, then keep tailing
+    (the JSON of a ``StoreJob``)."""
+    return StoreJob(TopicRef(kafka, topic), str(directory), spec).to_dict()
 
 
 def start_worker(command: str, config: Mapping) -> subprocess.Popen:
@@ -86,17 +116,12 @@ def _run_query(config: Mapping) -> None:
     from statekit.query.stateful import start_query
     from statekit.spark.session import spark_session
 
-    spark = spark_session("local[2]", app_name=f"worker-{config['name']}",
-                          shuffle_partitions=config["shuffle_partitions"],
-                          conf=config.get("conf") or None)
-    query = start_query(config["topic"], QuerySpec.from_dict(config["spec"]), spark=spark,
-                        kafka=_kafka_of(config), checkpoint=config["checkpoint"],
-                        name=config["name"], event_schema=config["event_schema"],
-                        required_fields=config["required_fields"],
-                        max_offsets_per_trigger=config["max_offsets_per_trigger"],
-                        trigger=config["trigger"],
-                        ending_offsets=config.get("ending_offsets"))
-    if config["mode"] == "drain":
+    job = QueryJob.from_dict(config)
+    spark = spark_session("local[2]", app_name=f"worker-{job.run.name}",
+                          shuffle_partitions=job.shuffle_partitions, conf=dict(job.conf) or None)
+    query = start_query(job.topic, job.spec, source_options=job.source, run=job.run,
+                        spark=spark)
+    if job.mode == "drain":
         query.wait_until_drained()
         query.stop()
         print(f"drained through batch {query.last_batch}", flush=True)
@@ -109,8 +134,8 @@ def _run_query(config: Mapping) -> None:
 def _own_store(config: Mapping) -> None:
     from statekit.standby.replica import StandbyReplica
 
-    replica = StandbyReplica(_kafka_of(config), config["topic"],
-                             QuerySpec.from_dict(config["spec"]), config["directory"],
+    job = StoreJob.from_dict(config)
+    replica = StandbyReplica(job.changelog.kafka, job.changelog.topic, job.spec, job.directory,
                              name="active")
     replica.start()
     print("serving", flush=True)

@@ -9,6 +9,8 @@ from statekit._lazy import lazy_exports
 _NAMES = {
     "EmbeddedBroker": "statekit.kafka.broker",
     "KafkaConnection": "statekit.model.connection",
+    "TopicRef": "statekit.model.connection",
+    "ReplayOptions": "statekit.kafka.dataset_replay",
     "connect": "statekit.model.connection",
     "ReplayReport": "statekit.kafka.dataset_replay",
     "replay": "statekit.kafka.dataset_replay",

@@ -19,13 +19,14 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from statekit.errors import BadArgument, StatekitError
 from statekit.kafka.topics import check_reachable, create_topic, partition_count
 from statekit.model.connection import Kafka, connect
+from statekit.options import Options, route, settle
 from statekit.validate import kafka_name, non_negative_number, whole_number
 
 if TYPE_CHECKING:  # pandas is imported where used: Spark workers import this module
@@ -76,10 +77,12 @@ def _encode(x) -> bytes | None:
     return x if isinstance(x, bytes) else str(x).encode("utf-8")
 
 
-def _send(producer: Producer, topic: str, keys: list, values: list, stamps: list,
-          delivered, rate: float | None, bar, flush_timeout: float
-          ) -> tuple[int, str | None]:
-    """Produce everything; (records still undelivered after flush, problem or None)."""
+def _send(producer: Producer, topic: str, records: tuple[list, list, list], delivered,
+          options: ReplayOptions, bar) -> tuple[int, str | None]:
+    """Produce ``records`` (keys, values, timestamps) at ``options.rate``; (records still
+    undelivered after flush, problem or None)."""
+    keys, values, stamps = records
+    rate, flush_timeout = options.rate, options.flush_timeout
     start = time.perf_counter()
     shown = 0
     for i in range(len(keys)):
@@ -107,20 +110,37 @@ def _send(producer: Producer, topic: str, keys: list, values: list, stamps: list
     return producer.flush(flush_timeout), None
 
 
-def replay(
-    dataset,
-    kafka: Kafka,
-    topic: str,
-    *,
-    partitions: int = 4,
-    rate: float | None = None,
-    create: bool = True,
-    progress: bool = True,
-    config: Mapping[str, str] | None = None,
-    topic_config: Mapping[str, str] | None = None,
-    flush_timeout: float = 120.0,
-) -> ReplayReport:
+@dataclass(frozen=True)
+class ReplayOptions(Options):
+    """How ``replay`` produces: the fields are ``replay``'s keyword arguments (see there)."""
+
+    partitions: int = 4
+    rate: float | None = None
+    create: bool = True
+    progress: bool = True
+    config: Mapping[str, str] | None = None
+    topic_config: Mapping[str, str] | None = None
+    flush_timeout: float = 120.0
+
+    def __post_init__(self):
+        whole_number(self.partitions, "number of partitions", minimum=1)
+        accepted = "None (as fast as possible) or a positive number of records per second"
+        if self.rate is not None and non_negative_number(self.rate, "replay rate",
+                                                         accepted=accepted) == 0:
+            raise BadArgument("replay rate", self.rate, accepted)
+
+
+#: ``replay``'s keyword shortcuts: each a field of its ``ReplayOptions``
+SHORTCUTS = dict.fromkeys(ReplayOptions.field_names(), "options")
+
+
+def replay(dataset, kafka: Kafka, topic: str, *, options: ReplayOptions | None = None,
+           **shortcuts: Any) -> ReplayReport:
     """Produce every record of ``dataset`` into ``topic`` and wait until all are delivered.
+
+    ``options`` (a ``ReplayOptions``) or its fields as keyword arguments (not both):
+    ``partitions``, ``rate``, ``create``, ``progress``, ``config``, ``topic_config``,
+    ``flush_timeout``, as below.
 
     Args:
         dataset: a :class:`statekit.datasets.Dataset` (or a DataFrame with ``key``,
@@ -146,16 +166,16 @@ def replay(
     """
     name, records = _records_of(dataset)
     kafka_name(topic, "topic name")
-    whole_number(partitions, "number of partitions", minimum=1)
-    accepted = "None (as fast as possible) or a positive number of records per second"
-    if rate is not None and non_negative_number(rate, "replay rate", accepted=accepted) == 0:
-        raise BadArgument("replay rate", rate, accepted)
+    options = settle(options, ReplayOptions,
+                     route(shortcuts, SHORTCUTS, "replay").get("options", {}), "options")
+    partitions, create, config = options.partitions, options.create, options.config
+    flush_timeout = options.flush_timeout
     # connection settings (SASL, SSL, ...) go to the admin client too; producer tuning does not
     admin = connect(kafka, {k: v for k, v in (config or {}).items() if k not in _PRODUCER_ONLY})
     bootstrap_servers = admin.bootstrap_servers
     check_reachable(admin, timeout=5.0)  # BrokerUnreachable
     if create:
-        create_topic(admin, topic, partitions, topic_config)
+        create_topic(admin, topic, partitions, options.topic_config)
     else:
         partition_count(admin, topic)  # TopicNotFound
 
@@ -187,11 +207,10 @@ def replay(
 
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=total, unit="rec", desc=f"{name} → {topic}", disable=not progress)
+    bar = tqdm(total=total, unit="rec", desc=f"{name} → {topic}", disable=not options.progress)
     start = time.perf_counter()
     try:
-        left, problem = _send(producer, topic, keys, values, stamps, delivered, rate, bar,
-                              flush_timeout)
+        left, problem = _send(producer, topic, (keys, values, stamps), delivered, options, bar)
     finally:
         bar.close()
         # Drop the producer now, not when a traceback lets go of this frame: a broker (Tansu)

@@ -1,9 +1,10 @@
 """Descriptions every layer shares, and nothing else: the bottom of statekit's layers.
 
-What a query computes (``query_spec``: ``QuerySpec``, windows, aggregates), what a
+What a query computes (``query_spec``: ``QuerySpec``, windows, aggregates) and where it
+reads and how it runs (``query_options``: ``SourceOptions``, ``RunOptions``), what a
 changelog's store holds (``store_schema``), the changelog record codec
 (``changelog_record``: key and value JSON, the batch headers) and where Kafka is
-(``connection``: ``KafkaConnection``). Plain values, no I/O; these modules import only
+(``connection``: ``KafkaConnection``, ``TopicRef``). Plain values, no I/O; these modules import only
 ``statekit.errors``, ``statekit.validate``, ``statekit.durations`` and each other, so any
 layer above may use them.
 
@@ -22,10 +23,13 @@ _NAMES = {
     "hopping": "statekit.model.query_spec",
     "session": "statekit.model.query_spec",
     "tumbling": "statekit.model.query_spec",
+    "RunOptions": "statekit.model.query_options",
+    "SourceOptions": "statekit.model.query_options",
     "PartShape": "statekit.model.store_schema",
     "StoreSchema": "statekit.model.store_schema",
     "WriterInfo": "statekit.model.store_schema",
     "KafkaConnection": "statekit.model.connection",
+    "TopicRef": "statekit.model.connection",
     "connect": "statekit.model.connection",
     "decode_json": "statekit.model.changelog_record",
     "encode_key": "statekit.model.changelog_record",

@@ -77,6 +77,23 @@ class KafkaConnection:
             return self
         return KafkaConnection(self.bootstrap_servers, {**self.config, **config})
 
+    def to_dict(self) -> dict:
+        """``{"bootstrap_servers": ..., "config": {...}}`` (``from_dict`` reads it back; the
+        settings may hold a password: pass it to a worker on standard input, not a command
+        line)."""
+        return {"bootstrap_servers": self.bootstrap_servers, "config": dict(self.config)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> KafkaConnection:
+        """The connection ``to_dict`` described; a missing or unknown field is named."""
+        if not isinstance(data, Mapping) or "bootstrap_servers" not in data:
+            raise BadArgument("Kafka connection description", data,
+                              "a dict with bootstrap_servers (and config)")
+        unknown = [k for k in data if k not in ("bootstrap_servers", "config")]
+        if unknown:
+            raise BadArgument("Kafka connection field", unknown[0], "bootstrap_servers, config")
+        return cls(data["bootstrap_servers"], data.get("config") or {})
+
     @property
     def key(self) -> tuple:
         """A hashable identity (address and settings), for caching clients."""
@@ -111,3 +128,38 @@ def connect(kafka: Kafka, config: Mapping[str, str] | None = None) -> KafkaConne
     else:
         raise BadArgument("Kafka connection", kafka, ACCEPTED)
     return conn.with_config(config)
+
+
+@dataclass(frozen=True)
+class TopicRef:
+    """A topic and its cluster, the pair most Kafka work takes together.
+
+    Example:
+        >>> ref = TopicRef("127.0.0.1:9092", "games")
+        >>> ref.kafka.bootstrap_servers, ref.topic
+        ('127.0.0.1:9092', 'games')
+        >>> TopicRef.from_dict(ref.to_dict()) == ref
+        True
+    """
+
+    kafka: KafkaConnection
+    topic: str
+
+    def __post_init__(self):
+        object.__setattr__(self, "kafka", connect(self.kafka))
+        if not isinstance(self.topic, str) or not self.topic:
+            raise BadArgument("topic", self.topic, "a topic name")
+
+    def to_dict(self) -> dict:
+        """``{"kafka": {...}, "topic": ...}`` (``from_dict`` reads it back)."""
+        return {"kafka": self.kafka.to_dict(), "topic": self.topic}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> TopicRef:
+        """The reference ``to_dict`` described; a missing or unknown field is named."""
+        if not isinstance(data, Mapping) or not {"kafka", "topic"} <= set(data):
+            raise BadArgument("topic reference", data, "a dict with kafka and topic")
+        unknown = [k for k in data if k not in ("kafka", "topic")]
+        if unknown:
+            raise BadArgument("topic reference field", unknown[0], "kafka, topic")
+        return cls(KafkaConnection.from_dict(data["kafka"]), data["topic"])

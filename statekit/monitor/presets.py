@@ -75,7 +75,8 @@ def compare_presets(spark: SparkSession, configs: Sequence[str] = CONFIGS, *, ba
     the highest ``memoryUsedBytes`` and pinned blocks; ``commit_ms``: median state commit
     time; ``checkpoint_bytes``: the bytes under the checkpoint's ``state/`` after the stop.
     """
-    from statekit.model.query_spec import tumbling
+    from statekit.model.query_options import RunOptions
+    from statekit.model.query_spec import QuerySpec, tumbling
     from statekit.query.stateful import start_query
 
     unknown = [c for c in configs if c not in CONFIGS]
@@ -89,11 +90,11 @@ def compare_presets(spark: SparkSession, configs: Sequence[str] = CONFIGS, *, ba
         for setting, value in dict(PRESETS.get(name, {})).items():
             session.conf.set(setting, value)
         checkpoint = base / f"preset-{name}"
-        query = start_query(rate_events(session, rows_per_batch, keys), spark=session,
-                            keys=["player"], window=tumbling("1 hour"),
-                            aggregates=["count", "sum(score)"], watermark="1 day",
-                            name=f"preset_{name}", checkpoint=str(checkpoint),
-                            trigger="1 second")  # batches take less: stopped between two
+        spec = QuerySpec(keys=["player"], window=tumbling("1 hour"),
+                         aggregates=["count", "sum(score)"], watermark="1 day")
+        query = start_query(rate_events(session, rows_per_batch, keys), spec, spark=session,
+                            run=RunOptions(name=f"preset_{name}", checkpoint=str(checkpoint),
+                                           trigger="1 second"))  # batches take less
         try:
             query.wait_for_batches(batches, timeout=timeout)
         finally:

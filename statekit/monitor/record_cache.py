@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -126,10 +127,10 @@ def measure_record_cache(
     batch_sizes: Sequence[int] = (250, 1000, 5000),
     *,
     spark: SparkSession | None = None,
-    event_schema: str | None = None,
     workdir: str | Path | None = None,
     name: str = "record-cache",
     timeout: float = 600.0,
+    **source_options: Any,
 ) -> pd.DataFrame:
     """Run the same input at each batch size; ``write_coalescing`` of each, stacked.
 
@@ -138,8 +139,18 @@ def measure_record_cache(
     ``max_offsets_per_trigger`` = the batch size, drained, then stopped. In a live
     stream the batch size is the trigger interval × the input rate: a longer trigger
     is a bigger batch. Returns the per-batch frame with a ``batch_size`` column first.
+    ``source_options``: how ``topic`` is read, as ``SourceOptions``' fields
+    (``event_schema``, ``required_fields``, ...; not ``max_offsets_per_trigger``, which is
+    the batch size).
     """
+    from statekit.model.query_options import RunOptions, SourceOptions
+    from statekit.options import route
     from statekit.query.stateful import start_query
+
+    accepted = [f for f in SourceOptions.field_names()
+                if f not in ("kafka", "max_offsets_per_trigger")]
+    given = route(source_options, dict.fromkeys(accepted, "source"), "measure_record_cache")
+    source = SourceOptions(kafka=kafka, **given.get("source", {}))
 
     sizes = [whole_number(s, "batch size", minimum=1) for s in batch_sizes]
     if not sizes:
@@ -147,10 +158,11 @@ def measure_record_cache(
     base = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="statekit-rc-"))
     frames = []
     for size in sizes:
-        query = start_query(topic, spec, kafka=kafka, spark=spark, event_schema=event_schema,
-                            checkpoint=str(base / f"size-{size}"), name=f"{name}-{size}",
-                            store_name="counts", max_offsets_per_trigger=size,
-                            trigger="100 milliseconds")
+        query = start_query(
+            topic, spec, spark=spark,
+            source_options=replace(source, max_offsets_per_trigger=size),
+            run=RunOptions(name=f"{name}-{size}", checkpoint=str(base / f"size-{size}"),
+                           store_name="counts", trigger="100 milliseconds"))
         try:
             query.wait_until_drained(timeout)
             frame = write_coalescing(query.read_changelog(progress=False), query.progress())

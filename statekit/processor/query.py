@@ -21,24 +21,25 @@ from __future__ import annotations
 import re
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
 
 from statekit.durations import spark_interval
 from statekit.errors import BadArgument, StatekitError
 from statekit.inspect.operators import Part
 from statekit.inspect.part_views import StateView
-from statekit.model.connection import Kafka, connect
+from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import DEFAULT_MAX_EVENT_TIME_AHEAD
+from statekit.options import route, settle
 from statekit.processor.errors import ProcessorError
 from statekit.processor.layout import StoreLayout
 from statekit.processor.processor import Plan, Processor, ProcessorRunner, plan_of
 from statekit.query.stateful import (
-    SINKS,
+    Started,
     StatefulQuery,
-    _trigger,
     source_events,
     spark_message,
     start_recorded,
@@ -59,10 +60,8 @@ class ProcessorQuery(StatefulQuery):
     """
 
     def __init__(self, spark: SparkSession, processor: Processor, plan: Plan,
-                 checkpoint: Checkpoint, query, malformed_stream: DataFrame | None,
-                 first_batch: int = 0, sink: str = "noop", available_now: bool = False):
-        super().__init__(spark, None, checkpoint, query, malformed_stream, first_batch,
-                         available_now=available_now)
+                 checkpoint: Checkpoint, started: Started, sink: str = "noop"):
+        super().__init__(spark, None, checkpoint, started)
         self.processor, self.plan, self._sink = processor, plan, sink
         self._parts: dict[str, Part] | None = None
 
@@ -186,27 +185,26 @@ def _has_watermark(frame: DataFrame) -> bool:
     return any(WATERMARK_METADATA in (f.metadata or {}) for f in frame.schema.fields)
 
 
+#: ``start_processor``'s keyword shortcuts, each to where it goes (the field of that name):
+#: ``source`` (``SourceOptions``), ``run`` (``RunOptions``; a processor keeps no changelog)
+#: or ``time`` (how far an event time may lie ahead of its record)
+SHORTCUTS: dict[str, str] = {**dict.fromkeys(SourceOptions.field_names(), "source"),
+                             **dict.fromkeys(("name", "checkpoint", "trigger", "sink",
+                                              "output_mode"), "run"),
+                             "max_event_time_ahead": "time"}
+
+
 def start_processor(
     source: str | DataFrame,
     processor: Processor,
     *,
     keys: Sequence[str] | str,
-    kafka: Kafka | None = None,
-    spark: SparkSession | None = None,
-    event_schema: str | StructType | None = None,
-    required_fields: Sequence[str] = (),
     event_time: str | None = None,
     watermark: str | None = None,
-    max_event_time_ahead: str | None = DEFAULT_MAX_EVENT_TIME_AHEAD,
-    checkpoint: str | None = None,
-    name: str = "processor",
-    output_mode: str = "append",
-    sink: str = "noop",
-    trigger: str = "500 milliseconds",
-    starting_offsets: str = "earliest",
-    max_offsets_per_trigger: int | None = None,
-    fail_on_data_loss: bool = True,
-    ending_offsets: str | None = None,
+    source_options: SourceOptions | None = None,
+    run: RunOptions | None = None,
+    spark: SparkSession | None = None,
+    **shortcuts: Any,
 ) -> ProcessorQuery:
     """Run ``processor`` over ``source``, grouped by ``keys``; returns a ``ProcessorQuery``.
 
@@ -218,25 +216,41 @@ def start_processor(
         event_time, watermark: the event-time column and the watermark delay
             (``"10 minutes"``); a processor on event time (``time = "event"``) needs a
             watermark, from these or from a source that already has one.
-        output_mode: ``append`` (default) or ``update``.
-        sink: noop (default), memory (a table named ``name``: ``output()``), console.
+        source_options: where to read and how much (``SourceOptions``; ``event_schema``
+            is required for a topic).
+        run: how it runs (``RunOptions``): ``output_mode`` ``append`` (default) or
+            ``update``; ``sink`` noop (default), memory (a table named ``name``:
+            ``output()``), console; ``name`` default ``processor``. No changelog.
+        spark: the session (``statekit.spark_session()`` when None).
+        shortcuts: the fields of ``source_options`` (``kafka``, ``event_schema``,
+            ``required_fields``, ``starting_offsets``, ``ending_offsets``,
+            ``max_offsets_per_trigger``, ``fail_on_data_loss``) and of ``run`` (``name``,
+            ``checkpoint``, ``trigger``, ``sink``, ``output_mode``) as keyword arguments
+            (not with the object), and ``max_event_time_ahead`` (``start_query``'s; used
+            with ``event_time``), routed by ``SHORTCUTS``.
 
-    The other arguments are ``start_query``'s. Nothing starts when a declaration is wrong.
+    Nothing starts when a declaration is wrong.
 
     Raises:
         BadArgument: the processor's declarations (``plan_of``), a missing watermark, an
-            unknown key or event-time column, a bad sink or output mode.
+            unknown key or event-time column, a bad sink or output mode, an unknown
+            keyword or one given both ways.
     """
     from statekit.spark.session import spark_session
 
+    routed = route(shortcuts, SHORTCUTS, "start_processor")
+    options = settle(source_options, SourceOptions, routed.get("source", {}), "source_options")
+    run = settle(run, RunOptions, routed.get("run", {}), "run")
+    max_ahead = routed.get("time", {}).get("max_event_time_ahead", DEFAULT_MAX_EVENT_TIME_AHEAD)
+    if run.changelog or run.store_name != RunOptions.store_name:
+        raise BadArgument("changelog of a processor", run.changelog or run.store_name,
+                          "none: a processor's stores keep no changelog (RunOptions' "
+                          "changelog and store_name left out)")
+    run = replace(run, name=run.name or "processor", output_mode=run.output_mode or "append")
     keys = [keys] if isinstance(keys, str) else list(keys)
     if not keys or not all(isinstance(k, str) for k in keys):
         raise BadArgument("keys", keys, "one or more column names (the grouping key)")
     plan = plan_of(processor, keys)
-    if sink not in SINKS:
-        raise BadArgument("sink", sink, SINKS)
-    if output_mode not in OUTPUT_MODES:
-        raise BadArgument("output mode", output_mode, list(OUTPUT_MODES))
     if watermark is not None and event_time is None:
         raise BadArgument("event_time", None, "the event-time column the watermark follows")
     if plan.time == "event" and watermark is None and not (
@@ -248,29 +262,26 @@ def start_processor(
                           f"{type(processor).__name__} runs on event time, and {why} follow "
                           "the watermark (Spark's event-time clock); or a source DataFrame "
                           "with withWatermark applied")
-    if isinstance(source, str) and event_schema is None:
+    if isinstance(source, str) and options.event_schema is None:
         raise BadArgument("event_schema", None,
                           f"the JSON events' schema of topic {source!r} (Spark DDL)")
-    trigger_kwargs = _trigger(trigger)
-    conn = None if kafka is None else connect(kafka)
     spark = spark or spark_session()
-    checkpoint = Checkpoint(checkpoint or tempfile.mkdtemp(prefix=f"statekit-{name}-"))
+    checkpoint = Checkpoint(run.checkpoint or tempfile.mkdtemp(prefix=f"statekit-{run.name}-"))
     required = list(dict.fromkeys([*keys, *([event_time] if event_time else []),
-                                   *required_fields]))
+                                   *options.required_fields]))
     events, malformed = source_events(
-        source, spark, conn, event_schema, required, starting_offsets=starting_offsets,
-        max_offsets_per_trigger=max_offsets_per_trigger, fail_on_data_loss=fail_on_data_loss,
-        ending_offsets=ending_offsets, event_time=event_time,
-        max_event_time_ahead=max_event_time_ahead if event_time else None)
+        source, spark, options, required, event_time=event_time,
+        max_event_time_ahead=max_ahead if event_time else None)
     for column in required:
         if column not in events.columns:
             raise BadArgument("column", column, events.columns)
     if watermark is not None:
         events = events.withWatermark(event_time, spark_interval(watermark))
     grouped = events.groupBy(*keys).transformWithStateInPandas(
-        ProcessorRunner(processor, plan), plan.output_ddl, OUTPUT_MODES[output_mode],
+        ProcessorRunner(processor, plan), plan.output_ddl, OUTPUT_MODES[run.output_mode],
         plan.time_mode)
     first_batch = checkpoint.last_batch + 1
-    query = start_recorded(grouped, spark, checkpoint, name, output_mode, sink, trigger_kwargs)
-    return ProcessorQuery(spark, processor, plan, checkpoint, query, malformed, first_batch,
-                          sink, available_now="availableNow" in trigger_kwargs)
+    query = start_recorded(grouped, spark, checkpoint, run)
+    started = Started(query, malformed, first_batch,
+                      available_now="availableNow" in run.trigger_kwargs())
+    return ProcessorQuery(spark, processor, plan, checkpoint, started, run.sink)

@@ -8,8 +8,9 @@ waits, reports progress, and reads the state: ``snapshot()``, ``changes()``,
 ``metadata()``.
 
 Example:
-    >>> q = start_query("games", keys=["player"], window=tumbling("10 minutes"),  # doctest: +SKIP
-    ...                 aggregates=["count", "sum(score)"], kafka=broker)
+    >>> q = start_query("games", QuerySpec(keys=["player"], window=tumbling("10 minutes"),
+    ...                                    aggregates=["count", "sum(score)"]),  # doctest: +SKIP
+    ...                 source_options=SourceOptions(kafka=broker))
     >>> q.wait_until_drained()                                                # doctest: +SKIP
     >>> q.snapshot().nlargest(5, "sum_score")                                 # doctest: +SKIP
 """
@@ -29,7 +30,7 @@ import threading
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -44,7 +45,9 @@ from statekit.changelog.writer import ChangelogWriter
 from statekit.durations import spark_interval, to_millis
 from statekit.errors import BadArgument, BrokerUnreachable, DiskFull, StatekitError
 from statekit.model.connection import Kafka, KafkaConnection, connect
-from statekit.model.query_spec import Aggregate, QuerySpec, WindowSpec
+from statekit.model.query_options import RunOptions, SourceOptions
+from statekit.model.query_spec import Aggregate, QuerySpec
+from statekit.options import route, settle
 from statekit.spark.connect import default_parallelism
 from statekit.spark.stopping import stop_between_batches
 from statekit.spark_state.checkpoint import Checkpoint
@@ -64,7 +67,6 @@ CORRUPT = "_corrupt_record"
 #: included: ISO 8601, with Spark's lenient fallback; a JSON number is seconds since the epoch)
 JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
 OBSERVED = "statekit_input"  # observed metrics of the main query: rows in, malformed rows
-SINKS = ("noop", "memory", "console")
 #: statekit's Kafka source's message when the broker stops answering mid-batch
 _BROKER_STALL = re.compile(r"timed out reading .* from '(?P<servers>[^']+)'")
 NOT_UTF8, NOT_JSON = "not UTF-8", "not a JSON object"
@@ -302,24 +304,35 @@ def _remove_listener(spark: SparkSession, listener: StreamingQueryListener) -> N
         spark.streams.removeListener(listener)
 
 
+@dataclass(frozen=True)
+class Started:
+    """What starting a query in Spark gave: the ``StreamingQuery``, its side stream of
+    malformed events (None: not parsed here), the first batch this run commits, and whether
+    it ends by itself once drained (the ``available-now`` trigger)."""
+
+    query: StreamingQuery
+    malformed_stream: DataFrame | None = None
+    first_batch: int = 0
+    available_now: bool = False
+
+
 class StatefulQuery:
     """A running statekit aggregation: wait on it, read its progress and its state."""
 
     def __init__(self, spark: SparkSession, spec: QuerySpec, checkpoint: Checkpoint,
-                 query: StreamingQuery, malformed_stream: DataFrame | None,
-                 first_batch: int = 0, changelog: ChangelogWriter | None = None,
-                 available_now: bool = False, kafka_input: KafkaInput | None = None):
+                 started: Started, changelog: ChangelogWriter | None = None,
+                 kafka_input: KafkaInput | None = None):
         self.spark, self.spec = spark, spec
         #: the checkpoint folder (``Checkpoint``: Spark's logs and statekit's files beside them)
         self.checkpoint = Checkpoint(checkpoint)
-        self.query, self._malformed_stream = query, malformed_stream
+        self.query, self._malformed_stream = started.query, started.malformed_stream
         self.state = StateReader(spark, self.checkpoint, spec)
-        self._first_batch = first_batch  # the first batch this run commits
+        self._first_batch = started.first_batch  # the first batch this run commits
         self._input = kafka_input  # what it reads, to read again (late events); None: not Kafka
         self._counted: dict[int, dict] = {}  # Spark's state counts of recovered batches
         #: ships each committed batch's state changes to the changelog topic (None: logging off)
         self.changelog = changelog
-        self._available_now = available_now  # such a query ends by itself once drained
+        self._available_now = started.available_now  # such a query ends by itself when drained
         self._stopped_here = False
 
     # --- lifecycle ------------------------------------------------------------------
@@ -785,32 +798,21 @@ def _spec_of(spec: QuerySpec | None, given: dict) -> QuerySpec:
     return QuerySpec(**{"keys": None, "window": None, **named})
 
 
+#: ``start_query``'s keyword shortcuts, each to where it goes (the field of that name there):
+#: ``spec`` (``QuerySpec``), ``source`` (``SourceOptions``) or ``run`` (``RunOptions``)
+SHORTCUTS: dict[str, str] = {**dict.fromkeys(_SPEC_ARGUMENTS, "spec"),
+                             **dict.fromkeys(SourceOptions.field_names(), "source"),
+                             **dict.fromkeys(RunOptions.field_names(), "run")}
+
+
 def start_query(
     source: str | DataFrame,
     spec: QuerySpec | None = None,
     *,
-    keys: Sequence[str] | str | None = None,
-    window: WindowSpec | None = None,
-    aggregates: Sequence[str | Aggregate] | None = None,
-    event_time: str | None = None,
-    watermark: str | None = None,
-    ttl: str | None = None,
-    max_event_time_ahead: str | None = _UNSET,
-    kafka: Kafka | None = None,
+    source_options: SourceOptions | None = None,
+    run: RunOptions | None = None,
     spark: SparkSession | None = None,
-    event_schema: str | StructType | None = None,
-    required_fields: Sequence[str] = (),
-    checkpoint: str | None = None,
-    name: str = "statekit",
-    output_mode: str | None = None,
-    sink: str = "noop",
-    trigger: str = "500 milliseconds",
-    starting_offsets: str = "earliest",
-    max_offsets_per_trigger: int | None = None,
-    fail_on_data_loss: bool = True,
-    ending_offsets: str | None = None,
-    changelog: bool | None = None,
-    store_name: str = "aggregate",
+    **shortcuts: Any,
 ) -> StatefulQuery:
     """Start the windowed aggregation; returns a handle to wait on and to read state from.
 
@@ -818,114 +820,113 @@ def start_query(
         source: a Kafka topic name (JSON values, parsed with ``event_schema``), or a
             streaming DataFrame: with a ``value`` column it is parsed the same way,
             otherwise its columns are used as they are.
-        spec: what to compute (a ``QuerySpec``); or leave it out and give ``keys``,
-            ``window``, ``aggregates``, ``event_time``, ``watermark``, ``ttl``,
-            ``max_event_time_ahead`` (QuerySpec's defaults for those left out), not both.
-            ``window=None`` is a running aggregate per key: its state grows with every key
-            unless a ``ttl`` forgets idle keys. ``max_event_time_ahead`` (default "1 day",
-            None for no bound): an event time more than that after its Kafka record's
-            timestamp is malformed (see ``QuerySpec``).
-        kafka: the Kafka cluster (a ``KafkaConnection``, ``"host:port"`` or an
-            ``EmbeddedBroker``); required when ``source`` is a topic or a changelog is kept.
+        spec: what to compute (a ``QuerySpec``). ``window=None`` is a running aggregate
+            per key: its state grows with every key unless a ``ttl`` forgets idle keys.
+        source_options: where to read and how much (``SourceOptions``: ``kafka``,
+            ``event_schema``, ``required_fields``, offsets); default ``SourceOptions()``.
+        run: how the query runs (``RunOptions``: ``name``, ``checkpoint``, ``trigger``,
+            ``sink``, ``output_mode``, ``changelog``, ``store_name``); default
+            ``RunOptions()``, named ``statekit``.
         spark: the session (``statekit.spark_session()`` when None).
-        event_schema: the JSON events' schema (Spark DDL or StructType); default
-            ``spec.default_event_schema()`` (keys strings, event time a timestamp,
-            aggregated columns doubles).
-        required_fields: fields besides the group keys and the event time that an event
-            cannot do without. The null rule: an event is malformed (counted, kept aside
-            in ``malformed()``) when its value is not UTF-8 or not a JSON object, when a
-            field holds a value of the wrong type, when a group key, the event time or a
-            required field is missing or null, or when the event time is beyond
-            ``max_event_time_ahead``; any other field may be null or absent (read as null),
-            and ``count`` counts the event while ``sum/min/max/avg(col)`` skip the null.
-        checkpoint: the query's checkpoint directory (a new temp dir when None). Starting
-            again with the same checkpoint resumes exactly where the query stopped.
-        output_mode: ``update`` (default) or ``append`` (sessions need append).
-        sink: where result rows go: noop (default), memory (a table named ``name``), console.
-        trigger: a micro-batch interval such as "1 second", or "available-now".
-        ending_offsets: JSON like ``{"topic": {"0": 500}}``: the query reads those
-            partitions up to there and then waits (a drill leaves input for a restart so).
-        changelog: ship every committed state change to the topic ``<name>-<store_name>-
-            changelog`` (see ``statekit.changelog``). On by default when ``kafka`` is given;
-            ``False`` switches logging off, like Kafka Streams' ``withLoggingDisabled``.
-        store_name: the store's name in its changelog topic.
+        shortcuts: any field of those three as a keyword argument, routed by ``SHORTCUTS``:
+            ``keys``, ``window``, ``aggregates``, ``event_time``, ``watermark``, ``ttl``,
+            ``max_event_time_ahead`` build the ``QuerySpec`` (its defaults for those left
+            out; not with ``spec``); ``kafka``, ``event_schema``, ``required_fields``,
+            ``starting_offsets``, ``ending_offsets``, ``max_offsets_per_trigger``,
+            ``fail_on_data_loss`` the ``SourceOptions`` (not with ``source_options``);
+            ``name``, ``checkpoint``, ``trigger``, ``sink``, ``output_mode``,
+            ``changelog``, ``store_name`` the ``RunOptions`` (not with ``run``).
+
+    The null rule: an event is malformed (counted, kept aside in ``malformed()``) when its
+    value is not UTF-8 or not a JSON object, when a field holds a value of the wrong type,
+    when a group key, the event time or a required field is missing or null, or when the
+    event time lies more than ``max_event_time_ahead`` (default "1 day", None for no bound)
+    after its Kafka record's timestamp; any other field may be null or absent (read as
+    null), and ``count`` counts the event while ``sum/min/max/avg(col)`` skip the null.
+    Starting again with the same checkpoint resumes exactly where the query stopped. The
+    changelog (``statekit.changelog``) is on by default when ``kafka`` is given;
+    ``changelog=False`` switches logging off, like Kafka Streams' ``withLoggingDisabled``.
+
+    Raises:
+        BadArgument: an unknown keyword (named, with the accepted ones), a setting given
+            both ways (``trigger=`` with ``run=``), a bad value.
 
     Example:
         >>> from statekit.datasets import game_events                        # doctest: +SKIP
         >>> games = game_events()                                            # doctest: +SKIP
+        >>> q = start_query("games", games.spec,                             # doctest: +SKIP
+        ...                 source_options=SourceOptions(kafka=broker,
+        ...                                              event_schema=games.schema),
+        ...                 run=RunOptions(name="board", trigger="1 second"))
         >>> q = start_query("games", games.spec, kafka=broker,               # doctest: +SKIP
-        ...                 event_schema=games.schema)
+        ...                 event_schema=games.schema, name="board")         # the same
     """
     from statekit.spark.session import spark_session
 
-    spec = _spec_of(spec, {"keys": keys, "window": window, "aggregates": aggregates,
-                           "event_time": event_time, "watermark": watermark, "ttl": ttl,
-                           "max_event_time_ahead": max_event_time_ahead})
-    if sink not in SINKS:
-        raise BadArgument("sink", sink, SINKS)
+    routed = route(shortcuts, SHORTCUTS, "start_query")
+    source_options = settle(source_options, SourceOptions, routed.get("source", {}),
+                            "source_options")
+    run = settle(run, RunOptions, routed.get("run", {}), "run")
+    spec = _spec_of(spec, routed.get("spec", {}))
+    name = run.name or "statekit"
+    output_mode = run.output_mode
     if output_mode is None:
         output_mode = "append" if spec.kind == "session" else "update"
-    if output_mode not in ("update", "append"):
-        raise BadArgument("output mode", output_mode, ["update", "append"])
     if spec.kind == "session" and output_mode != "append":
         raise BadArgument("output mode for session windows", output_mode, ["append"])
     if spec.kind == "running" and output_mode != "update":
         raise BadArgument("output mode for a running aggregate", output_mode, ["update"])
-    if isinstance(required_fields, str):
-        required_fields = [required_fields]
-    trigger_kwargs = _trigger(trigger)
-    conn: KafkaConnection | None = None if kafka is None else connect(kafka)
-    if changelog is None:
-        changelog = conn is not None
+    trigger_kwargs = run.trigger_kwargs()
+    conn = source_options.kafka
+    changelog = conn is not None if run.changelog is None else run.changelog
     if changelog and conn is None:
         raise BadArgument("kafka", None, "the Kafka cluster to write the changelog to "
                                          "(a KafkaConnection, 'host:port' or an EmbeddedBroker)")
-    topic = changelog_topic(name, store_name) if changelog else None
+    topic = changelog_topic(name, run.store_name) if changelog else None
     spark = spark or spark_session()
-    checkpoint = Checkpoint(checkpoint or tempfile.mkdtemp(prefix=f"statekit-{name}-"))
+    checkpoint = Checkpoint(run.checkpoint or tempfile.mkdtemp(prefix=f"statekit-{name}-"))
 
-    required = list(dict.fromkeys([*spec.required_columns, *required_fields]))
+    required = list(dict.fromkeys([*spec.required_columns, *source_options.required_fields]))
+    event_schema = source_options.event_schema or spec.default_event_schema()
     events, malformed = source_events(
-        source, spark, conn, event_schema or spec.default_event_schema(), required,
-        starting_offsets=starting_offsets, max_offsets_per_trigger=max_offsets_per_trigger,
-        fail_on_data_loss=fail_on_data_loss, ending_offsets=ending_offsets,
+        source, spark, replace(source_options, event_schema=event_schema), required,
         event_time=spec.event_time, max_event_time_ahead=spec.max_event_time_ahead)
 
     first_batch = checkpoint.last_batch + 1
-    query = start_recorded(aggregate(events, spec), spark, checkpoint, name, output_mode, sink,
-                           trigger_kwargs)
+    query = start_recorded(aggregate(events, spec), spark, checkpoint,
+                           replace(run, name=name, output_mode=output_mode))
     kafka_input = None
     if isinstance(source, str) and malformed is not None:
-        kafka_input = KafkaInput(source, conn, event_schema or spec.default_event_schema(),
-                                 tuple(required))
-    handle = StatefulQuery(spark, spec, checkpoint, query, malformed, first_batch,
-                           available_now="availableNow" in trigger_kwargs,
+        kafka_input = KafkaInput(source, conn, event_schema, tuple(required))
+    handle = StatefulQuery(spark, spec, checkpoint,
+                           Started(query, malformed, first_batch,
+                                   available_now="availableNow" in trigger_kwargs),
                            kafka_input=kafka_input)
     if topic:
         handle.changelog = ChangelogWriter(handle.state, conn, topic).start()
     return handle
 
 
-def source_events(source: str | DataFrame, spark: SparkSession, conn: KafkaConnection | None,
-                  event_schema: str | StructType, required: Sequence[str], *,
-                  starting_offsets: str = "earliest", max_offsets_per_trigger: int | None = None,
-                  fail_on_data_loss: bool = True, ending_offsets: str | None = None,
-                  event_time: str | None = None, max_event_time_ahead: str | None = None
+def source_events(source: str | DataFrame, spark: SparkSession, options: SourceOptions,
+                  required: Sequence[str], *, event_time: str | None = None,
+                  max_event_time_ahead: str | None = None
                   ) -> tuple[DataFrame, DataFrame | None]:
-    """(events, malformed) of a query's ``source``: a topic (JSON values parsed with
-    ``event_schema``; ``required`` fields, ``event_time`` and ``max_event_time_ahead``
-    checked by ``parse_events``) or a streaming DataFrame (parsed the same way when it has
-    a ``value`` column; else used as it is, and ``malformed`` is None)."""
+    """(events, malformed) of a query's ``source``: a topic on ``options.kafka`` (JSON
+    values parsed with ``options.event_schema``, which must be set; ``required`` fields,
+    ``event_time`` and ``max_event_time_ahead`` checked by ``parse_events``) or a streaming
+    DataFrame (parsed the same way when it has a ``value`` column; else used as it is, and
+    ``malformed`` is None)."""
+    event_schema = options.event_schema
     if isinstance(event_schema, str):  # parsed once (by the JVM: ~0.35 s on a cold one)
         event_schema = StructType.fromDDL(event_schema)
     if isinstance(source, str):
-        if conn is None:
+        if options.kafka is None:
             raise BadArgument("kafka", None, "the Kafka cluster of topic "
                                              f"{source!r} (a KafkaConnection, 'host:port' or an "
                                              "EmbeddedBroker)")
-        raw = kafka_stream(spark, source, conn, starting_offsets, max_offsets_per_trigger,
-                           fail_on_data_loss, value_schema=event_schema,
-                           ending_offsets=ending_offsets)
+        raw = kafka_stream(spark, source, options.kafka, options.starting_offsets,
+                           options.max_offsets_per_trigger, options.fail_on_data_loss,
+                           value_schema=event_schema, ending_offsets=options.ending_offsets)
     elif isinstance(source, DataFrame):
         if not source.isStreaming:
             raise BadArgument("source", "a batch DataFrame",
@@ -939,20 +940,16 @@ def source_events(source: str | DataFrame, spark: SparkSession, conn: KafkaConne
     return raw, None
 
 
-def start_recorded(frame: DataFrame, spark: SparkSession, checkpoint: Checkpoint, name: str,
-                   output_mode: str, sink: str, trigger_kwargs: dict) -> StreamingQuery:
-    """Start ``frame`` into ``sink`` with its progress reports kept beside ``checkpoint``."""
+def start_recorded(frame: DataFrame, spark: SparkSession, checkpoint: Checkpoint,
+                   run: RunOptions) -> StreamingQuery:
+    """Start ``frame`` into ``run.sink`` (named ``run.name``, in ``run.output_mode``, on
+    ``run.trigger``) with its progress reports kept beside ``checkpoint``."""
     recorder = _recorder(spark)
-    query = (frame.writeStream.queryName(name).outputMode(output_mode).format(sink)
-             .option("checkpointLocation", str(checkpoint)).trigger(**trigger_kwargs).start())
+    query = (frame.writeStream.queryName(run.name).outputMode(run.output_mode)
+             .format(run.sink).option("checkpointLocation", str(checkpoint))
+             .trigger(**run.trigger_kwargs()).start())
     recorder.checkpoints[str(query.id)] = checkpoint
     return query
-
-
-def _trigger(trigger: str) -> dict:
-    if trigger == "available-now":
-        return {"availableNow": True}
-    return {"processingTime": spark_interval(trigger, "trigger interval")}
 
 
 _PLAN_DUMP = re.compile(r"\n=== Streaming Query ===.*", re.DOTALL)

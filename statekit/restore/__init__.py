@@ -11,8 +11,8 @@ from statekit._lazy import lazy_exports
 
 _NAMES = {
     **{name: "statekit.restore.rebuild" for name in (
-        "RestoreResult", "compacted_copy", "open_partition_store", "restore_stores",
-        "store_kind")},
+        "RestoreOptions", "RestoreResult", "compacted_copy", "open_partition_store",
+        "restore_stores", "store_kind")},
     "Listeners": "statekit.restore.listener",
     "RecordingListener": "statekit.restore.listener",
     "RestoreListener": "statekit.restore.listener",

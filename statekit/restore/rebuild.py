@@ -22,9 +22,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 from confluent_kafka import Producer
@@ -44,6 +45,7 @@ from statekit.model import changelog_record as codec
 from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec
 from statekit.model.store_schema import PartShape
+from statekit.options import Options, route, settle
 from statekit.restore.listener import Listeners, RecordingListener, RestoreListener
 from statekit.stores import StateStore, open_store
 from statekit.validate import optional_batch_id, whole_number
@@ -128,6 +130,39 @@ class RestoreResult:
         self.close()
 
 
+@dataclass(frozen=True)
+class RestoreOptions(Options):
+    """Which part of a changelog a restore reads, and how: ``partitions`` (all when None),
+    ``to_batch`` (stop before the first record of a later batch: the store at that batch),
+    ``chunk`` (records consumed per fetch; each partition's share is one write batch),
+    ``consumers`` (``"auto"``, ``"per_partition"`` or ``"one"``: see ``restore_stores``),
+    ``progress`` (one tqdm bar for the topic; None: for restores over 100,000 records),
+    ``label`` (a ``source`` column in the events, e.g. "raw log" or "compacted")."""
+
+    partitions: tuple[int, ...] | None = None
+    to_batch: int | None = None
+    chunk: int = 50_000
+    consumers: str = "auto"
+    progress: bool | None = None
+    label: str | None = None
+
+    def __post_init__(self):
+        if self.partitions is not None:  # each checked against the topic's by the restore
+            if isinstance(self.partitions, (str, bytes)) or not isinstance(self.partitions,
+                                                                           Iterable):
+                raise BadArgument("partitions", self.partitions,
+                                  "a list of partition numbers, or None for all")
+            object.__setattr__(self, "partitions", tuple(self.partitions))
+        object.__setattr__(self, "to_batch", optional_batch_id(self.to_batch, "to_batch"))
+        object.__setattr__(self, "chunk", whole_number(self.chunk, "chunk", minimum=1))
+        if self.consumers not in CONSUMERS:
+            raise BadArgument("consumers", self.consumers, "'auto', 'per_partition' or 'one'")
+
+
+#: ``restore_stores``' keyword shortcuts: each a field of its ``RestoreOptions``
+SHORTCUTS = dict.fromkeys(RestoreOptions.field_names(), "options")
+
+
 def restore_stores(
     kafka: Kafka,
     topic: str,
@@ -135,13 +170,9 @@ def restore_stores(
     directory: str | os.PathLike | None = None,
     *,
     store_name: str | None = None,
-    partitions: Sequence[int] | None = None,
-    to_batch: int | None = None,
     listeners: Iterable[RestoreListener] = (),
-    progress: bool | None = None,
-    chunk: int = 50_000,
-    label: str | None = None,
-    consumers: str = "auto",
+    options: RestoreOptions | None = None,
+    **shortcuts: Any,
 ) -> RestoreResult:
     """Restore the stores of ``partitions`` (all by default) from changelog ``topic``.
 
@@ -169,31 +200,29 @@ def restore_stores(
         directory: where the RocksDB stores live (``<directory>/<store>/<partition>``);
             None builds in-memory stores.
         store_name: the store's name (default: ``topic`` without ``-changelog``).
-        to_batch: stop before the first record of a later batch (the store at that batch).
         listeners: restore listeners (on_restore_start, on_batch_restored, on_restore_end);
             the events of different partitions interleave.
-        progress: one tqdm bar for the topic (default: for restores over 100,000 records).
-        chunk: records consumed per fetch (each partition's share is one write batch).
-        label: a ``source`` column in the events (e.g. "raw log" or "compacted").
-        consumers: ``"auto"`` (default), ``"per_partition"`` or ``"one"`` (see above).
+        options: which partitions up to which batch, and how (``RestoreOptions``); or its
+            fields as keyword arguments, not both: ``partitions``, ``to_batch``, ``chunk``,
+            ``consumers``, ``progress``, ``label``.
 
     Example:
-        >>> result = restore_stores("127.0.0.1:9092", "board-counts-changelog",
-        ...                         spec)                                # doctest: +SKIP
+        >>> result = restore_stores("127.0.0.1:9092", "board-counts-changelog", spec,
+        ...                         options=RestoreOptions(partitions=[0, 1]))  # doctest: +SKIP
         >>> result.report[["partition", "started", "finished"]]          # doctest: +SKIP
     """
+    options = settle(options, RestoreOptions,
+                     route(shortcuts, SHORTCUTS, "restore_stores").get("options", {}), "options")
+    partitions, to_batch, chunk = options.partitions, options.to_batch, options.chunk
+    consumers, progress = options.consumers, options.progress
     conn = connect(kafka)
     wanted = topic_partitions(conn, topic, partitions)
-    to_batch = optional_batch_id(to_batch, "to_batch")
-    chunk = whole_number(chunk, "chunk", minimum=1)
     if len(set(wanted)) < len(wanted):
         raise BadArgument("partitions", list(partitions or ()),
                           f"distinct partitions of {topic!r} (each restored once)")
-    if consumers not in CONSUMERS:
-        raise BadArgument("consumers", consumers, "'auto', 'per_partition' or 'one'")
     listeners = _listeners(listeners)
     name = store_name or topic.removesuffix("-changelog")
-    recorder = RecordingListener(label)
+    recorder = RecordingListener(options.label)
     hear = Listeners([recorder, *listeners], lock=threading.Lock())
     consumer = plain_consumer(conn)
     stores: dict[int, StateStore] = {}

@@ -39,19 +39,22 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from statekit.errors import StatekitError
 from statekit.kafka.broker import free_port
-from statekit.model.connection import Kafka, connect
+from statekit.model.connection import Kafka, TopicRef, connect
+from statekit.options import route
+from statekit.options import settle as settle_options
 from statekit.processes import stop as stop_process
-from statekit.serve.auth import ServingSecurity, announce, settle
+from statekit.serve.auth import announce, settle
 from statekit.serve.client import ServingClient
-from statekit.serve.global_store import GlobalTable
 from statekit.serve.instance import wait_for_schema
+from statekit.serve.options import SHORTCUTS, ServeOptions
 from statekit.serve.process import instance_config, start_instance
 from statekit.serve.rest import check_host
 from statekit.serve.routing.assignment import Assignment, assign
@@ -71,17 +74,18 @@ class ServingCluster:
     """Serving instances of one changelog, as processes; see ``serve``."""
 
     def __init__(self, kafka: Kafka, topic: str, *, instances: int = 3, standbys: int = 1,
-                 workdir: str | os.PathLike | None = None, host: str = "127.0.0.1",
-                 allow_remote: bool = False, monitor_every: float = 0.2,
-                 global_tables: Sequence[GlobalTable] = (),
-                 security: ServingSecurity | None = None):
+                 workdir: str | os.PathLike | None = None, monitor_every: float = 0.2,
+                 options: ServeOptions | None = None, **shortcuts: Any):
+        options = settle_options(options, ServeOptions,
+                                 route(shortcuts, SHORTCUTS, "ServingCluster").get("options", {}),
+                                 "options")
         self.kafka, self.topic = connect(kafka), topic
         count = whole_number(instances, "instances", minimum=1, maximum=64)
         self.standby_count = standbys
         self.names = [f"i{n}" for n in range(count)]
-        self.host = check_host(host, allow_remote)
-        self.allow_remote = allow_remote
-        self.security, self._generated = settle(self.host, security)
+        self.host = check_host(options.host, options.allow_remote)
+        self.allow_remote = options.allow_remote
+        self.security, self._generated = settle(self.host, options.security)
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="statekit-serving-"))
         self.urls = {name: self.security.url(self.host, free_port(self.host))
@@ -92,7 +96,9 @@ class ServingCluster:
         self.control_urls = {name: self.security.url(self.host, free_port(self.host))
                              for name in self.names}
         self.monitor_every = monitor_every
-        self.global_tables = list(global_tables)
+        self.global_tables = list(options.global_tables)
+        #: what every instance is given: ``options`` with the settled security
+        self.options = replace(options, security=self.security)
         self.assignment: Assignment | None = None
         self.procs: dict[str, subprocess.Popen] = {}
         self._events: list[tuple] = []
@@ -112,13 +118,11 @@ class ServingCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         _LIVE.add(self)
         for name in self.names:
-            config = instance_config(name, self.kafka, self.topic, self.workdir,
-                                     self.assignment, self.urls, host=self.host,
+            config = instance_config(name, TopicRef(self.kafka, self.topic), self.workdir,
+                                     self.assignment, self.urls,
                                      port=_port(self.urls[name]),
-                                     allow_remote=self.allow_remote,
-                                     global_tables=self.global_tables,
-                                     security=self.security,
-                                     control_port=_port(self.control_urls[name]))
+                                     control_port=_port(self.control_urls[name]),
+                                     options=self.options)
             self.procs[name] = start_instance(config, self.workdir / f"{name}.log")
             self._event(name, "started", sorted(self.assignment.held_by(name)),
                         f"pid {self.procs[name].pid}, {self.urls[name]} "
@@ -296,21 +300,20 @@ class ServingCluster:
 
 
 def serve(kafka: Kafka, topic: str, *, instances: int = 3, standbys: int = 1,
-          workdir: str | os.PathLike | None = None, host: str = "127.0.0.1",
-          allow_remote: bool = False, global_tables: Sequence[GlobalTable] = (),
-          timeout: float = 120.0, security: ServingSecurity | None = None
-          ) -> ServingCluster:
+          workdir: str | os.PathLike | None = None, timeout: float = 120.0,
+          options: ServeOptions | None = None, **shortcuts: Any) -> ServingCluster:
     """Start ``instances`` serving instances of changelog ``topic`` (``standbys`` each).
 
-    ``global_tables`` are held whole by every instance (``GlobalTable(name, topic,
-    key_columns, plain_keys)``). ``security`` (``ServingSecurity(token, certfile, keyfile,
-    cafile)``): the token every instance needs (generated beyond loopback when not given)
-    and the TLS files. Returns the started cluster; use it in a ``with`` block or call
-    ``stop()``.
+    ``options`` (``ServeOptions``), or its fields as keyword arguments (not both):
+    ``host`` and ``allow_remote`` (where the instances listen: loopback unless remote
+    serving is allowed), ``global_tables`` (held whole by every instance:
+    ``GlobalTable(name, topic, key_columns, plain_keys)``), ``security``
+    (``ServingSecurity(token, certfile, keyfile, cafile)``: the token every instance needs,
+    generated beyond loopback when not given, and the TLS files). Returns the started
+    cluster; use it in a ``with`` block or call ``stop()``.
     """
     return ServingCluster(kafka, topic, instances=instances, standbys=standbys,
-                          workdir=workdir, host=host, allow_remote=allow_remote,
-                          global_tables=global_tables, security=security).start(timeout)
+                          workdir=workdir, options=options, **shortcuts).start(timeout)
 
 
 @atexit.register

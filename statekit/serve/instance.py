@@ -102,17 +102,22 @@ class ServingInstance:
         directory: where this instance keeps its stores (``<directory>/<name>/...``);
             None keeps them in memory.
         assignment: who owns what (default: this instance owns every partition).
-        schema: what the store holds (default: read from the metadata topic).
+        schema: what the store holds (default: read from the metadata topic, waiting up to
+            ``SCHEMA_TIMEOUT`` seconds for it).
+        store_name: the store's name (default: the topic's, without ``-changelog``).
+        global_tables: tables every instance holds whole (``GlobalTable``).
     """
+
+    #: seconds to wait for the metadata topic to describe the store (``schema`` not given)
+    SCHEMA_TIMEOUT = 60.0
 
     def __init__(self, name: str, kafka: Kafka, topic: str,
                  directory: str | os.PathLike | None = None,
                  assignment: Assignment | None = None, *, schema: StoreSchema | None = None,
-                 store_name: str | None = None, schema_timeout: float = 60.0,
-                 global_tables: Sequence[GlobalTable] = ()):
+                 store_name: str | None = None, global_tables: Sequence[GlobalTable] = ()):
         self.name, self.kafka, self.topic = name, connect(kafka), topic
         self.pid, self.started = os.getpid(), None  # started: when start() was called (UTC)
-        self.schema = schema or wait_for_schema(self.kafka, topic, schema_timeout)
+        self.schema = schema or wait_for_schema(self.kafka, topic, self.SCHEMA_TIMEOUT)
         shape = self.schema.shape  # a statekit query's QuerySpec, or an attached part's shape
         self.codec = key_codec(self.schema)
         self.kind = shape.store_kind  # window, session or key-value

@@ -4,14 +4,14 @@ The process builds a ``ServingInstance`` (its partitions restore in the
 background), a ``ServingClient`` that answers its own partitions locally and
 routes the rest, and serves both over REST with uvicorn until it is stopped or
 its parent dies (``statekit.processes``). It prints ``serving on <url>`` once
-the server listens. Its config, the JSON of ``instance_config``, comes on
+the server listens. Its config, the JSON of an ``InstanceJob``, comes on
 standard input, not the command line: it carries the serving token (and the
 Kafka client's settings, which may hold a password), and a command line is
 visible to every user in ``ps``.
 
 Example:
-    >>> config = instance_config("i0", broker, topic, "/tmp/s", plan,   # doctest: +SKIP
-    ...                          {"i0": "http://127.0.0.1:8123"}, port=8123)
+    >>> config = instance_config("i0", TopicRef(broker, topic), "/tmp/s",  # doctest: +SKIP
+    ...                          plan, {"i0": "http://127.0.0.1:8123"}, port=8123)
     >>> proc = start_instance(config)                                    # doctest: +SKIP
 """
 
@@ -22,31 +22,51 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from statekit.model.connection import Kafka, KafkaConnection, connect
+from statekit.model.connection import TopicRef
+from statekit.options import Options, codec
 from statekit.processes import spawn
 from statekit.serve.auth import ServingSecurity
-from statekit.serve.global_store import GlobalTable
+from statekit.serve.options import ServeOptions
 from statekit.serve.routing.assignment import Assignment
 
 
-def instance_config(name: str, kafka: Kafka, topic: str, directory: str | os.PathLike,
-                    assignment: Assignment, urls: Mapping[str, str], *,
-                    host: str = "127.0.0.1", port: int, allow_remote: bool = False,
-                    global_tables: Sequence[GlobalTable] = (),
-                    security: ServingSecurity | None = None,
-                    control_port: int | None = None) -> dict:
-    """The JSON config of one instance process (secrets included: see ``start_instance``);
-    ``control_port``: where its control listener answers (``rest.create_control_app``;
-    None: no control listener)."""
-    conn = connect(kafka)
-    return {"name": name, "kafka": {"bootstrap_servers": conn.bootstrap_servers,
-                                    "config": dict(conn.config)},
-            "topic": topic, "directory": str(directory), "assignment": assignment.to_dict(),
-            "urls": dict(urls), "host": host, "port": port, "allow_remote": allow_remote,
-            "globals": [table.to_dict() for table in global_tables],
-            "security": (security or ServingSecurity()).to_dict(), "control_port": control_port}
+@dataclass(frozen=True, repr=False)
+class InstanceJob(Options):
+    """What one instance process serves: instance ``name`` of ``assignment``, over the
+    ``changelog`` topic, its stores under ``directory``, REST on ``port`` (and its control
+    listener on ``control_port``: ``rest.create_control_app``; None: none), the other
+    instances at ``urls``, listening and secured as ``options`` says."""
+
+    name: str
+    changelog: TopicRef = field(metadata=codec(TopicRef.to_dict, TopicRef.from_dict))
+    directory: str
+    assignment: Assignment = field(metadata=codec(Assignment.to_dict, Assignment.from_dict))
+    urls: Mapping[str, str]
+    port: int
+    control_port: int | None = None
+    options: ServeOptions = field(default_factory=ServeOptions,
+                                  metadata=codec(ServeOptions.to_dict, ServeOptions.from_dict))
+
+    def __post_init__(self):
+        object.__setattr__(self, "directory", os.fspath(self.directory))
+        object.__setattr__(self, "urls", dict(self.urls))
+
+    def __repr__(self) -> str:  # ``options`` hides the token
+        return (f"InstanceJob({self.name!r}, {self.changelog.topic!r}, port={self.port}, "
+                f"{self.options!r})")
+
+
+def instance_config(name: str, changelog: TopicRef, directory: str | os.PathLike,
+                    assignment: Assignment, urls: Mapping[str, str], *, port: int,
+                    control_port: int | None = None, options: ServeOptions | None = None
+                    ) -> dict:
+    """The JSON config of one instance process, an ``InstanceJob``'s (secrets included:
+    see ``start_instance``)."""
+    return InstanceJob(name, changelog, directory, assignment, urls, port, control_port,
+                       options or ServeOptions()).to_dict()
 
 
 def start_instance(config: Mapping, log_path: str | os.PathLike | None = None
@@ -74,24 +94,23 @@ def run_instance(config: Mapping) -> None:
     from statekit.serve.instance import ServingInstance
     from statekit.serve.rest import Server, check_host, create_app, create_control_app
 
-    kafka = KafkaConnection(config["kafka"]["bootstrap_servers"], config["kafka"]["config"])
-    host = check_host(config["host"], config.get("allow_remote", False))
-    security = ServingSecurity.from_dict(config.get("security"))
-    tables = [GlobalTable.from_dict(t) for t in config.get("globals", [])]
-    instance = ServingInstance(config["name"], kafka, config["topic"], config["directory"],
-                               Assignment.from_dict(config["assignment"]),
-                               global_tables=tables).start()
+    job = InstanceJob.from_dict(config)
+    options = job.options
+    host = check_host(options.host, options.allow_remote)
+    security = options.security or ServingSecurity()
+    instance = ServingInstance(job.name, job.changelog.kafka, job.changelog.topic, job.directory,
+                               job.assignment, global_tables=options.global_tables).start()
     # forwarded calls carry the token and check the other instances' certificates
-    client = ServingClient(config["urls"], local=instance, token=security.token,
+    client = ServingClient(job.urls, local=instance, token=security.token,
                            verify=security.cafile)
-    remote = config.get("allow_remote", False)
+    remote = options.allow_remote
     control = None
-    if config.get("control_port"):  # its own thread and event loop, started first
-        control = Server(create_control_app(instance, client), host, config["control_port"],
+    if job.control_port:  # its own thread and event loop, started first
+        control = Server(create_control_app(instance, client), host, job.control_port,
                          allow_remote=remote, security=security).start()
         print(f"control on {control.url}", flush=True)
     server = Server(create_app(instance, client, control_url=control and control.url), host,
-                    config["port"], allow_remote=remote, security=security)
+                    job.port, allow_remote=remote, security=security)
     print(f"serving on {server.url}", flush=True)
     gc.freeze()
     try:

@@ -26,7 +26,8 @@ shared file system mounted at the same path on both.
 Example:
     >>> with connect_server() as server:                 # doctest: +SKIP
     ...     spark = server.session()                     # a Connect session, sc://localhost:PORT
-    ...     q = start_query("games", GAME_SPEC, spark=spark, kafka=broker)
+    ...     q = start_query("games", GAME_SPEC, spark=spark,
+    ...                     source_options=SourceOptions(kafka=broker))
 """
 
 from __future__ import annotations

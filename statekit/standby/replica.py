@@ -35,7 +35,7 @@ from statekit.kafka.background import BackgroundLoop, consume_records
 from statekit.kafka.topics import end_offsets, plain_consumer
 from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec
-from statekit.restore.rebuild import RestoreResult, restore_stores
+from statekit.restore.rebuild import RestoreOptions, RestoreResult, restore_stores
 from statekit.stores import StateStore
 
 LAG_COLUMNS = ["time", "partition", "lag", "position", "end_offset"]
@@ -69,13 +69,17 @@ class StandbyReplica(BackgroundLoop):
         self._sampler = BackgroundLoop(f"standby-lag-{topic}", self._sample_on_a_timer)
 
     # --- lifecycle ------------------------------------------------------------------
+    def _restore_options(self) -> RestoreOptions:
+        """Its catch-up restores: its partitions, quietly."""
+        return RestoreOptions(partitions=self.partitions, progress=False)
+
     def start(self) -> StandbyReplica:
         """Catch up (restore from the stores' checkpoints), then tail in the background.
         Refused while it tails (and after it failed: its error is raised)."""
         self._check_can_start()
         self.catch_up = restore_stores(self.kafka, self.topic, self.spec,
                                        self.directory, store_name=self.store_name,
-                                       partitions=self.partitions, progress=False)
+                                       options=self._restore_options())
         self.stores = self.catch_up.stores
         self._positions = {p: self.stores[p].read_checkpoint()[p] for p in self.partitions}
         super().start()
@@ -109,8 +113,7 @@ class StandbyReplica(BackgroundLoop):
         for store in self.stores.values():
             store.close()
         result = restore_stores(self.kafka, self.topic, self.spec, self.directory,
-                                store_name=self.store_name, partitions=self.partitions,
-                                progress=False)
+                                store_name=self.store_name, options=self._restore_options())
         self.stores = result.stores
         return result
 

@@ -27,7 +27,7 @@ from statekit.stores.base import (
     WindowStore,
 )
 from statekit.stores.errors import StoreClosed, StoreCorrupt, StoreLocked, StoreMismatch
-from statekit.stores.factory import open_store
+from statekit.stores.factory import StoreColumns, open_store
 from statekit.stores.iterators import StoreIterator
 from statekit.stores.memory import InMemoryKeyValueStore, InMemorySessionStore, InMemoryWindowStore
 from statekit.stores.metadata import STORE_FORMAT_VERSION, StoreMetadata
@@ -50,6 +50,7 @@ __all__ = [
     "SessionStore",
     "StateStore",
     "StoreClosed",
+    "StoreColumns",
     "StoreCorrupt",
     "StoreIterator",
     "StoreLocked",

@@ -29,6 +29,7 @@ from statekit.kafka.topics import (
     plain_consumer,
 )
 from statekit.model import changelog_record as codec
+from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.spark_state.state_reader import StateReader
 
 
@@ -184,8 +185,10 @@ def test_reshipping_after_a_lost_ledger_round_skips_what_is_there(spark, broker,
 
 
 def _worker(broker, topic, checkpoint, name, mode) -> subprocess.Popen:
-    return start_worker("query", query_config(topic, broker, str(checkpoint), name, mode=mode,
-                                              spec=GAME_SPEC, event_schema=GAME_EVENT_SCHEMA))
+    source = SourceOptions(kafka=broker, event_schema=GAME_EVENT_SCHEMA,
+                           max_offsets_per_trigger=250)
+    run = RunOptions(name=name, checkpoint=str(checkpoint), trigger="200 milliseconds")
+    return start_worker("query", query_config(topic, GAME_SPEC, source, run, mode=mode))
 
 
 @pytest.mark.slow   # a query in a worker process, killed with kill -9, restarted here

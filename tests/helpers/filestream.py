@@ -59,10 +59,12 @@ def start_windowed_count(spark, source: Path, checkpoint: Path, name: str):
                        trigger="200 milliseconds", changelog=False)
 
 
-def build_snapshot_checkpoint(base: Path, *, query: str, files: int, players: int, rows: int,
-                              name: str = "snapshots", shuffle_partitions: int = 3,
-                              snapshot_before_last: int = 0,
-                              timeout: float = BUILD_TIMEOUT) -> dict:
+#: what the child builds: these (required) and ``BUILD_DEFAULTS``' (optional) settings
+BUILD_REQUIRED = ("query", "files", "players", "rows")
+BUILD_DEFAULTS = {"name": "snapshots", "shuffle_partitions": 3, "snapshot_before_last": 0}
+
+
+def build_snapshot_checkpoint(base: Path, *, timeout: float = BUILD_TIMEOUT, **build) -> dict:
     """Run a windowed count over ``files`` event files in a Spark session of a child process.
 
     ``query``: ``"plain"`` (Spark's own groupBy/count into the noop sink) or ``"statekit"``
@@ -71,14 +73,17 @@ def build_snapshot_checkpoint(base: Path, *, query: str, files: int, players: in
     stops its query and its session. Returns the child's report: ``checkpoint``, ``source``,
     ``last_batch``, ``snapshots`` (versions by partition), ``pid``.
     """
+    unknown = sorted(set(build) - {*BUILD_REQUIRED, *BUILD_DEFAULTS})
+    missing = [k for k in BUILD_REQUIRED if k not in build]
+    if unknown or missing:
+        raise TypeError(f"build_snapshot_checkpoint: unknown {unknown}, missing {missing}; "
+                        f"accepted: {[*BUILD_REQUIRED, *BUILD_DEFAULTS]}")
     base = Path(base)
     source, checkpoint = base / "in", base / "ck"
     source.mkdir(parents=True, exist_ok=True)
     report, output = base / "built.json", base / "builder.log"
-    config = {"query": query, "files": files, "players": players, "rows": rows, "name": name,
-              "source": str(source), "checkpoint": str(checkpoint), "report": str(report),
-              "shuffle_partitions": shuffle_partitions,
-              "snapshot_before_last": snapshot_before_last, "deadline": timeout}
+    config = {**BUILD_DEFAULTS, **build, "source": str(source), "checkpoint": str(checkpoint),
+              "report": str(report), "deadline": timeout}
     with open(output, "w") as out:
         child = subprocess.Popen([sys.executable, str(Path(__file__).resolve()),
                                   json.dumps(config)], stdin=subprocess.DEVNULL, stdout=out,

@@ -21,6 +21,7 @@ from statekit.changelog.reader import read_changelog
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC, game_events, parse_game_events
 from statekit.drills.worker import query_config, start_worker
 from statekit.kafka.topics import create_topic, delete_topic
+from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.reference.aggregates import windowed_reference
 from statekit.restore import RestoreListener, compacted_copy, restore_stores
 from statekit.spark_state.state_reader import StateReader
@@ -339,9 +340,10 @@ def test_bad_arguments_are_named_before_anything_is_read(synthetic, broker, tmp_
 
 # --- crash drill --------------------------------------------------------------------------
 def _worker(broker, topic, checkpoint, mode) -> subprocess.Popen:
-    return start_worker("query", query_config(topic, broker, str(checkpoint), "drill",
-                                              mode=mode, spec=GAME_SPEC,
-                                              event_schema=GAME_EVENT_SCHEMA))
+    source = SourceOptions(kafka=broker, event_schema=GAME_EVENT_SCHEMA,
+                           max_offsets_per_trigger=250)
+    run = RunOptions(name="drill", checkpoint=str(checkpoint), trigger="200 milliseconds")
+    return start_worker("query", query_config(topic, GAME_SPEC, source, run, mode=mode))
 
 
 def _committed(checkpoint: Path) -> int:

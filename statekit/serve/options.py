@@ -1,0 +1,72 @@
+"""What every serving instance of a cluster shares: ``ServeOptions``.
+
+Where the instances listen (``host``; beyond loopback only with ``allow_remote``), how
+they are secured (``ServingSecurity``: token, TLS files), and the global tables each holds
+whole. ``serve`` and ``ServingCluster`` take one (or its fields as keyword arguments,
+routed by ``SHORTCUTS``); each instance process receives it as JSON inside its
+``InstanceJob`` (``statekit.serve.process``).
+
+Example:
+    >>> options = ServeOptions(global_tables=[GlobalTable("players", "players", ("player",))])
+    >>> ServeOptions.from_dict(options.to_dict()) == options
+    True
+    >>> ServeOptions(allow_remote="yes")
+    Traceback (most recent call last):
+    ...
+    statekit.errors.BadArgument: bad allow_remote: 'yes'; accepted: True or False
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from statekit.errors import BadArgument
+from statekit.options import Options, codec
+from statekit.serve.auth import ServingSecurity
+from statekit.serve.global_store import GlobalTable
+
+
+def _tables_to_dicts(tables: Sequence[GlobalTable]) -> list[dict]:
+    return [table.to_dict() for table in tables]
+
+
+def _tables_from_dicts(data: Sequence) -> tuple[GlobalTable, ...]:
+    return tuple(GlobalTable.from_dict(t) for t in data)
+
+
+@dataclass(frozen=True, repr=False)
+class ServeOptions(Options):
+    """How a cluster's instances serve: ``host`` (loopback by default; another address
+    needs ``allow_remote=True``), ``security`` (None: a token generated beyond loopback),
+    ``global_tables`` (``GlobalTable(name, topic, key_columns, plain_keys)``: held whole by
+    every instance)."""
+
+    host: str = "127.0.0.1"
+    allow_remote: bool = False
+    security: ServingSecurity | None = field(
+        default=None, metadata=codec(ServingSecurity.to_dict, ServingSecurity.from_dict))
+    global_tables: tuple[GlobalTable, ...] = field(
+        default=(), metadata=codec(_tables_to_dicts, _tables_from_dicts))
+
+    def __post_init__(self):
+        if not isinstance(self.host, str):
+            raise BadArgument("host", self.host, "an address such as 127.0.0.1")
+        if not isinstance(self.allow_remote, bool):
+            raise BadArgument("allow_remote", self.allow_remote, "True or False")
+        if self.security is not None and not isinstance(self.security, ServingSecurity):
+            raise BadArgument("security", self.security,
+                              "a ServingSecurity(token, certfile, keyfile, cafile) or None")
+        tables = self.global_tables
+        if isinstance(tables, GlobalTable) or not isinstance(tables, Sequence) or not all(
+                isinstance(t, GlobalTable) for t in tables):
+            raise BadArgument("global_tables", tables, "a list of GlobalTable")
+        object.__setattr__(self, "global_tables", tuple(tables))
+
+    def __repr__(self) -> str:  # the security's own repr hides its token
+        return (f"ServeOptions(host={self.host!r}, allow_remote={self.allow_remote}, "
+                f"security={self.security!r}, global_tables={list(self.global_tables)!r})")
+
+
+#: ``serve``'s and ``ServingCluster``'s keyword shortcuts: each a field of ``ServeOptions``
+SHORTCUTS = dict.fromkeys(ServeOptions.field_names(), "options")
