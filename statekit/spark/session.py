@@ -89,7 +89,7 @@ def spark_log() -> Path:
 
 def _java_options() -> str:
     return (f"-Dlog4j2.configurationFile=file:{LOG_CONFIG} "
-            f"-Dstatekit.spark_state.log={state_store_log()} -Dstatekit.spark.log={spark_log()}")
+            f"-Dstatekit.state.log={state_store_log()} -Dstatekit.spark.log={spark_log()}")
 
 
 def quiet_py4j() -> None:
