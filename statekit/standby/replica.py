@@ -75,8 +75,11 @@ class StandbyReplica(BackgroundLoop):
 
     def start(self) -> StandbyReplica:
         """Catch up (restore from the stores' checkpoints), then tail in the background.
-        Refused while it tails (and after it failed: its error is raised)."""
-        self._check_can_start()
+        A replica already tailing goes on (starting it again does nothing); one that failed
+        raises its error."""
+        self.raise_if_failed()
+        if self.running:
+            return self
         self.catch_up = restore_stores(self.kafka, self.topic, self.spec,
                                        self.directory, store_name=self.store_name,
                                        options=self._restore_options())
