@@ -160,6 +160,17 @@ class RecordHeaders(NamedTuple):
         version or a header that is missing or not a whole number."""
         if not raw:
             return None
+        if len(raw) == 5 and raw[0] == _FORMAT_HEADER:  # as ``encode`` writes them: no dict
+            (n1, batch), (n2, seq), (n3, count), (n4, prev) = raw[1:]
+            if n1 == H_BATCH and n2 == H_SEQ and n3 == H_COUNT and n4 == H_PREV:
+                try:
+                    head = cls(int(batch), int(seq), int(count), int(prev))
+                except ValueError:
+                    pass  # named below
+                else:
+                    if head.seq >= 0 and (head.count == 0 or head.seq < head.count) \
+                            and -1 <= head.prev < head.batch:
+                        return head
         found = dict(raw)
         version = found.get(H_FORMAT)
         if version is None:
@@ -184,6 +195,7 @@ class RecordHeaders(NamedTuple):
 
 
 _FORMAT_TEXT = str(FORMAT_VERSION).encode()
+_FORMAT_HEADER = (H_FORMAT, _FORMAT_TEXT)
 
 
 def _is_decimal(value: bytes | None) -> bool:
