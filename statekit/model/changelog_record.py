@@ -152,6 +152,12 @@ class RecordHeaders(NamedTuple):
                 (H_SEQ, str(self.seq).encode()), (H_COUNT, str(self.count).encode()),
                 (H_PREV, str(self.prev).encode())]
 
+    @property
+    def consistent(self) -> bool:
+        """0 <= seq < count (count 0: not known) and -1 <= prev < batch (so batch >= 0)."""
+        return self.seq >= 0 and (self.count == 0 or self.seq < self.count) \
+            and -1 <= self.prev < self.batch
+
     @classmethod
     def parse(cls, raw: Sequence[tuple[str, bytes]] | None, where: str = "the record"
               ) -> RecordHeaders | None:
@@ -168,8 +174,7 @@ class RecordHeaders(NamedTuple):
                 except ValueError:
                     pass  # named below
                 else:
-                    if head.seq >= 0 and (head.count == 0 or head.seq < head.count) \
-                            and -1 <= head.prev < head.batch:
+                    if head.consistent:
                         return head
         found = dict(raw)
         version = found.get(H_FORMAT)
@@ -186,8 +191,7 @@ class RecordHeaders(NamedTuple):
             shown = "missing" if found.get(name) is None else repr(_text(found[name]))
             raise ChangelogError(f"{where}: header {name} is {shown}; accepted: a whole "
                                  f"number in ASCII decimal") from None
-        if head.batch < 0 or head.seq < 0 or head.count < 0 or 0 < head.count <= head.seq \
-                or not -1 <= head.prev < head.batch:
+        if not head.consistent:
             raise ChangelogError(f"{where}: headers {head} are inconsistent; accepted: batch "
                                  f">= 0, 0 <= seq < count (count 0: not known), "
                                  f"-1 <= prev < batch")
