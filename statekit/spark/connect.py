@@ -139,9 +139,9 @@ class ConnectServer:
             return self
         import pyspark
 
-        from statekit.spark.session import DEFAULT_CONF, _java_options, worker_spark_home
+        from statekit.spark.session import DEFAULT_CONF, java_options, worker_spark_home
 
-        settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": _java_options(),
+        settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": java_options(),
                     "spark.connect.grpc.binding.port": str(self.port),
                     "spark.connect.grpc.binding.address": "127.0.0.1",
                     "spark.driver.memory": "1g", **self.conf}

@@ -1,0 +1,112 @@
+"""The driver JVM's class-data archive: which file is valid, which is refused, and that a
+session started by statekit really maps the archive built for this machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from statekit.spark.class_archive import _MAGIC, _MIN_BYTES, ClassArchive
+
+JDK17 = (17, 0)
+
+
+def _archive_file(path: Path, size: int, magic: bytes = _MAGIC) -> Path:
+    with open(path, "wb") as f:
+        f.write(magic)
+        f.truncate(size)
+    return path
+
+
+def test_a_whole_looking_archive_is_used(tmp_path):
+    path = _archive_file(tmp_path / "a.jsa", 2 * _MIN_BYTES)
+    archive = ClassArchive.from_parts(path, JDK17)
+    assert archive.ready()
+    assert archive.java_option() == f"-XX:SharedArchiveFile={path}"
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: None,                                          # missing
+    lambda p: _archive_file(p, 4096),                        # torn: far too small
+    lambda p: _archive_file(p, 2 * _MIN_BYTES, b"\x00\x00\x00\x00"),  # not an archive
+    lambda p: _archive_file(p, 2 * _MIN_BYTES, (0xF00BABA2).to_bytes(4, "little")),  # static
+    lambda p: p.mkdir(),                                     # a folder of that name
+], ids=["missing", "torn", "not-an-archive", "a-static-archive", "a-folder"])
+def test_a_file_that_is_not_a_whole_dynamic_archive_is_never_given_to_the_jvm(tmp_path, make):
+    path = tmp_path / "a.jsa"
+    make(path)
+    archive = ClassArchive.from_parts(path, JDK17)
+    assert not archive.ready()
+    assert archive.java_option() == ""
+
+
+@pytest.mark.parametrize("version", [None, (1, 8), (11, 0), (12, 9)],
+                         ids=["no-java", "java-8", "java-11", "java-12"])
+def test_a_jvm_older_than_13_gets_no_archive(tmp_path, version):
+    path = _archive_file(tmp_path / "a.jsa", 2 * _MIN_BYTES)
+    archive = ClassArchive.from_parts(path, version)
+    assert not archive.supported and not archive.ready() and archive.java_option() == ""
+    assert archive.build() is False
+    assert not (tmp_path / "build.log").exists()
+
+
+@pytest.mark.parametrize("release, expected", [
+    ('JAVA_VERSION="17.0.15"', (17, 0)), ('JAVA_VERSION="1.8.0_402"', (8, 0)),
+    ('JAVA_VERSION="21"', (21, 0)), ("IMPLEMENTOR=x", None), ('JAVA_VERSION="x.y"', None),
+], ids=["17", "1.8", "21", "no-version", "garbled"])
+def test_the_java_version_is_read_from_the_jdk_release_file(tmp_path, release, expected):
+    from statekit.spark.class_archive import _java_version
+
+    (tmp_path / "release").write_text(f"{release}\n")
+    assert _java_version(tmp_path) == expected
+    assert _java_version(tmp_path / "missing") is None
+
+
+def test_the_archive_is_keyed_by_class_path_and_kept_in_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    plain = ClassArchive.for_this_machine()
+    assert plain.path.parent == tmp_path / "statekit" / "jvm-classes"
+    assert plain.path.suffix == ".jsa"
+    assert ClassArchive.for_this_machine().path == plain.path  # stable
+    assert ClassArchive.for_this_machine(extra_class_path="/x.jar").path != plain.path
+    assert ClassArchive.for_this_machine(spark_home=tmp_path).path != plain.path
+
+
+def test_a_torn_archive_is_refused_by_the_check_before_it_could_be_used(tmp_path):
+    """The build's last step starts a JVM with the candidate under -Xshare:on: a torn file
+    (right magic, cut short) fails there, in a child, so it is never renamed into place."""
+    torn = _archive_file(tmp_path / "torn.jsa.tmp", 2 * _MIN_BYTES)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-m", "statekit.spark.class_archive", "--check",
+                          str(torn)], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode != 0
+
+
+@pytest.mark.slow
+def test_a_session_statekit_starts_maps_this_machines_archive():
+    """In a fresh process (its own JVM), spark_session() maps the archive `make` built."""
+    archive = ClassArchive.for_this_machine(_mirror())
+    if not archive.ready():
+        pytest.skip(f"no class-data archive built on this machine ({archive.path}); "
+                    "`make jvm-classes` builds it")
+    child = (
+        "import statekit as sk\n"
+        "from pyspark import SparkContext\n"
+        "spark = sk.spark_session('local[1]', app_name='statekit-test-class-archive')\n"
+        "pid = SparkContext._gateway.proc.pid\n"
+        "maps = open(f'/proc/{pid}/maps').read()\n"
+        f"print('MAPPED', {str(archive.path)!r} in maps, spark.range(5).count())\n")
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         timeout=600)
+    assert "MAPPED True 5" in out.stdout, out.stderr[-3000:]
+    assert "Unable to use shared archive" not in out.stdout + out.stderr
+
+
+def _mirror():
+    from statekit.spark.session import worker_spark_home
+
+    return worker_spark_home()
