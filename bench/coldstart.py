@@ -11,11 +11,17 @@ baseline of that run.
 
 Variants (each a fresh process, alternated over ``--repeats`` rounds):
 
-- ``zip``: ``spark_session(cached_worker_imports=False)``: Spark's own layout, its Python
-  processes import PySpark from ``pyspark.zip`` (what statekit did before);
-- ``default``: ``spark_session()``: PySpark imported from site-packages by Spark's Python
-  processes (see ``statekit.spark.session``);
-- ``warm_up``: ``spark_session(warm_up=True)``: the same, plus the background warm-up.
+- ``zip``: ``spark_session(cached_worker_imports=False, class_archive=False)``: Spark's own
+  layout, its Python processes import PySpark from ``pyspark.zip`` (what statekit did first);
+- ``no_archive``: ``spark_session(class_archive=False)``: PySpark imported from site-packages
+  by Spark's Python processes (see ``statekit.spark.session``), no class-data archive;
+- ``default``: ``spark_session()``: the same, with the JVM class-data archive when one is
+  built (``make jvm-classes``; ``archive_mapped`` in each run says whether it was);
+- ``warm_up``: ``spark_session(warm_up=True)``: the default plus the background warm-up.
+
+With ``--pause 0`` the query starts right after the session, as in a fresh notebook whose
+person runs the cells straight through: ``process start → first batch done`` is then the
+time to the first window result (issue 21's target: 6 s).
 
 Figures per run: seconds from ``start_query`` to the first trigger and to the end of the
 first batch with data, that batch's duration (progress ``triggerExecution``), records/s to
@@ -40,8 +46,10 @@ from pathlib import Path
 from bench.common import median, print_table, write_result
 from bench.results import Figure, Run
 
-VARIANTS = {"zip": {"cached_worker_imports": False}, "default": {},
+VARIANTS = {"zip": {"cached_worker_imports": False, "class_archive": False},
+            "no_archive": {"class_archive": False}, "default": {},
             "warm_up": {"warm_up": True}}
+FIRST_RESULT_TARGET_S = 6.0
 TOPIC = "bench-coldstart"
 
 
@@ -91,6 +99,7 @@ def child(bootstrap: str, records: int, batch: int, pause: float, variant: str,
     spark = sk.spark_session("local[2]", app_name="statekit-bench-coldstart",
                              shuffle_partitions=4, **options)
     ready = time.time()
+    mapped = _archive_mapped()
     time.sleep(pause)
     work = Path(tempfile.mkdtemp(prefix="statekit-bench-coldstart-"))
     cold = _timed_query(spark, bootstrap, records, batch, work, "cold")
@@ -99,9 +108,22 @@ def child(bootstrap: str, records: int, batch: int, pause: float, variant: str,
     return {"variant": variant, "interpreter_s": entered - born, "import_s": imported - entered,
             "session_s": ready - imported, "pause_s": pause, "cold": cold, "warm": warm,
             "process_to_first_batch_s": (ready - born) + pause + cold["to_first_batch_s"],
+            "archive_mapped": mapped,
             "warm_up": None if status is None else {
                 "seconds": status.seconds, "stepped_aside": status.stepped_aside,
                 "error": status.error, "batches": status.batches}}
+
+
+def _archive_mapped() -> bool:
+    """Whether this process's driver JVM maps a class-data archive of statekit's cache."""
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    try:
+        with open(f"/proc/{proc.pid}/maps") as maps:
+            return any("jvm-classes" in line and ".jsa" in line for line in maps)
+    except (AttributeError, OSError):
+        return False
 
 
 # --- the parent ---------------------------------------------------------------------------
@@ -159,8 +181,19 @@ def figures_of(summary: dict, runs: dict[str, list[dict]]) -> list[Figure]:
                 Figure(f"{variant}: first batch, cold", s["cold_first_batch_s"], "s"),
                 Figure(f"{variant}: first batch, warm", s["warm_first_batch_s"], "s"),
                 Figure(f"{variant}: records/s to all records, cold", s["cold_records_per_s"],
-                       "records/s")]
+                       "records/s"),
+                Figure(f"{variant}: process start → first batch done (pause included)",
+                       s["process_to_first_batch_s"], "s",
+                       target=(f"value <= {FIRST_RESULT_TARGET_S}"
+                               if pause_of(runs[variant]) == 0 else None)),
+                Figure(f"{variant}: runs with the class-data archive mapped",
+                       sum(bool(r.get("archive_mapped")) for r in runs[variant]), "runs")]
     return out
+
+
+def pause_of(items: list[dict]) -> float:
+    """The pause of these runs (the same in every run of a benchmark)."""
+    return items[0]["pause_s"] if items else 0.0
 
 
 def _summary(items: list[dict]) -> dict:
