@@ -133,10 +133,8 @@ def _spawn(command: list[str]) -> subprocess.Popen:
 
 def _quix_command(python: Path, spec: Path) -> list[str]:
     # -I: isolated, so neither PYTHONPATH nor bench/ (the script's folder, whose inspect.py
-    # would shadow the standard library's) is on the Quix interpreter's path; -W: quiet the
-    # deprecation warning of a library quixstreams imports (authlib's httpx client)
-    return [str(python), "-I", "-W", "ignore:The httpx module is deprecated", str(QUIX_SCRIPT),
-            str(spec)]
+    # would shadow the standard library's) is on the Quix interpreter's path
+    return [str(python), "-I", str(QUIX_SCRIPT), str(spec)]
 
 
 def _wait(procs: list[subprocess.Popen], what: str) -> None:
