@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-report doctor java chromium jvm-classes html lab docs clean
+.PHONY: demo test test-fast lint bench bench-report peer-venv doctor java chromium jvm-classes html lab docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -74,6 +74,14 @@ bench: java $(STAMP)
 
 bench-report: $(STAMP)
 	$(PY) -m bench.report
+
+# Quix Streams for `python -m bench.peer`, in an interpreter of its own: quixstreams 3.28 pins
+# confluent-kafka<2.13 and pydantic<2.14, lower than the project's .venv has.
+PEER_VENV ?= .venv-peer
+peer-venv:
+	@test -x $(PEER_VENV)/bin/python || python3.11 -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEER_VENV)/bin/python -m pip install --quiet 'quixstreams>=3.28,<4'
 
 doctor: $(STAMP)
 	$(PY) -m statekit doctor

@@ -1,409 +1,738 @@
-"""The Python peer side by side: Quix Streams vs statekit on the same topic and broker.
+"""statekit and Quix Streams side by side, fair both ways: same core budget, same clocks.
 
-One run, one embedded broker, one topic of R JSON game events (as ``bench.throughput``
-makes them: 1000 players, 1 ms apart, 4 partitions, keyed by player). The same query on
-both: a 1-minute tumbling window per player, ``count`` and ``sum(score)``, 10 s of
-grace (Quix) / watermark (statekit), each with its RocksDB state and changelog topic.
+One embedded broker (in this process) and one topic of R JSON game events (as
+``bench.throughput`` makes them: 1000 players, 1 ms apart, 4 partitions keyed by player).
+The same query on both sides: a 1-minute tumbling window per player, ``count`` and
+``sum(score)``, 10 s of grace (Quix) / watermark (statekit), each keeping its state in
+RocksDB and shipping its changes to a changelog topic of its own.
 
-- **Quix Streams** runs in a child process (its CPU measured apart): time to its first
-  record (imports, changelog topic set-up and the consumer group's first join, ~23 s
-  on the embedded broker), steady records/s from 10 % of the records to the last,
-  cores used (process CPU / wall). Then its state directory is deleted and a second
-  child restores it from Quix's changelog (``RecoveryManager.do_recovery`` timed).
-- **statekit**: ``start_query`` on the same topic twice in this process: *cold* (the
-  first query of a fresh Spark session) and *warm* (the next one). Steady records/s
-  over the batches after the first, time to the first batch, cores (CPU of the JVM,
-  Python workers and driver / wall). Then ``restore_stores`` of the warm query's
-  changelog into fresh RocksDB stores.
-- **Final per-window counts** (and sums) of Quix and the warm statekit query are
-  compared; they must agree for every window neither drops as late (asserted).
+Four configurations, each a FRESH child process (or two) per run:
 
-The input topic is created with ``retention.ms`` and ``retention.bytes`` set: the
-embedded broker's DescribeConfigs returns only configs set explicitly, and Quix
-needs those two (``KeyError: 'retention.ms'`` otherwise).
+- **statekit local[1]** and **statekit local[2]**: ``python -m bench.peer
+  --statekit-worker`` on the project's interpreter, ``spark_session("local[N]")``, then
+  ``start_query`` twice: *cold* (the process's first query) and *warm* (a second query on a
+  fresh checkpoint and a fresh changelog topic), then ``restore_stores`` of the warm
+  query's changelog into fresh stores.
+- **Quix ×1** and **Quix ×2**: ``bench/peer_quix.py`` on its own interpreter
+  (``--quix-python``, ``make peer-venv``): one process, or two processes in one consumer
+  group (2 partitions each). After Quix ×1, a fresh Quix process restores that group's
+  state from its changelog into an empty state directory.
 
-Needs the optional ``bench`` extra (``pip install quixstreams``).
+Repetitions run in alternating order (A B C D, D C B A, A B C D, ...), with the load average
+taken at the start and end of every run. Every side is measured the same way:
 
-    python -m bench.peer --records 100000 --batch 20000
+- *first window result*: seconds from the child's spawn to its first windowed output
+  (statekit: the first batch's progress event, posted once its rows are in the memory sink;
+  Quix: its first output). Quix's consumer-group join (``app.run`` to its partitions'
+  ``on_assign``) is reported apart; statekit's source assigns partitions and joins no group.
+- *steady records/s*: from the moment 10 % of the records are processed to the moment the
+  last record's state change is in the changelog (statekit: the changelog writer has
+  shipped the batch holding the last record, ``ChangelogWriter.wait_shipped``; Quix: the end
+  of the first checkpoint commit after its last record, which flushes the changelog
+  producer and commits the offsets).
+- *records per CPU-second*: the CPU of each child's whole process tree (statekit: the Python
+  driver, the JVM and Spark's Python workers; Quix: its process(es)), read from /proc at
+  those two marks. The broker's CPU over the same window is reported apart.
+- *restore*: Quix's ``RecoveryManager.do_recovery`` (first start to last end) against
+  ``restore_stores`` (call to return), each into empty state.
+- *per-window results*: every (player, window start) [count, sum] of every statekit query
+  against every Quix configuration of the same repetition; they must agree for every
+  window that neither side dropped records of as late (``WindowsDisagree`` otherwise).
+
+The figures are medians over the repetitions (min–max in the details and the table);
+ratios are statekit / Quix at the same core budget (local[1] against one Quix process,
+local[2] against two).
+
+    make peer-venv                      # once: .venv-peer with quixstreams
+    python -m bench.peer --records 1000000 --repeats 3
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
-import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import cpu_by_kind, cpu_snapshot, print_table, session, timed, write_result
-from bench.results import Figure, Run
+from bench.common import cpu_by_kind, cpu_snapshot, median, print_table, write_result
+from bench.results import REPO, Figure, Run, load_average
 from bench.throughput import EVENT_SCHEMA, PLAYERS, produce
 
-WINDOW_MS, GRACE_MS = 60_000, 10_000
 WINDOW, WATERMARK = "1 minute", "10 seconds"
 AGGREGATES = ["count", "sum(score)"]
 TOPIC = "bench-peer-games"
 PARTITIONS = 4
+TRIGGER = "100 ms"
 #: Quix reads ``retention.ms`` / ``retention.bytes`` of its input topic to configure its
 #: changelog topics; the embedded broker reports only explicitly set configs.
 TOPIC_CONFIG = {"retention.ms": str(7 * 24 * 3600 * 1000), "retention.bytes": "-1"}
+QUIX_SCRIPT = Path(__file__).resolve().parent / "peer_quix.py"
+DEFAULT_QUIX_PYTHON = REPO / ".venv-peer" / "bin" / "python"
+CHILD_TIMEOUT_S = 3600.0
+STEADY_FROM = 0.1  # the steady window starts once this share of the records is processed
+SAMPLES = 1000     # Quix's (time, records, CPU) samples over a run
 
 
-def quix_installed() -> bool:
-    """Whether the optional ``quixstreams`` package can be imported."""
-    import importlib.util
+@dataclass(frozen=True)
+class Config:
+    """One configuration: a side and its core budget."""
 
-    return importlib.util.find_spec("quixstreams") is not None
+    side: str   # "statekit" or "quix"
+    cores: int  # statekit: local[cores]; Quix: processes in the consumer group
 
-
-# --- the Quix Streams side (runs in a child process) --------------------------------------
-def _event_ms(value, headers, timestamp, timestamp_type) -> int:
-    """The event time of a game event (its ``ts`` field) in epoch milliseconds."""
-    return int(datetime.fromisoformat(value["ts"]).timestamp() * 1000)
-
-
-def _cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    @property
+    def label(self) -> str:
+        return f"statekit local[{self.cores}]" if self.side == "statekit" else \
+            f"Quix ×{self.cores}"
 
 
-def quix_worker(config: dict) -> dict:
-    """Run the windowed count and sum with Quix Streams; the figures as a dict.
-
-    ``config``: bootstrap, topic, group, state_dir, records, mode ("process" or
-    "restore"). In "process" mode it stops after ``records`` outputs (one per input
-    record: ``.current()``) and returns the final per-window counts and sums.
-    In "restore" mode it times ``RecoveryManager.do_recovery`` and stops once idle.
-    """
-    born = time.perf_counter()
-    from quixstreams import Application
-    from quixstreams.dataframe.windows import Count, Sum
-    from quixstreams.state.recovery import RecoveryManager
-
-    recovery: dict[str, float] = {}
-    if config["mode"] == "restore":
-        real = RecoveryManager.do_recovery
-
-        def timed_recovery(self):
-            start = time.perf_counter()
-            try:
-                return real(self)
-            finally:
-                recovery["seconds"] = recovery.get("seconds", 0.0) + time.perf_counter() - start
-
-        RecoveryManager.do_recovery = timed_recovery
-
-    app = Application(broker_address=config["bootstrap"], consumer_group=config["group"],
-                      state_dir=config["state_dir"], auto_offset_reset="earliest",
-                      loglevel="WARNING", commit_interval=5.0)
-    topic = app.topic(config["topic"], value_deserializer="json", key_deserializer="str",
-                      timestamp_extractor=_event_ms)
-    sdf = app.dataframe(topic)
-    sdf = sdf.tumbling_window(WINDOW_MS, grace_ms=GRACE_MS).agg(
-        count=Count(), sum_score=Sum("score")).current()
-
-    windows: dict[str, list] = {}
-    marks: dict[str, float] = {}
-    tenth = max(1, config["records"] // 10)
-    seen = [0]
-
-    def record(value, key, timestamp, headers):
-        seen[0] += 1
-        if seen[0] == 1:
-            marks["first_t"], marks["first_cpu"] = time.perf_counter(), _cpu_s()
-        elif seen[0] == tenth:
-            marks["tenth_t"], marks["tenth_cpu"] = time.perf_counter(), _cpu_s()
-        windows[f"{key}|{value['start']}"] = [value["count"], value["sum_score"]]
-        marks["last_t"], marks["last_cpu"] = time.perf_counter(), _cpu_s()
-
-    sdf = sdf.update(record, metadata=True)
-    imported = time.perf_counter()
-    if config["mode"] == "process":
-        app.run(count=config["records"], timeout=120.0, collect=False)
-    else:
-        app.run(timeout=3.0, collect=False)
-    ended = time.perf_counter()
-    out = {"mode": config["mode"], "records_seen": seen[0],
-           "import_s": imported - born, "wall_s": ended - born, "cpu_s": _cpu_s()}
-    if config["mode"] == "restore":
-        out["restore_s"] = recovery.get("seconds")
-        return out
-    if seen[0] < config["records"]:
-        raise RuntimeError(f"Quix processed {seen[0]} of {config['records']} records")
-    steady_rows = seen[0] - tenth
-    steady_s = marks["last_t"] - marks["tenth_t"]
-    out.update({
-        "to_first_record_s": marks["first_t"] - born,
-        "run_to_first_record_s": marks["first_t"] - imported,
-        "steady_records_per_s": steady_rows / steady_s,
-        "steady_cores": (marks["last_cpu"] - marks["tenth_cpu"]) / steady_s,
-        "all_records_per_s": seen[0] / (marks["last_t"] - marks["first_t"]),
-        "windows": windows})
-    return out
+CONFIGS = (Config("statekit", 1), Config("statekit", 2), Config("quix", 1), Config("quix", 2))
 
 
-def run_quix(config: dict, work: Path) -> dict:
-    """``quix_worker(config)`` in a child process; its result plus its wall and CPU time."""
-    spec = work / f"quix-{config['mode']}.json"
-    spec.write_text(json.dumps(config))
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "bench.peer", "--quix-worker", str(spec)],
-                            cwd=Path(__file__).resolve().parent.parent)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the Quix Streams child ({config['mode']}) exited with "
-                           f"{proc.returncode}; its output is above")
-    result = json.loads(spec.with_suffix(".out.json").read_text())
-    cpu = usage.ru_utime + usage.ru_stime
-    return {**result, "process_wall_s": wall, "process_cpu_s": cpu, "process_cores": cpu / wall}
+class WindowsDisagree(AssertionError):
+    """statekit and Quix computed different results for a window neither dropped as late."""
 
 
-# --- the statekit side (this process) -------------------------------------------------------
-def run_statekit(spark, bootstrap: str, records: int, batch: int, work: Path, label: str
-                 ) -> dict:
-    """``start_query`` on the topic until ``records`` rows are in; steady rate, cores, windows."""
+# --- the Quix interpreter -----------------------------------------------------------------
+def quix_python(path: str | os.PathLike | None = None) -> Path:
+    """The interpreter that runs ``bench/peer_quix.py``; an error naming ``make peer-venv``
+    when it is not there."""
+    python = Path(path) if path else DEFAULT_QUIX_PYTHON
+    if not (python.is_file() and os.access(python, os.X_OK)):
+        raise FileNotFoundError(
+            f"--quix-python {str(python)!r}: no such interpreter. Quix Streams runs under an "
+            f"interpreter of its own (it pins confluent-kafka<2.13 and pydantic<2.14): run "
+            f"`make peer-venv` to build {DEFAULT_QUIX_PYTHON.relative_to(REPO)} with "
+            f"quixstreams, or pass --quix-python PATH to a Python with quixstreams installed")
+    return python
+
+
+def quix_installed(path: str | os.PathLike | None = None) -> bool:
+    """Whether the Quix interpreter (default ``.venv-peer/bin/python``) is there."""
+    try:
+        quix_python(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+# --- child processes ------------------------------------------------------------------------
+def _spawn(command: list[str]) -> subprocess.Popen:
+    # a session of its own: on a timeout the child and what it started (the JVM) are killed
+    return subprocess.Popen(command, cwd=REPO, start_new_session=True)
+
+
+def _quix_command(python: Path, spec: Path) -> list[str]:
+    # -I: isolated, so neither PYTHONPATH nor bench/ (the script's folder, whose inspect.py
+    # would shadow the standard library's) is on the Quix interpreter's path
+    return [str(python), "-I", str(QUIX_SCRIPT), str(spec)]
+
+
+def _wait(procs: list[subprocess.Popen], what: str) -> None:
+    deadline = time.monotonic() + CHILD_TIMEOUT_S
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+            raise RuntimeError(f"{what}: still running after {CHILD_TIMEOUT_S:.0f} s; "
+                               f"killed") from None
+    failed = [p.returncode for p in procs if p.returncode != 0]
+    if failed:
+        raise RuntimeError(f"{what}: a child exited with {failed[0]}; its output is above")
+
+
+# --- the broker's CPU, sampled in this process ------------------------------------------
+def _process_cpu(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+class BrokerCpu:
+    """Samples the embedded broker's CPU seconds every ``interval`` seconds (a thread);
+    ``between(t0, t1)`` interpolates its CPU over a window of ``time.monotonic()`` marks."""
+
+    def __init__(self, interval: float = 0.25):
+        self.pids = [pid for pid, (kind, _) in cpu_snapshot().items() if kind == "broker"]
+        self.samples: list[tuple[float, float]] = []
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="broker-cpu", daemon=True)
+
+    def _sample(self) -> None:
+        cpus = [_process_cpu(pid) for pid in self.pids]
+        self.samples.append((time.monotonic(), sum(c for c in cpus if c is not None)))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> BrokerCpu:
+        if self.pids:
+            self._sample()
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def at(self, t: float) -> float | None:
+        points = self.samples
+        if not points or t < points[0][0] or t > points[-1][0] + 2 * self.interval:
+            return None
+        for (t0, c0), (t1, c1) in zip(points, points[1:], strict=False):
+            if t0 <= t <= t1:
+                return c0 + (c1 - c0) * (t - t0) / (t1 - t0) if t1 > t0 else c1
+        return points[-1][1]
+
+    def between(self, start: float, end: float) -> float | None:
+        a, b = self.at(start), self.at(end)
+        return None if a is None or b is None else b - a
+
+
+# --- the statekit side (the child) ----------------------------------------------------------
+def _progress_watch(spark):
+    """A listener keeping (arrival, batch, input rows) of every progress report, per query."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class ProgressWatch(StreamingQueryListener):
+        def __init__(self):
+            self.changed = threading.Condition()
+            self.reports: dict[str, dict[int, tuple[float, int]]] = {}
+
+        def onQueryStarted(self, event) -> None:
+            pass
+
+        def onQueryProgress(self, event) -> None:
+            at, progress = time.monotonic(), event.progress
+            with self.changed:
+                self.reports.setdefault(str(progress.id), {}).setdefault(
+                    progress.batchId, (at, progress.numInputRows))
+                self.changed.notify_all()
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            with self.changed:
+                self.changed.notify_all()
+
+        def rows(self, query_id: str) -> tuple[int, int, float | None]:
+            """(input rows so far, last batch with input, arrival of the first such
+            batch's report)."""
+            batches = self.reports.get(query_id, {})
+            with_rows = sorted((b, at, n) for b, (at, n) in batches.items() if n > 0)
+            if not with_rows:
+                return 0, -1, None
+            return sum(n for _, _, n in with_rows), with_rows[-1][0], with_rows[0][1]
+
+        def wait_rows(self, query, at_least: int, timeout: float = CHILD_TIMEOUT_S
+                      ) -> tuple[int, int, float]:
+            """Block until ``query`` has read ``at_least`` rows; ``rows()`` then."""
+            query_id, deadline = str(query.query.id), time.monotonic() + timeout
+            with self.changed:
+                while True:
+                    rows, batch, at = self.rows(query_id)
+                    if rows >= at_least:
+                        return rows, batch, at
+                    if not query.query.isActive:
+                        raise RuntimeError(f"query {query.name!r} stopped after {rows} rows: "
+                                           f"{query.query.exception()}")
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"query {query.name!r}: {rows} of {at_least} rows "
+                                           f"after {timeout:.0f} s")
+                    self.changed.wait(1.0)
+
+    watch = ProgressWatch()
+    spark.streams.addListener(watch)
+    return watch
+
+
+def _tree_cpu(before: dict, after: dict) -> tuple[float | None, dict]:
+    kinds = cpu_by_kind(before, after)
+    if not kinds:
+        return None, kinds
+    return sum(v for k, v in kinds.items() if k != "broker"), kinds
+
+
+def _statekit_query(spark, watch, spec: dict, label: str) -> dict:
+    """One ``start_query`` over the whole topic: its marks, CPU and final windows."""
     import statekit as sk
     from bench.throughput import _stop_quietly
 
+    records = spec["records"]
     name = f"peer_{label}_{time.monotonic_ns()}"
-    before = cpu_snapshot()
-    started_wall, start = time.time(), time.perf_counter()
+    started, cpu_started = time.monotonic(), cpu_snapshot()
     query = sk.start_query(
-        TOPIC, spark=spark, keys=["player"], window=sk.tumbling(WINDOW),
+        spec["topic"], spark=spark, keys=["player"], window=sk.tumbling(WINDOW),
         aggregates=AGGREGATES, watermark=WATERMARK, name=name,
-        checkpoint=str(work / name), trigger="100 ms", kafka=bootstrap, changelog=True,
-        event_schema=EVENT_SCHEMA, max_offsets_per_trigger=batch, sink="memory")
+        checkpoint=str(Path(spec["work"]) / name), trigger=TRIGGER, kafka=spec["bootstrap"],
+        changelog=True, event_schema=EVENT_SCHEMA, max_offsets_per_trigger=spec["batch"],
+        sink="memory")
     try:
-        while sum(p["numInputRows"] for p in query.query.recentProgress) < records:
-            if not query.is_active:
-                raise RuntimeError(f"query {name!r} stopped: {query.query.exception()}")
-            time.sleep(0.02)
-        seconds = time.perf_counter() - start
-        cpu = cpu_by_kind(before, cpu_snapshot())
-        reports = [p for p in query.query.recentProgress if p["numInputRows"] > 0]
+        _, _, first_result = watch.wait_rows(query, 1)
+        watch.wait_rows(query, int(records * STEADY_FROM))
+        steady_start, cpu_steady_start = time.monotonic(), cpu_snapshot()
+        with watch.changed:
+            rows_at_start = watch.rows(str(query.query.id))[0]
+        rows, last_batch, _ = watch.wait_rows(query, records)
+        query.changelog.wait_shipped(last_batch, timeout=CHILD_TIMEOUT_S)
+        flushed, cpu_flushed = time.monotonic(), cpu_snapshot()
+        late = query.late_events()
+        out = spark.table(name)
+        total = next(c for c in out.columns if c.startswith("sum"))
+        table = out.selectExpr("player", "unix_millis(window.start) AS start", "count",
+                               f"`{total}` AS total").collect()
     finally:
         _stop_quietly(spark, query)
-    first_start = _report_start(reports[0])
-    warm = reports[1:] or reports
-    warm_start = _report_start(warm[0])
-    last_end = _report_start(warm[-1]) + warm[-1]["durationMs"]["triggerExecution"] / 1000
-    cores = sum(v for k, v in cpu.items() if k != "broker") / seconds
-    out = spark.table(name)
-    total = next(c for c in out.columns if c.startswith("sum"))
-    table = out.selectExpr("player", "unix_millis(window.start) AS start", "count",
-                           f"`{total}` AS total").toPandas()
+    if rows != records:
+        raise RuntimeError(f"query {name!r} read {rows} rows; the topic holds {records}")
     windows: dict[str, list[int]] = {}
-    for player, begin, count, total_score in table.itertuples(index=False):
+    for player, begin, count, total_score in table:
         key = f"{player}|{int(begin)}"
         if key not in windows or count > windows[key][0]:
             windows[key] = [int(count), int(total_score)]
-    return {"seconds": seconds, "records_per_s": records / seconds,
-            "to_first_batch_s": first_start - started_wall,
-            "steady_records_per_s": sum(p["numInputRows"] for p in warm) / (
-                last_end - warm_start),
-            "batches": len(reports), "cores": cores, "cpu_s": cpu,
-            "changelog_topic": query.changelog_topic, "windows": windows}
+    steady_cpu, steady_kinds = _tree_cpu(cpu_steady_start, cpu_flushed)
+    run_cpu, _ = _tree_cpu(cpu_started, cpu_flushed)
+    return {"query_started": started, "first_result": first_result,
+            "steady_start": steady_start, "rows_at_steady_start": rows_at_start,
+            "flushed": flushed, "last_batch": last_batch, "steady_cpu_s": steady_cpu,
+            "steady_cpu_by_kind": steady_kinds, "run_cpu_s": run_cpu,
+            "changelog_topic": query.changelog_topic, "late_events": late,
+            "windows": windows}
 
 
-def _report_start(report: dict) -> float:
-    return datetime.fromisoformat(report["timestamp"].replace("Z", "+00:00")).timestamp()
+def statekit_worker(spec: dict) -> dict:
+    """The statekit child: a session on ``local[cores]``, a cold and a warm query, then
+    ``restore_stores`` of the warm query's changelog."""
+    import statekit as sk
+    from statekit.restore import restore_stores
+
+    spark = sk.spark_session(f"local[{spec['cores']}]", app_name="statekit-bench-peer",
+                             shuffle_partitions=PARTITIONS)
+    watch = _progress_watch(spark)
+    cold = _statekit_query(spark, watch, spec, "cold")
+    warm = _statekit_query(spark, watch, spec, "warm")
+    query_spec = sk.QuerySpec(keys=["player"], window=sk.tumbling(WINDOW),
+                              aggregates=AGGREGATES, watermark=WATERMARK)
+    cpu_before, start = cpu_snapshot(), time.monotonic()
+    restored = restore_stores(spec["bootstrap"], warm["changelog_topic"], query_spec,
+                              Path(spec["work"]) / "restore", progress=False)
+    restore_s = time.monotonic() - start
+    restore_cpu, _ = _tree_cpu(cpu_before, cpu_snapshot())
+    restored.close()
+    return {"cold": cold, "warm": warm, "restore_s": restore_s, "restore_cpu_s": restore_cpu}
 
 
-def compare_windows(quix: dict, statekit: dict) -> dict:
-    """Per-window [count, sum] of both; the windows both have must agree (asserted)."""
-    both = quix.keys() & statekit.keys()
-    differ = sorted(k for k in both if quix[k] != statekit[k])
-    assert not differ, f"{len(differ)} windows differ, e.g. " + ", ".join(
-        f"{k}: quix {quix[k]} statekit {statekit[k]}" for k in differ[:5])
-    return {"windows_compared": len(both), "windows_differing": len(differ),
-            "only_quix": len(quix.keys() - both), "only_statekit": len(statekit.keys() - both),
-            "records_in_quix_windows": sum(v[0] for v in quix.values()),
-            "records_in_statekit_windows": sum(v[0] for v in statekit.values())}
+def run_statekit(config: Config, bootstrap: str, records: int, batch: int, work: Path,
+                 broker: BrokerCpu) -> dict:
+    """One statekit child; its figures against the time it was spawned."""
+    folder = work / f"statekit-{time.monotonic_ns()}"
+    folder.mkdir()
+    spec_path = folder / "spec.json"
+    spec_path.write_text(json.dumps({"bootstrap": bootstrap, "topic": TOPIC, "records": records,
+                                     "batch": batch, "cores": config.cores,
+                                     "work": str(folder)}))
+    spawned = time.monotonic()
+    proc = _spawn([sys.executable, "-m", "bench.peer", "--statekit-worker", str(spec_path)])
+    _wait([proc], config.label)
+    out = json.loads(spec_path.with_suffix(".out.json").read_text())
+    result = {"restore_s": out["restore_s"], "restore_cpu_s": out["restore_cpu_s"]}
+    for phase in ("cold", "warm"):
+        q = out[phase]
+        window_s = q["flushed"] - q["steady_start"]
+        rows = records - q["rows_at_steady_start"]
+        result[phase] = {
+            "first_result_from_spawn_s": q["first_result"] - spawned,
+            "first_result_from_start_query_s": q["first_result"] - q["query_started"],
+            "steady_s": window_s, "steady_rows": rows,
+            "steady_records_per_s": rows / window_s,
+            "steady_cpu_s": q["steady_cpu_s"], "steady_cpu_by_kind": q["steady_cpu_by_kind"],
+            "records_per_cpu_s": _per(rows, q["steady_cpu_s"]),
+            "steady_cores": _per(q["steady_cpu_s"], window_s),
+            "broker_steady_cpu_s": broker.between(q["steady_start"], q["flushed"]),
+            "start_to_flushed_s": q["flushed"] - q["query_started"],
+            "last_batch": q["last_batch"], "late_events": q["late_events"],
+            "changelog_topic": q["changelog_topic"], "windows": q["windows"]}
+    return result
 
 
-def _topic_records(bootstrap: str, topic: str) -> int:
+def _per(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else a / b
+
+
+# --- the Quix side (children on their own interpreter) -------------------------------------
+def _quix_spec(bootstrap: str, group: str, state_dir: Path, mode: str, **more) -> dict:
+    return {"bootstrap": bootstrap, "topic": TOPIC, "group": group, "state_dir": str(state_dir),
+            "mode": mode, **more}
+
+
+def run_quix(config: Config, bootstrap: str, records: int, ends: dict[int, int], work: Path,
+             python: Path, broker: BrokerCpu) -> dict:
+    """``config.cores`` Quix processes in one fresh consumer group; then, for one process,
+    a fresh process restoring that group's state from its changelog."""
+    folder = work / f"quix-{time.monotonic_ns()}"
+    sync = folder / "sync"
+    sync.mkdir(parents=True)
+    group = f"bench-peer-{folder.name}"
+    specs = []
+    for member in range(config.cores):
+        path = folder / f"member-{member}.json"
+        path.write_text(json.dumps(_quix_spec(
+            bootstrap, group, folder / f"state-{member}", "process", records=records,
+            ends={str(p): e for p, e in ends.items()}, member=member, members=config.cores,
+            sync_dir=str(sync), step=max(1, records // SAMPLES))))
+        specs.append(path)
+    spawned = time.monotonic()
+    procs = [_spawn(_quix_command(python, p)) for p in specs]
+    _wait(procs, config.label)
+    members = [json.loads(p.with_suffix(".out.json").read_text()) for p in specs]
+    result = quix_figures(members, spawned, records)
+    result["group"] = group
+    result["broker_steady_cpu_s"] = broker.between(result.pop("_steady_start"),
+                                                   result.pop("_flushed"))
+    if config.cores == 1:
+        path = folder / "restore.json"
+        path.write_text(json.dumps(_quix_spec(bootstrap, group, folder / "state-restored",
+                                              "restore")))
+        _wait([_spawn(_quix_command(python, path))], f"{config.label}: restore")
+        restored = json.loads(path.with_suffix(".out.json").read_text())
+        result["restore_s"] = restored["restore_s"]
+        result["restore_cpu_s"] = restored["restore_cpu_s"]
+    return result
+
+
+def quix_figures(members: list[dict], spawned: float, records: int) -> dict:
+    """A Quix configuration's figures from its members' marks and samples.
+
+    The steady window starts at the first sample where the members together have processed
+    ``STEADY_FROM`` of the records and ends at the last member's first commit after its
+    last record; the CPU is each member's, at its sample before the start and at its commit.
+
+    Example:
+        >>> member = {"ready": 1.0, "first_assigned": 3.0, "first_output": 4.0,
+        ...           "samples": [[1.0, 0, 0.5], [5.0, 10, 1.0], [9.0, 100, 3.0]],
+        ...           "end": 10.0, "end_cpu": 3.5, "processed": 100, "outputs": 100,
+        ...           "assignments": [{"at": 3.0, "assigned": [0]}], "late": [],
+        ...           "recovery_spans": [], "windows": {"p1|0": [100, 5]}}
+        >>> f = quix_figures([member], 0.0, 100)
+        >>> f["first_result_from_spawn_s"], f["steady_records_per_s"], f["records_per_cpu_s"]
+        (4.0, 18.0, 36.0)
+    """
+    tenth = int(records * STEADY_FROM)
+    events = sorted((s[0], i, s[1], s[2]) for i, m in enumerate(members) for s in m["samples"])
+    counts, cpus = [0] * len(members), [None] * len(members)
+    start = rows_at_start = None
+    for t, i, n, cpu in events:
+        counts[i], cpus[i] = n, cpu
+        if sum(counts) >= tenth:
+            start, rows_at_start = t, sum(counts)
+            break
+    if start is None:
+        raise RuntimeError(f"the Quix members processed {sum(counts)} of {records} records")
+    flushed = max(m["end"] for m in members)
+    known = all(c is not None for c in cpus) and all(m["end_cpu"] is not None for m in members)
+    cpu = sum(m["end_cpu"] for m in members) - sum(cpus) if known else None
+    rows, window_s = records - rows_at_start, flushed - start
+    windows: dict[str, list[int]] = {}
+    for m in members:  # a window met by two members (a partition moved): the later, larger
+        for key, value in m["windows"].items():
+            if key not in windows or value[0] > windows[key][0]:
+                windows[key] = value
+    assigned = sum(1 for m in members for a in m["assignments"] if "assigned" in a)
+    first_output = min(m["first_output"] for m in members)
+    return {
+        "quixstreams": members[0].get("quixstreams"),
+        "first_result_from_spawn_s": first_output - spawned,
+        "group_join_s": max(m["first_assigned"] - m["ready"] for m in members),
+        "first_result_from_spawn_less_join_s": first_output - spawned - max(
+            m["first_assigned"] - m["ready"] for m in members),
+        "steady_s": window_s, "steady_rows": rows, "steady_records_per_s": rows / window_s,
+        "steady_cpu_s": cpu, "records_per_cpu_s": _per(rows, cpu),
+        "steady_cores": _per(cpu, window_s), "start_to_flushed_s": flushed - spawned,
+        "processed": sum(m["processed"] for m in members),
+        "outputs": sum(m["outputs"] for m in members),
+        "assignments": [m["assignments"] for m in members],
+        "rebalances": assigned - len(members),  # assignments after each member's first
+        "recovery_during_run_s": sum(s[1] - s[0] for m in members
+                                     for s in m["recovery_spans"]),
+        "late_windows": sorted({k for m in members for k in m["late"]}),
+        "late_records": sum(len(m["late"]) for m in members),
+        "windows": windows, "_steady_start": start, "_flushed": flushed}
+
+
+# --- per-window agreement ------------------------------------------------------------------
+def compare_windows(quix: dict, quix_late: set[str], statekit: dict, statekit_late: int,
+                    what: str) -> dict:
+    """Every window's [count, sum] of both sides; raise ``WindowsDisagree`` unless they agree
+    wherever neither dropped records as late.
+
+    Quix names the windows it dropped late records of: those are left out. statekit counts
+    its late events: a window where statekit has fewer records than Quix (or none) is left
+    out as long as the records missing add up to no more than that count.
+
+    Example:
+        >>> compare_windows({"p1|0": [3, 9], "p2|0": [2, 4]}, {"p2|0"},
+        ...                 {"p1|0": [3, 9], "p2|0": [1, 2]}, 0, "demo")["compared"]
+        1
+    """
+    keys = quix.keys() | statekit.keys()
+    left_out_quix = {k for k in keys if k in quix_late}
+    short, differ = {}, []
+    for key in sorted(keys - left_out_quix):
+        q, s = quix.get(key, [0, 0]), statekit.get(key, [0, 0])
+        if q == s:
+            continue
+        if s[0] < q[0]:
+            short[key] = q[0] - s[0]
+        else:
+            differ.append(key)
+    if sum(short.values()) > statekit_late:
+        differ += sorted(short)
+        short = {}
+    if differ:
+        raise WindowsDisagree(
+            f"{what}: {len(differ)} windows differ (statekit dropped {statekit_late} events "
+            f"as late, Quix {len(quix_late)} windows' records), e.g. " + ", ".join(
+                f"{k}: Quix {quix.get(k)} statekit {statekit.get(k)}" for k in differ[:5]))
+    return {"compared": len(keys) - len(left_out_quix) - len(short),
+            "left_out_late_quix": len(left_out_quix), "left_out_late_statekit": len(short)}
+
+
+# --- the whole benchmark -----------------------------------------------------------------
+def _topic_offsets(bootstrap: str, topic: str) -> int:
     from statekit.kafka.topics import watermarks
 
     frame = watermarks(bootstrap, topic)
     return int((frame["high"] - frame["low"]).sum())
 
 
-def load_average() -> list[float]:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return []
+def _order(repeat: int) -> tuple[Config, ...]:
+    return CONFIGS if repeat % 2 == 0 else CONFIGS[::-1]
 
 
-def run(records: int, batch: int) -> dict:
-    import statekit as sk
+def run(records: int, batch: int, repeats: int, python: Path) -> dict:
     from statekit.kafka import EmbeddedBroker
-    from statekit.kafka.topics import create_topic, list_topics
-    from statekit.restore import restore_stores
+    from statekit.kafka.topics import create_topic, list_topics, watermarks
 
     started = Run("peer")
     work = Path(tempfile.mkdtemp(prefix="statekit-bench-peer-"))
-    load_before = load_average()
+    runs: list[dict] = []
+    agreement: list[dict] = []
     try:
         with EmbeddedBroker() as broker:
             bootstrap = broker.bootstrap_servers
             create_topic(bootstrap, TOPIC, PARTITIONS, TOPIC_CONFIG)
             produce_s = produce(bootstrap, TOPIC, records)  # the topic exists: kept as is
-            state_dir = work / "quix-state"
-            config = {"bootstrap": bootstrap, "topic": TOPIC, "group": "bench-peer-quix",
-                      "state_dir": str(state_dir), "records": records}
-            quix = run_quix({**config, "mode": "process"}, work)
-            quix_changelogs = [t for t in list_topics(bootstrap) if t.startswith("changelog__")]
-            quix_log_records = sum(_topic_records(bootstrap, t) for t in quix_changelogs)
-            shutil.rmtree(state_dir)
-            quix_restore = run_quix({**config, "mode": "restore"}, work)
-
-            spark = session()
-            cold = run_statekit(spark, bootstrap, records, batch, work, "cold")
-            warm = run_statekit(spark, bootstrap, records, batch, work, "warm")
-            spec = sk.QuerySpec(keys=["player"], window=sk.tumbling(WINDOW),
-                                aggregates=AGGREGATES, watermark=WATERMARK)
-            sk_log_records = _topic_records(bootstrap, warm["changelog_topic"])
-            restore_s, restored = timed(lambda: restore_stores(
-                bootstrap, warm["changelog_topic"], spec, work / "statekit-restore",
-                progress=False))
-            restored.close()
+            marks = watermarks(bootstrap, TOPIC)
+            ends = {int(p): int(h) for p, h in zip(marks["partition"], marks["high"],
+                                                   strict=True)}
+            with BrokerCpu() as broker_cpu:
+                for repeat in range(repeats):
+                    done: dict[Config, dict] = {}
+                    for position, config in enumerate(_order(repeat)):
+                        load_start = load_average()
+                        if config.side == "statekit":
+                            figures = run_statekit(config, bootstrap, records, batch, work,
+                                                   broker_cpu)
+                        else:
+                            figures = run_quix(config, bootstrap, records, ends, work, python,
+                                               broker_cpu)
+                        done[config] = figures
+                        runs.append({"repeat": repeat, "position": position,
+                                     "config": config.label, "load_start": load_start,
+                                     "load_end": load_average(), **figures})
+                        print(f"peer: repeat {repeat + 1}/{repeats}, {config.label} done",
+                              flush=True)
+                    agreement += _agreement(done, repeat)
+            topics = list_topics(bootstrap)
+            for r in runs:
+                r.pop("windows", None)
+                r.pop("late_windows", None)
+                if "group" in r:
+                    prefix = f"changelog__{r['group']}--"
+                    r["changelog_offsets"] = sum(_topic_offsets(bootstrap, t) for t in topics
+                                                 if t.startswith(prefix))
+                for phase in ("cold", "warm"):
+                    if phase in r:
+                        r[phase].pop("windows")
+                        r[phase]["changelog_offsets"] = _topic_offsets(
+                            bootstrap, r[phase]["changelog_topic"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    load_after = load_average()
-    agreement = compare_windows(quix.pop("windows"), warm.pop("windows"))
-    cold_windows = cold.pop("windows")
-    assert agreement["records_in_statekit_windows"] == records, agreement
-    assert sum(v[0] for v in cold_windows.values()) == records
-    sk_restore_rate = sk_log_records / restore_s
-    quix_restore_rate = quix_log_records / quix_restore["restore_s"]
-    result = {
-        "records": records, "batch": batch, "produce_s": produce_s,
-        "quixstreams": _quix_version(), "quix": quix, "quix_restore": quix_restore,
-        "quix_changelog_records": quix_log_records,
-        "statekit_cold": cold, "statekit_warm": warm,
-        "statekit_restore_s": restore_s, "statekit_changelog_records": sk_log_records,
-        "ratio_steady_warm": warm["steady_records_per_s"] / quix["steady_records_per_s"],
-        "ratio_steady_cold": cold["steady_records_per_s"] / quix["steady_records_per_s"],
-        "ratio_restore_s": quix_restore["restore_s"] / restore_s,
-        "ratio_restore_rate": sk_restore_rate / quix_restore_rate,
-        "windows": agreement, "load_average_before": load_before,
-        "load_average_after": load_after}
-    _print(result)
-    write_result(started, figures_of(result), result)
+    result = {"records": records, "batch": batch, "repeats": repeats, "produce_s": produce_s,
+              "partitions": PARTITIONS, "steady_from": STEADY_FROM,
+              "orders": [[c.label for c in _order(r)] for r in range(repeats)],
+              "quixstreams": _quix_version(runs), "runs": runs, "windows": agreement}
+    figures, spread = figures_of(runs, agreement)
+    result["spread"] = spread
+    _print(result, figures, spread)
+    write_result(started, figures, result)
     return result
 
 
-def figures_of(r: dict) -> list[Figure]:
-    """The results file's figures: statekit's steady rate and restore against Quix's."""
-    q, c, w = r["quix"], r["statekit_cold"], r["statekit_warm"]
-    steady, restore = "Quix Streams: steady records/s", "Quix Streams: restore of its changelog"
-    return [
-        Figure(steady, q["steady_records_per_s"], "records/s"),
-        Figure("statekit warm: steady records/s", w["steady_records_per_s"], "records/s",
-               baseline=steady, ratio=r["ratio_steady_warm"]),
-        Figure("statekit cold: steady records/s", c["steady_records_per_s"], "records/s",
-               baseline=steady, ratio=r["ratio_steady_cold"]),
-        Figure("Quix Streams: cores, steady", q["steady_cores"], "cores"),
-        Figure("statekit warm: cores", w["cores"], "cores"),
-        Figure("statekit cold: cores", c["cores"], "cores"),
-        Figure("Quix Streams: start-up to first record", q["to_first_record_s"], "s"),
-        Figure("Quix Streams: of which consumer-group join and topic set-up",
-               q["run_to_first_record_s"], "s"),
-        Figure("statekit warm: start-up to first batch", w["to_first_batch_s"], "s"),
-        Figure("statekit cold: start-up to first batch", c["to_first_batch_s"], "s"),
-        Figure("Quix Streams: start to all records in", q["process_wall_s"], "s"),
-        Figure("statekit warm: start to all records in", w["seconds"], "s"),
-        Figure("statekit cold: start to all records in", c["seconds"], "s"),
-        Figure("Quix Streams: changelog records restored", r["quix_changelog_records"],
-               "records"),
-        Figure("statekit: changelog records restored", r["statekit_changelog_records"],
-               "records"),
-        Figure(restore, r["quix_restore"]["restore_s"], "s"),
-        Figure("statekit: restore_stores of its changelog", r["statekit_restore_s"], "s",
-               baseline=restore, ratio=r["statekit_restore_s"] / r["quix_restore"]["restore_s"]),
-        Figure("final windows that agree",
-               r["windows"]["windows_compared"] - r["windows"]["windows_differing"], "windows"),
-        Figure("final windows that differ", r["windows"]["windows_differing"], "windows"),
-    ]
+def _agreement(done: dict[Config, dict], repeat: int) -> list[dict]:
+    out = []
+    for config, figures in done.items():
+        if config.side != "statekit":
+            continue
+        for phase in ("cold", "warm"):
+            sk_run = figures[phase]
+            for other, quix in done.items():
+                if other.side != "quix":
+                    continue
+                what = f"repeat {repeat + 1}: {config.label} {phase} against {other.label}"
+                compared = compare_windows(quix["windows"], set(quix["late_windows"]),
+                                           sk_run["windows"], sk_run["late_events"], what)
+                out.append({"repeat": repeat, "statekit": f"{config.label} {phase}",
+                            "quix": other.label, **compared})
+    return out
 
 
-def _quix_version() -> str:
-    from importlib.metadata import version
-
-    return version("quixstreams")
+def _quix_version(runs: list[dict]) -> str | None:
+    return next((r.get("quixstreams") for r in runs if r.get("quixstreams")), None)
 
 
-def _print(r: dict) -> None:
-    q, qr, c, w, a = (r["quix"], r["quix_restore"], r["statekit_cold"], r["statekit_warm"],
-                      r["windows"])
-    rows = [
-        ("steady rec/s: Quix", f"{q['steady_records_per_s']:,.0f} "
-                               f"(on {q['steady_cores']:.2f} cores)"),
-        ("steady rec/s: statekit warm", f"{w['steady_records_per_s']:,.0f}  "
-                                        f"({r['ratio_steady_warm']:.2f}× Quix)"),
-        ("steady rec/s: statekit cold", f"{c['steady_records_per_s']:,.0f}  "
-                                        f"({r['ratio_steady_cold']:.2f}× Quix)"),
-        ("start to all records in: Quix", f"{q['process_wall_s']:.1f} s "
-                                          f"({r['records'] / q['process_wall_s']:,.0f} rec/s)"),
-        ("start to all records in: statekit warm / cold",
-         f"{w['seconds']:.1f} s / {c['seconds']:.1f} s "
-         f"({w['records_per_s']:,.0f} / {c['records_per_s']:,.0f} rec/s)"),
-        ("start-up: Quix to first record", f"{q['to_first_record_s']:.1f} s (imports "
-                                           f"{q['import_s']:.1f} s, then group join + topic "
-                                           f"set-up {q['run_to_first_record_s']:.1f} s)"),
-        ("start-up: statekit to first batch, warm / cold",
-         f"{w['to_first_batch_s']:.1f} s / {c['to_first_batch_s']:.1f} s (no group join: "
-         "assign())"),
-        ("cores used: Quix (whole child)", f"{q['process_cores']:.2f}"),
-        ("cores used: statekit warm / cold", f"{w['cores']:.2f} / {c['cores']:.2f} "
-                                             "(JVM + Python workers + driver)"),
-        ("restore: Quix changelog", f"{qr['restore_s']:.2f} s, "
-                                    f"{r['quix_changelog_records']:,} records "
-                                    f"(child wall {qr['process_wall_s']:.1f} s)"),
-        ("restore: statekit restore_stores", f"{r['statekit_restore_s']:.2f} s, "
-                                             f"{r['statekit_changelog_records']:,} records "
-                                             f"({r['ratio_restore_s']:.2f}× faster)"),
-        ("final windows compared", f"{a['windows_compared']:,} agree, "
-                                   f"{a['windows_differing']} differ; only Quix "
-                                   f"{a['only_quix']}, only statekit {a['only_statekit']}"),
-        ("records counted: Quix / statekit", f"{a['records_in_quix_windows']:,} / "
-                                             f"{a['records_in_statekit_windows']:,}"),
-        ("load average before → after", f"{r['load_average_before']} → "
-                                        f"{r['load_average_after']} (2 cores, shared)"),
-    ]
-    print_table(f"Quix Streams {r['quixstreams']} vs statekit, {r['records']:,} records, "
-                f"batches of {r['batch']:,}", rows)
+def _values(runs: list[dict], label: str, *path: str) -> list[float]:
+    out = []
+    for r in runs:
+        if r["config"] != label:
+            continue
+        value = r
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            out.append(value)
+    return out
+
+
+def figures_of(runs: list[dict], agreement: list[dict]
+               ) -> tuple[list[Figure], dict[str, list[float]]]:
+    """The results file's figures (medians over the repetitions) and each one's min–max."""
+    figures: list[Figure] = []
+    spread: dict[str, list[float]] = {}
+
+    def add(name: str, values: list[float], unit: str, baseline: str | None = None,
+            target: str | None = None) -> None:
+        value = median(values)
+        if values:
+            spread[name] = [min(values), max(values)]
+        ratio = None
+        if baseline is not None:
+            base = next(f.value for f in figures if f.name == baseline)
+            ratio = value / base if base and math.isfinite(value) else None
+        figures.append(Figure(name, value, unit, baseline=baseline if ratio else None,
+                              ratio=ratio, target=target))
+
+    for cores in (1, 2):
+        quix, sk = f"Quix ×{cores}", f"statekit local[{cores}]"
+        q_rate, q_cpu = f"{quix}: steady records/s", f"{quix}: records per CPU-second"
+        q_first = f"{quix}: spawn to first window result"
+        add(q_rate, _values(runs, quix, "steady_records_per_s"), "records/s")
+        add(f"{sk} warm: steady records/s", _values(runs, sk, "warm", "steady_records_per_s"),
+            "records/s", q_rate, "ratio >= 2.0")
+        add(f"{sk} cold: steady records/s", _values(runs, sk, "cold", "steady_records_per_s"),
+            "records/s", q_rate)
+        add(q_cpu, _values(runs, quix, "records_per_cpu_s"), "records")
+        add(f"{sk} warm: records per CPU-second",
+            _values(runs, sk, "warm", "records_per_cpu_s"), "records", q_cpu, "ratio >= 1.3")
+        add(f"{sk} cold: records per CPU-second",
+            _values(runs, sk, "cold", "records_per_cpu_s"), "records", q_cpu, "ratio >= 1.3")
+        add(q_first, _values(runs, quix, "first_result_from_spawn_s"), "s")
+        add(f"{sk}: spawn to first window result (cold)",
+            _values(runs, sk, "cold", "first_result_from_spawn_s"), "s", q_first)
+        add(f"{sk} warm: start_query to first window result",
+            _values(runs, sk, "warm", "first_result_from_start_query_s"), "s")
+        add(f"{quix}: of which consumer-group join", _values(runs, quix, "group_join_s"), "s")
+        add(f"{quix}: spawn to first window result, less the group join",
+            _values(runs, quix, "first_result_from_spawn_less_join_s"), "s")
+        add(f"{quix}: broker CPU-seconds in the steady window",
+            _values(runs, quix, "broker_steady_cpu_s"), "s")
+        add(f"{sk} warm: broker CPU-seconds in the steady window",
+            _values(runs, sk, "warm", "broker_steady_cpu_s"), "s")
+    q_restore = "Quix ×1: restore of its changelog"
+    add(q_restore, _values(runs, "Quix ×1", "restore_s"), "s")
+    add("statekit: restore_stores of its changelog",
+        [v for c in (1, 2) for v in _values(runs, f"statekit local[{c}]", "restore_s")], "s",
+        q_restore)
+    add("Quix ×1: changelog offsets restored", _values(runs, "Quix ×1", "changelog_offsets"),
+        "offsets")
+    add("statekit: changelog offsets restored",
+        [v for c in (1, 2) for v in _values(runs, f"statekit local[{c}]", "warm",
+                                             "changelog_offsets")], "offsets")
+    figures.append(Figure("windows compared, all agree", sum(a["compared"] for a in agreement),
+                          "windows"))
+    return figures, spread
+
+
+def _cell(f: Figure, spread: dict[str, list[float]]) -> str:
+    from bench.report import number
+
+    text = f"{number(f.value)} {f.unit}"
+    if f.name in spread and spread[f.name][0] != spread[f.name][1]:
+        low, high = spread[f.name]
+        text += f" ({number(low)}–{number(high)})"
+    if f.ratio is not None:
+        text += f"  ratio {f.ratio:.2f}"
+        if f.target:
+            text += f" (target {f.target.split(' ', 1)[1]}: {'met' if f.met else 'NOT met'})"
+    return text
+
+
+def _print(r: dict, figures: list[Figure], spread: dict[str, list[float]]) -> None:
+    rows = [(f.name, _cell(f, spread)) for f in figures]
+    rows.append(("load average, every run (1 min, start → end)", ", ".join(
+        f"{x['config']} {x['load_start'][0] if x['load_start'] else '?'}→"
+        f"{x['load_end'][0] if x['load_end'] else '?'}" for x in r["runs"])))
+    print_table(f"statekit vs Quix Streams {r['quixstreams']}: {r['records']:,} records, "
+                f"batches of {r['batch']:,}, {r['repeats']} repetitions (medians, min–max)",
+                rows)
 
 
 def main(argv: list[str] | None = None) -> dict | None:
     parser = argparse.ArgumentParser(prog="python -m bench.peer", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=100_000, help="events to process")
+    parser.add_argument("--records", type=int, default=1_000_000, help="events to process")
     parser.add_argument("--batch", type=int, default=20_000,
                         help="statekit: records per micro-batch (maxOffsetsPerTrigger)")
-    parser.add_argument("--quix-worker", help=argparse.SUPPRESS)
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="repetitions of the four configurations, in alternating order")
+    parser.add_argument("--quix-python", default=None,
+                        help=f"the interpreter with quixstreams (default "
+                             f"{DEFAULT_QUIX_PYTHON.relative_to(REPO)}: make peer-venv)")
+    parser.add_argument("--statekit-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.quix_worker:
-        spec = Path(args.quix_worker)
-        out = quix_worker(json.loads(spec.read_text()))
+    if args.statekit_worker:
+        spec = Path(args.statekit_worker)
+        out = statekit_worker(json.loads(spec.read_text()))
         spec.with_suffix(".out.json").write_text(json.dumps(out))
         return None
-    if args.records < 10 * PLAYERS or args.batch < 1:
-        parser.error(f"--records must be at least {10 * PLAYERS} and --batch at least 1; "
-                     f"got {args.records} and {args.batch}")
-    if not quix_installed():
-        parser.exit(2, "bench.peer needs Quix Streams, the optional 'bench' extra: "
-                       "pip install 'statekit[bench]' (or pip install quixstreams)\n")
-    return run(args.records, args.batch)
+    if args.records < 10 * PLAYERS or args.batch < 1 or args.repeats < 1:
+        parser.error(f"--records must be at least {10 * PLAYERS}, --batch and --repeats at "
+                     f"least 1; got {args.records}, {args.batch} and {args.repeats}")
+    try:
+        python = quix_python(args.quix_python)
+    except FileNotFoundError as exc:
+        parser.exit(2, f"bench.peer: {exc}\n")
+    return run(args.records, args.batch, args.repeats, python)
 
 
 if __name__ == "__main__":
