@@ -62,12 +62,12 @@ def main(argv: list[str] | None = None) -> None:
         attach.main(repeats)  # its own sizes: see bench/attach.py
     if args.only == "curves":  # long (10k, 100k, 1M keys): only when asked for
         curves.main([])        # `python -m bench.curves --ten-million` adds 10M
-    if args.only == "peer":    # opt-in: needs the optional 'bench' extra (quixstreams)
+    if args.only == "peer":    # opt-in: needs .venv-peer (make peer-venv: quixstreams)
         if peer.quix_installed():
             peer.main(["--records", str(args.records), "--batch", str(args.batch)])
         else:
-            print("skipped peer: Quix Streams is not installed "
-                  "(pip install 'statekit[bench]' or pip install quixstreams)")
+            print("skipped peer: no interpreter with Quix Streams (make peer-venv builds "
+                  ".venv-peer; --quix-python names another)")
 
 
 if __name__ == "__main__":

@@ -711,8 +711,11 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser = argparse.ArgumentParser(prog="python -m bench.peer", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000, help="events to process")
-    parser.add_argument("--batch", type=int, default=20_000,
-                        help="statekit: records per micro-batch (maxOffsetsPerTrigger)")
+    parser.add_argument("--batch", type=int, default=250_000,
+                        help="statekit: records per micro-batch (maxOffsetsPerTrigger); a "
+                             "fixed cost per batch (planning, commits, task hand-offs) makes "
+                             "larger batches faster: 1M records at 100k a batch ran at "
+                             "62k rec/s warm, at 250k 125k rec/s, at 500k 144k rec/s")
     parser.add_argument("--repeats", type=int, default=3,
                         help="repetitions of the four configurations, in alternating order")
     parser.add_argument("--quix-python", default=None,
