@@ -80,6 +80,7 @@ def pyspark_file(_):
 print("RESULT " + json.dumps({
     "spark_home_left_alone": os.environ.get("SPARK_HOME"),
     "error": status.error, "batches": status.batches, "stepped_aside": status.stepped_aside,
+    "workers_ready": status.workers_ready, "seconds": status.seconds,
     "active_after": [q.name for q in spark.streams.active],
     "worker_pyspark": spark.range(1).select(pyspark_file("id")).first()[0],
     "same_status": warm_up_status(spark) is status}))
@@ -97,6 +98,8 @@ def test_a_fresh_session_warms_up_and_its_workers_import_installed_pyspark(tmp_p
     result = json.loads(lines[-1][len("RESULT "):])
     assert result["error"] is None
     assert result["batches"] == 2 and not result["stepped_aside"]
+    # the Python workers were started first, then the warm-up query ran
+    assert 0 < result["workers_ready"] < result["seconds"]
     assert result["active_after"] == []
     assert result["spark_home_left_alone"] is None  # set for the JVM's launch only
     worker = Path(result["worker_pyspark"])
