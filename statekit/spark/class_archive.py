@@ -48,6 +48,7 @@ _MAGIC = (0xF00BABA8).to_bytes(4, "little")
 _MIN_BYTES = 1 << 20      # a dynamic archive of Spark's classes is ~180 MB; below 1 MB: torn
 BUILD_TIMEOUT_S = 600.0   # the build's child process: session, a two-batch query, JVM exit
 _FOLDER = "jvm-classes"
+KEPT_ARCHIVES = 3         # archives kept per machine (one per venv / JDK / Spark in use)
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,9 @@ class ClassArchive:
         is renamed into place only once that JVM exited with status 0, the file looks
         whole, and a second child's JVM started with it under ``-Xshare:on`` (which makes
         a torn or mismatched archive fatal there, not later in yours).
-        Archives of other keys in the same folder are removed (a JVM that maps one keeps
-        its pages: removing a file never truncates it).
+        Of the archives in its folder (other venvs', JDKs', Spark versions') the
+        ``KEPT_ARCHIVES`` newest are kept, the rest removed (a JVM that maps one keeps its
+        pages: removing a file never truncates it).
         """
         if not self.supported:
             return False
@@ -136,10 +138,7 @@ class ClassArchive:
             if not (child("--dump") and _looks_whole(Path(staging)) and child("--check")):
                 return False
             os.replace(staging, self.path)
-            for other in self.path.parent.glob("*.jsa"):
-                if other != self.path:
-                    with contextlib.suppress(OSError):
-                        other.unlink()
+            _keep_newest(self.path.parent, KEPT_ARCHIVES)
             return True
         except subprocess.TimeoutExpired:
             log.write(f"timed out after {timeout:.0f} s\n")
@@ -157,6 +156,14 @@ def _looks_whole(path: Path) -> bool:
         return path.stat().st_size >= _MIN_BYTES and head == _MAGIC
     except OSError:
         return False
+
+
+def _keep_newest(folder: Path, kept: int) -> None:
+    """Remove all but the ``kept`` newest archives (other venvs' or JDKs' keys): ~180 MB each."""
+    archives = sorted(folder.glob("*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in archives[kept:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
 
 
 def _remove_stale(folder: Path) -> None:

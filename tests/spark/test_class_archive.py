@@ -110,3 +110,18 @@ def _mirror():
     from statekit.spark.session import worker_spark_home
 
     return worker_spark_home()
+
+
+def test_the_newest_archives_are_kept_and_older_ones_removed(tmp_path):
+    from statekit.spark.class_archive import KEPT_ARCHIVES, _keep_newest
+
+    paths = []
+    for i in range(KEPT_ARCHIVES + 2):
+        path = _archive_file(tmp_path / f"spark-{i}.jsa", 4096)
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+        paths.append(path)
+    (tmp_path / "build.log").write_text("kept: not an archive")
+    _keep_newest(tmp_path, KEPT_ARCHIVES)
+    assert sorted(p.name for p in tmp_path.glob("*.jsa")) == sorted(
+        p.name for p in paths[-KEPT_ARCHIVES:])
+    assert (tmp_path / "build.log").exists()
