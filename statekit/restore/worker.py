@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
 import pickle
 import signal
@@ -50,8 +51,6 @@ from statekit.model.store_schema import PartShape
 from statekit.processes import die_with_parent
 from statekit.restore.listener import RestoreListener
 
-#: the folder this statekit is imported from (put first on a worker's ``PYTHONPATH``)
-_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: seconds the other workers get to stop at their next chunk (and close their stores)
 #: after one failed, before they are terminated
 STOP_GRACE_S = 10.0
@@ -207,18 +206,16 @@ class RestoreWorkers:
 
 
 def start_worker(job: WorkerJob) -> tuple[subprocess.Popen, Connection]:
-    """A fresh interpreter (``sys.executable``) running ``serve`` on one end of a socket
-    pair, and the other end, over which ``job`` is sent. It imports this statekit (its
-    folder first on ``PYTHONPATH``), not the caller's main module; on Linux it dies
-    with this process."""
+    """A fresh interpreter (``sys.executable``, with this one's ``sys.path``, as
+    multiprocessing's ``spawn`` gives it) running ``serve`` on one end of a socket pair,
+    and the other end, over which ``job`` is sent. It imports the restore code, not the
+    caller's main module; on Linux it dies with this process."""
     here, there = socket.socketpair()
+    paths = [p or os.getcwd() for p in sys.path]
     try:
-        paths = [_PACKAGE_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]
         process = subprocess.Popen(
-            [sys.executable, "-c", f"from statekit.restore.worker import serve; "
-                                   f"serve({there.fileno()})"],
-            pass_fds=(there.fileno(),), stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)})
+            [sys.executable, "-c", _WORKER_MAIN, json.dumps(paths), str(there.fileno())],
+            pass_fds=(there.fileno(),), stdin=subprocess.DEVNULL)
     except BaseException:
         here.close()
         raise
@@ -228,6 +225,11 @@ def start_worker(job: WorkerJob) -> tuple[subprocess.Popen, Connection]:
     with contextlib.suppress(OSError):   # it died already: events() names it
         channel.send(job)
     return process, channel
+
+
+#: what a worker's interpreter runs: the parent's import path, then ``serve``
+_WORKER_MAIN = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+                "from statekit.restore.worker import serve; serve(int(sys.argv[2]))")
 
 
 class _Forward(RestoreListener):
