@@ -129,11 +129,6 @@ class RestoreWorkers:
             self.close()
             raise
 
-    @property
-    def pids(self) -> list[int]:
-        """The workers' process ids."""
-        return [process.pid for process, _, _ in self._workers]
-
     def events(self) -> Iterator[tuple]:
         """Every worker's listener events as they come: ``("batch", partition, last
         offset, records)`` and ``("end", partition, total)``, each partition's in order,
@@ -174,29 +169,31 @@ class RestoreWorkers:
     def close(self) -> None:
         """Ask every worker still running to stop at its next chunk (it closes its stores);
         wait ``STOP_GRACE_S`` for them, reading and dropping what they still send; then
-        terminate, then kill the rest. Idempotent."""
-        for process, channel, _ in self._workers:
-            if process.poll() is None:
-                with contextlib.suppress(OSError):   # it is gone already
-                    channel.send(("stop",))
-        deadline = time.monotonic() + STOP_GRACE_S
-        listening = [channel for _, channel, _ in self._workers]
-        while listening and time.monotonic() < deadline:
-            for channel in wait(listening, timeout=max(0.0, deadline - time.monotonic())):
-                try:
-                    channel.recv()   # dropped: a worker blocked on a full pipe goes on
-                except (EOFError, OSError):   # it exited (or closed its end to exit)
-                    listening.remove(channel)
-        for process, channel, _ in self._workers:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(5)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-            process.wait()
-            channel.close()
-        self._workers = []
+        (also when that wait is interrupted) terminate, then kill the rest. Idempotent."""
+        workers, self._workers = self._workers, []
+        try:
+            for process, channel, _ in workers:
+                if process.poll() is None:
+                    with contextlib.suppress(OSError):   # it is gone already
+                        channel.send(("stop",))
+            deadline = time.monotonic() + STOP_GRACE_S
+            listening = [channel for _, channel, _ in workers]
+            while listening and time.monotonic() < deadline:
+                for channel in wait(listening, timeout=max(0.0, deadline - time.monotonic())):
+                    try:
+                        channel.recv()   # dropped: a worker blocked on a full pipe goes on
+                    except (EOFError, OSError):   # it exited (or closed its end to exit)
+                        listening.remove(channel)
+        finally:
+            for process, channel, _ in workers:
+                if process.poll() is None:
+                    process.terminate()
+                    try:
+                        process.wait(5)
+                    except subprocess.TimeoutExpired:
+                        process.kill()
+                process.wait()
+                channel.close()
 
     def __enter__(self) -> RestoreWorkers:
         return self

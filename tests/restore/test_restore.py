@@ -26,6 +26,7 @@ from statekit.kafka.topics import create_topic, delete_topic
 from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.reference.aggregates import windowed_reference
 from statekit.restore import RestoreListener, compacted_copy, restore_stores
+from statekit.restore.worker import STOP_GRACE_S
 from statekit.spark_state.state_reader import StateReader
 from statekit.stores import StoreMismatch
 
@@ -410,15 +411,21 @@ def test_a_topic_that_is_not_a_changelog_is_refused_by_a_worker(games, broker, t
     assert not _workers()
 
 
+@pytest.fixture(scope="module")
+def larger(broker) -> tuple[str, dict]:
+    """A 3-partition changelog of 60,000 records (as ``synthetic``): workers restore it
+    long enough to be stopped or killed in the middle."""
+    topic = "larger-changelog"
+    return topic, _write_changelog(broker.bootstrap_servers, topic, per_batch=5000)
+
+
 @pytest.mark.timeout(300)
-def test_a_killed_worker_is_named_and_the_restore_goes_on_after_it(broker, tmp_path,
-                                                                   topic_name):
+def test_a_killed_worker_is_named_and_the_restore_goes_on_after_it(larger, broker, tmp_path):
     """kill -9 of the workers mid-restore: RestoreWorkerLost naming the signal and the
     partitions, none left running; the next restore goes on from the checkpoints."""
-    from statekit.restore.worker import RestoreWorkerLost
+    from statekit.restore import RestoreWorkerLost
 
-    topic = f"{topic_name}-changelog"
-    expected = _write_changelog(broker.bootstrap_servers, topic, per_batch=5000)
+    topic, expected = larger
     killed = []
 
     class Killer(RestoreListener):
@@ -433,6 +440,31 @@ def test_a_killed_worker_is_named_and_the_restore_goes_on_after_it(broker, tmp_p
         restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
                        listeners=[Killer()], chunk=500, consumers="processes")
     assert killed and not _workers()
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
+                        consumers="processes") as after:
+        assert after.report["end_offset"].tolist() == [20_000] * 3
+        assert _values(after.table()) == expected
+
+
+@pytest.mark.timeout(300)
+def test_a_listener_that_fails_stops_the_workers_at_their_next_chunk(larger, broker,
+                                                                     tmp_path):
+    """A listener's error (here, in this process) is raised as it is; the workers stop at
+    their next chunk and close their stores (no need to terminate them), which restore
+    on from there."""
+    topic, expected = larger
+    before = _children()
+
+    class Failing(RestoreListener):
+        def on_batch_restored(self, partition, batch_end_offset, n):
+            raise KeyError(f"no chart for partition {partition}")
+
+    started = time.monotonic()
+    with pytest.raises(KeyError, match="no chart for partition"):
+        restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
+                       listeners=[Failing()], chunk=500, consumers="processes")
+    assert time.monotonic() - started < STOP_GRACE_S   # stopped, not terminated
+    assert set(_children()) <= set(before)
     with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
                         consumers="processes") as after:
         assert after.report["end_offset"].tolist() == [20_000] * 3
