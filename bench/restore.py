@@ -13,16 +13,21 @@ then, after one warm-up round, times per round (all in the same run):
   bare ``WriteBatch`` (50,000 a batch, WAL off — as the store does); skipped
   with ``--no-raw-write`` (it holds every record in memory);
 - **restore**: ``restore_stores`` into fresh RocksDB window stores, as it runs by
-  default: a consumer per partition, each in a thread (consume, write batches,
-  listener events, checkpoint files);
+  default (``consumers="auto"``: at 1,000,000 records, worker processes; the way
+  it picked is printed) (consume, write batches, listener events, checkpoint files);
+- **restore, processes**: ``restore_stores(consumers="processes")``: the
+  partitions split among worker processes, one per CPU, each partition read by a
+  consumer of its own and written there (listener events sent back);
+- **restore, consumer per partition**: ``restore_stores(consumers="per_partition")``:
+  a consumer per partition, each in a thread of this interpreter (the default
+  before worker processes);
 - **restore, one consumer**: ``restore_stores(consumers="one")``: all partitions
-  through one consumer, chunks split by partition on one thread (the default
-  before);
+  through one consumer, chunks split by partition on one thread;
 - **restore, sequential**: ``restore_stores(partitions=[p])`` one partition
   after another (how it restored first).
 
-Ratio = restore rate / raw consume rate with a consumer per partition (the bound
-the default restore reads at); **target ≥ 0.9**. Also printed: the same against one
+Ratio = the default restore's rate / raw consume rate with a consumer per partition
+(the bound the default restore reads at); **target ≥ 0.9**. Also printed: the same against one
 consumer's raw consume, restore / min(raw consume, raw write) (the earlier target, ≥ 0.7),
 the second (checkpointed) restore and a restore from the compacted copy, and the
 1- and 5-minute load average (the machine is shared; ratios are what count).
@@ -166,12 +171,14 @@ def main(argv: list[str] | None = None) -> dict:
     import statekit as sk
     from statekit.kafka import EmbeddedBroker
     from statekit.restore import compacted_copy, restore_stores
+    from statekit.restore.rebuild import auto_consumers
 
     spec = sk.QuerySpec(keys=["player"], window=sk.tumbling("59 minutes"),
                         aggregates=["count", "sum(score)", "max(score)"])
     work = Path(tempfile.mkdtemp(prefix="statekit-bench-restore-"))
-    names = ["consume", "consume_per_partition", "restore", "restore_one_consumer",
-             "restore_sequential"] + ([] if args.no_raw_write else ["write"])
+    names = ["consume", "consume_per_partition", "restore", "restore_processes",
+             "restore_per_partition", "restore_one_consumer", "restore_sequential"] + (
+        [] if args.no_raw_write else ["write"])
     runs: dict[str, list[float]] = {k: [] for k in names}
     load_before = load_average()
     # one results file per size: the default 1M, and e.g. restore-10000000 for --ten-million
@@ -198,13 +205,21 @@ def main(argv: list[str] | None = None) -> dict:
                 restored = int(result.report["records"].sum())
                 overlap = _overlap(result.report)
                 result.close()
+                took["restore_processes"], processes = timed(
+                    lambda f=work / f"proc{round_}": _restored(restore_stores(
+                        bootstrap, topic, spec, f, progress=False, consumers="processes")))
+                took["restore_per_partition"], threads = timed(
+                    lambda f=work / f"thr{round_}": _restored(restore_stores(
+                        bootstrap, topic, spec, f, progress=False,
+                        consumers="per_partition")))
                 took["restore_one_consumer"], one = timed(
                     lambda f=work / f"one{round_}": _restored(restore_stores(
                         bootstrap, topic, spec, f, progress=False, consumers="one")))
                 took["restore_sequential"], sequential = timed(
                     lambda f=work / f"seq{round_}": restore_sequential(bootstrap, topic,
                                                                        spec, f))
-                counts = (consumed, per_part, restored, one, sequential, written)
+                counts = (consumed, per_part, restored, processes, threads, one, sequential,
+                          written)
                 assert len(set(counts)) == 1, counts
                 for folder in work.glob(f"*{round_}"):
                     if folder != target:
@@ -228,15 +243,23 @@ def main(argv: list[str] | None = None) -> dict:
     seconds = {k: median(v) for k, v in runs.items()}
     rates = {k: written / s for k, s in seconds.items()}
     ratio = rates["restore"] / rates["consume_per_partition"]
+    default_mode = auto_consumers(written, PARTITIONS)
     limit = min(rates["consume"], rates.get("write", rates["consume"]))
     result = {"records": written, "repeats": args.repeats, "produce_s": produce_s,
               "seconds": seconds, "runs": runs, "rec_per_s": rates,
+              "default_consumers": default_mode,
               "ratio_vs_raw_consume_per_partition": ratio, "target": TARGET,
+              "processes_ratio_vs_raw_consume_per_partition":
+                  rates["restore_processes"] / rates["consume_per_partition"],
+              "per_partition_ratio_vs_raw_consume_per_partition":
+                  rates["restore_per_partition"] / rates["consume_per_partition"],
+              "processes_speedup_vs_per_partition":
+                  seconds["restore_per_partition"] / seconds["restore_processes"],
               "ratio_vs_raw_consume_one_consumer": rates["restore"] / rates["consume"],
               "ratio_vs_slower_raw_step": rates["restore"] / limit,
               "speedup_vs_sequential": seconds["restore_sequential"] / seconds["restore"],
               "per_partition_speedup_vs_one_consumer":
-                  seconds["restore_one_consumer"] / seconds["restore"],
+                  seconds["restore_one_consumer"] / seconds["restore_per_partition"],
               "partition_overlap_s": overlap,
               "second_restore_s": again_s, "second_restore_records": again_records,
               "compacted_records": compacted_records, "compacted_restore_s": compacted_s,
@@ -248,14 +271,23 @@ def main(argv: list[str] | None = None) -> dict:
     if "write" in seconds:
         rows.append(("raw WriteBatch", _fig(seconds, rates, "write")))
     rows += [
-        ("restore_stores (default: consumer per partition)", _fig(seconds, rates, "restore")),
+        (f"restore_stores (default: auto → {default_mode})", _fig(seconds, rates, "restore")),
+        ("restore_stores(consumers='processes')", _fig(seconds, rates, "restore_processes")),
+        ("restore_stores(consumers='per_partition')",
+         _fig(seconds, rates, "restore_per_partition")),
         ("restore_stores(consumers='one')", _fig(seconds, rates, "restore_one_consumer")),
         ("restore, partitions one after another", _fig(seconds, rates, "restore_sequential")),
-        ("restore / raw consume, consumer per partition",
+        ("restore (default) / raw consume, consumer per partition",
          verdict(ratio, f"≥ {TARGET}", ratio >= TARGET)),
+        ("  processes / raw consume, consumer per partition",
+         f"{result['processes_ratio_vs_raw_consume_per_partition']:.2f}"),
+        ("  threads (per_partition) / raw consume, consumer per partition",
+         f"{result['per_partition_ratio_vs_raw_consume_per_partition']:.2f}"),
+        ("processes vs threads (speed-up)",
+         f"{result['processes_speedup_vs_per_partition']:.2f}×"),
         ("restore / raw consume, one consumer",
          f"{result['ratio_vs_raw_consume_one_consumer']:.2f}"),
-        ("per partition vs one consumer (speed-up)",
+        ("threads (per_partition) vs one consumer (speed-up)",
          f"{result['per_partition_speedup_vs_one_consumer']:.2f}×"),
         ("restore / slower raw step", f"{result['ratio_vs_slower_raw_step']:.2f}"),
         ("speed-up vs sequential", f"{result['speedup_vs_sequential']:.2f}×"),
@@ -280,6 +312,12 @@ def figures_of(r: dict) -> list[Figure]:
     out += [
         Figure("restore_stores (default)", rates["restore"], "records/s", baseline=per_part,
                ratio=r["ratio_vs_raw_consume_per_partition"], target=f"ratio >= {TARGET}"),
+        Figure("restore_stores(consumers='processes')", rates["restore_processes"],
+               "records/s", baseline=per_part,
+               ratio=r["processes_ratio_vs_raw_consume_per_partition"]),
+        Figure("restore_stores(consumers='per_partition')", rates["restore_per_partition"],
+               "records/s", baseline=per_part,
+               ratio=r["per_partition_ratio_vs_raw_consume_per_partition"]),
         Figure("restore_stores(consumers='one')", rates["restore_one_consumer"], "records/s",
                baseline=one, ratio=rates["restore_one_consumer"] / rates["consume"]),
         Figure("restore, partitions one after another", rates["restore_sequential"],

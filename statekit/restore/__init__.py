@@ -16,6 +16,7 @@ _NAMES = {
     "Listeners": "statekit.restore.listener",
     "RecordingListener": "statekit.restore.listener",
     "RestoreListener": "statekit.restore.listener",
+    "RestoreWorkerLost": "statekit.restore.worker",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

@@ -1,10 +1,10 @@
 """Rebuild local stores from a changelog topic: batched writes, listeners, checkpointed offsets.
 
-``restore_stores`` reads all partitions of a statekit changelog at once (by default a
-consumer per partition, each in a thread of its own, each from its store's
-checkpointed offset, from the start the first time) to the end, writes each
-partition's records with RocksDB write batches into its own store (tombstones
-delete), and records the next
+``restore_stores`` reads all partitions of a statekit changelog at once (a consumer
+per partition, each in a worker process or a thread of its own, or one consumer for
+all: ``consumers``; each from its store's checkpointed offset, from the start the
+first time) to the end, writes each partition's records with RocksDB write batches
+into its own store (tombstones delete), and records the next
 offset to read in the store's checkpoint file — so a second restore replays
 only the tail, as Kafka Streams' ``.checkpoint`` file does. ``compacted_copy``
 writes what log compaction would keep into a topic of its own, to restore
@@ -22,9 +22,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -47,19 +47,32 @@ from statekit.model.query_spec import QuerySpec
 from statekit.model.store_schema import PartShape
 from statekit.options import Options, route, settle
 from statekit.restore.listener import Listeners, RecordingListener, RestoreListener
+from statekit.restore.worker import RestoreWorkers, WorkerJob, available_cpus, partition_groups
 from statekit.stores import StateStore, open_store
 from statekit.validate import optional_batch_id, whole_number
 
 REPORT_COLUMNS = ["partition", "start_offset", "end_offset", "records", "seconds",
                   "records_per_s", "started", "finished"]
 _CHECKPOINT_EVERY = 200_000  # records between checkpoint writes during a long restore
-#: how restore_stores reads the topic: a consumer per partition (each in a thread), one
-#: consumer assigned every partition (Kafka Streams' restore consumer), or ``auto``: a
-#: consumer per partition from ``PER_PARTITION_FROM`` records to read, else one
-CONSUMERS = ("auto", "per_partition", "one")
+#: how restore_stores reads the topic: partitions split among worker processes (one per
+#: CPU, each partition with a consumer of its own, written by the worker), a consumer per
+#: partition (each in a thread of the caller), one consumer assigned every partition
+#: (Kafka Streams' restore consumer), or ``auto``: processes from ``PROCESSES_FROM``
+#: records to read (2 partitions and 2 CPUs at least, stores on disk), else a consumer
+#: per partition from ``PER_PARTITION_FROM``, else one
+CONSUMERS = ("auto", "processes", "per_partition", "one")
+_CONSUMERS_ACCEPTED = "'auto', 'processes', 'per_partition' or 'one'"
 #: below this many records to read, one consumer restores faster than one per partition
 #: (the threads' consumers cost more to start than they save: ``bench.restore``)
 PER_PARTITION_FROM = 250_000
+#: from this many records to read, worker processes restore faster than threads. A worker
+#: costs ~0.5 s to start (a fresh interpreter importing pandas, pyarrow, confluent-kafka
+#: and rocksdict), which the interpreter of its own gains back only on a large restore.
+#: Measured with ``nice -n 10`` on the shared 2-core machine (3 partitions, 2 workers,
+#: medians, 2026-11-29): 100,000 records: processes 1.12 s, threads 0.61 s; 300,000:
+#: 1.69 / 1.45 s; 450,000: 2.41 / 2.45 s; 600,000: 2.81 / 2.95 s (processes ahead in 4
+#: rounds of 4). Between the last two, then.
+PROCESSES_FROM = 500_000
 #: at most this many partitions are read at once by ``consumers="per_partition"``
 MAX_RESTORE_THREADS = 8
 
@@ -135,7 +148,8 @@ class RestoreOptions(Options):
     """Which part of a changelog a restore reads, and how: ``partitions`` (all when None),
     ``to_batch`` (stop before the first record of a later batch: the store at that batch),
     ``chunk`` (records consumed per fetch; each partition's share is one write batch),
-    ``consumers`` (``"auto"``, ``"per_partition"`` or ``"one"``: see ``restore_stores``),
+    ``consumers`` (``"auto"``, ``"processes"``, ``"per_partition"`` or ``"one"``: see
+    ``restore_stores``),
     ``progress`` (one tqdm bar for the topic; None: for restores over 100,000 records),
     ``label`` (a ``source`` column in the events, e.g. "raw log" or "compacted")."""
 
@@ -156,7 +170,7 @@ class RestoreOptions(Options):
         object.__setattr__(self, "to_batch", optional_batch_id(self.to_batch, "to_batch"))
         object.__setattr__(self, "chunk", whole_number(self.chunk, "chunk", minimum=1))
         if self.consumers not in CONSUMERS:
-            raise BadArgument("consumers", self.consumers, "'auto', 'per_partition' or 'one'")
+            raise BadArgument("consumers", self.consumers, _CONSUMERS_ACCEPTED)
 
 
 #: ``restore_stores``' keyword shortcuts: each a field of its ``RestoreOptions``
@@ -177,20 +191,33 @@ def restore_stores(
     """Restore the stores of ``partitions`` (all by default) from changelog ``topic``.
 
     All partitions are restored at once; the report's bars overlap in time. With
-    ``consumers="per_partition"`` each partition is read by a consumer of its own in
-    a thread of its own (at most ``MAX_RESTORE_THREADS`` at a time) and written into
-    its own store: on a quiet 2-core machine at 10,000,000 records this restored 1.6x
-    faster than one consumer (``bench.restore``), since one partition's write batch
-    overlaps another's fetch and decode. With ``consumers="one"`` one consumer is
-    assigned every partition and each fetched chunk is split by partition on the
-    calling thread, as a Kafka Streams thread restores all its tasks with one
-    restore consumer: faster for small restores, where starting a consumer per
-    partition costs more than it saves. ``"auto"`` (the default) reads with a
-    consumer per partition when at least ``PER_PARTITION_FROM`` records are to be
-    read (from the stores' checkpoints to the log's end), else with one. Either
+    ``consumers="processes"`` the partitions are split into groups, one per available
+    CPU (at most one per partition), and each group is restored by a worker process
+    of its own (``statekit.restore.worker``): each of its partitions read by a consumer
+    of its own and written into its store there, so consuming, decoding and writing
+    run beside this interpreter instead of on it; the stores are opened here again
+    once the workers closed them. Workers are spawned (never forked), so a script
+    keeps its top level under ``if __name__ == "__main__":``; the stores must be on
+    disk (a ``directory``). With ``consumers="per_partition"`` each partition is read
+    by a consumer of its own in a thread of its own (at most ``MAX_RESTORE_THREADS``
+    at a time) and written into its own store: on a quiet 2-core machine at
+    10,000,000 records this restored 1.6x faster than one consumer
+    (``bench.restore``), since one partition's write batch overlaps another's fetch
+    and decode; but consuming and writing share this one interpreter. With
+    ``consumers="one"`` one consumer is assigned every partition and each fetched
+    chunk is split by partition on the calling thread, as a Kafka Streams thread
+    restores all its tasks with one restore consumer: faster for small restores,
+    where starting a consumer per partition costs more than it saves. ``"auto"``
+    (the default) counts the records to read (from the stores' checkpoints to the
+    log's end): from ``PROCESSES_FROM`` on, with at least 2 partitions to read, 2
+    CPUs and stores on disk, it restores in processes; else from
+    ``PER_PARTITION_FROM`` on with a consumer per partition; else with one. Every
     way each store is written by one thread only, and listener events reach the
-    listeners one at a time (under a lock), so listeners need not be thread-safe;
-    the events of different partitions interleave.
+    listeners here, in the calling process, one at a time (under a lock), each
+    partition's in offset order, so listeners need not be thread-safe; the events of
+    different partitions interleave. A failure (in a worker process too) is raised
+    here with its type and message; the others stop, and each store keeps at least
+    what its checkpoint says, so a restore again goes on from there.
 
     Args:
         kafka: the cluster (a ``KafkaConnection``, ``"host:port"`` or an ``EmbeddedBroker``).
@@ -206,6 +233,12 @@ def restore_stores(
             fields as keyword arguments, not both: ``partitions``, ``to_batch``, ``chunk``,
             ``consumers``, ``progress``, ``label``.
 
+    Raises:
+        BadArgument: a bad option (``consumers="processes"`` for in-memory stores too).
+        ChangelogError: a topic that is not a statekit changelog, or that no longer holds
+            what a store's checkpoint says.
+        RestoreWorkerLost: a worker process ended without finishing (e.g. ``kill -9``).
+
     Example:
         >>> result = restore_stores("127.0.0.1:9092", "board-counts-changelog", spec,
         ...                         options=RestoreOptions(partitions=[0, 1]))  # doctest: +SKIP
@@ -215,6 +248,13 @@ def restore_stores(
                      route(shortcuts, SHORTCUTS, "restore_stores").get("options", {}), "options")
     partitions, to_batch, chunk = options.partitions, options.to_batch, options.chunk
     consumers, progress = options.consumers, options.progress
+    if consumers == "processes" and directory is None:
+        raise BadArgument("consumers", consumers,
+                          "'auto', 'per_partition' or 'one' for in-memory stores (directory "
+                          "None): worker processes write stores on disk")
+    if consumers == "processes" and os.name != "posix":
+        raise BadArgument("consumers", consumers, "'auto', 'per_partition' or 'one' here: "
+                          "restore worker processes run on Linux and macOS")
     conn = connect(kafka)
     wanted = topic_partitions(conn, topic, partitions)
     if len(set(wanted)) < len(wanted):
@@ -233,10 +273,11 @@ def restore_stores(
             store = stores[p] = open_partition_store(spec, name, p, directory, topic)
             start = _start_offset(store, topic, p, ends[p], directory)
             restores[p] = _PartitionRestore(topic, p, store, start, ends[p][1], hear, to_batch)
-        todo = sum(max(0, r.end - r.start) for r in restores.values())
-        if consumers == "auto":
-            consumers = "per_partition" if todo >= PER_PARTITION_FROM else "one"
-        if consumers == "one" or len(restores) < 2:
+        consumers = _how_to_read(consumers, restores, directory)
+        if consumers == "processes":
+            job = WorkerJob(conn, topic, spec, name, str(directory), {}, to_batch, chunk)
+            _restore_in_processes(job, restores, stores, progress)
+        elif consumers == "one" or len(restores) < 2:
             _restore_together(consumer, topic, restores, chunk, progress)
         else:
             _restore_each(conn, topic, restores, chunk, progress)
@@ -248,6 +289,38 @@ def restore_stores(
         consumer.close()
     rows = [restores[p].row() for p in wanted]
     return RestoreResult(stores, pd.DataFrame(rows, columns=REPORT_COLUMNS), recorder.frame())
+
+
+def _how_to_read(consumers: str, restores: dict[int, _PartitionRestore], directory) -> str:
+    """``consumers``, or for ``auto`` the way that restores these partitions fastest."""
+    if consumers != "auto":
+        return consumers
+    todo = [r.end - r.start for r in restores.values() if r.end > r.start]
+    return auto_consumers(sum(todo), len(todo), on_disk=directory is not None)
+
+
+def auto_consumers(records: int, partitions: int, on_disk: bool = True,
+                   cpus: int | None = None) -> str:
+    """What ``consumers="auto"`` reads ``records`` of ``partitions`` partitions with:
+    ``processes`` from ``PROCESSES_FROM`` records (with 2 partitions, 2 CPUs and stores on
+    disk at least, on Linux or macOS), else ``per_partition`` from ``PER_PARTITION_FROM``,
+    else ``one``.
+
+    Example:
+        >>> auto_consumers(50_000, 3), auto_consumers(300_000, 3, cpus=2)
+        ('one', 'per_partition')
+        >>> auto_consumers(5_000_000, 3, cpus=2), auto_consumers(5_000_000, 1, cpus=2)
+        ('processes', 'per_partition')
+        >>> auto_consumers(5_000_000, 3, on_disk=False, cpus=2)   # in-memory stores
+        'per_partition'
+        >>> auto_consumers(5_000_000, 3, cpus=1)
+        'per_partition'
+    """
+    cpus = available_cpus() if cpus is None else cpus
+    if records >= PROCESSES_FROM and partitions >= 2 and cpus >= 2 and on_disk \
+            and os.name == "posix":
+        return "processes"
+    return "per_partition" if records >= PER_PARTITION_FROM else "one"
 
 
 def _listeners(listeners: Iterable[RestoreListener]) -> list[RestoreListener]:
@@ -265,10 +338,12 @@ def _listeners(listeners: Iterable[RestoreListener]) -> list[RestoreListener]:
 
 
 class _PartitionRestore:
-    """The restore of one partition's store: its offsets, counts, checkpoints and events."""
+    """The restore of one partition's store: its offsets, counts, checkpoints and events.
+    Restored by a worker process, it counts and hears what the worker reports
+    (``restored``, ``ended``) and has no store meanwhile."""
 
-    def __init__(self, topic: str, partition: int, store: StateStore, start: int, end: int,
-                 hear: RestoreListener, to_batch: int | None):
+    def __init__(self, topic: str, partition: int, store: StateStore | None, start: int,
+                 end: int, hear: RestoreListener, to_batch: int | None):
         self.topic, self.partition, self.store, self.hear = topic, partition, store, hear
         self.start, self.end, self.to_batch = start, end, to_batch
         self.next_offset, self.total, self.since_checkpoint = start, 0, 0
@@ -296,10 +371,8 @@ class _PartitionRestore:
             messages = kept
         if messages:
             self.store.write_raw([(m.key(), m.value()) for m in messages])
-            last = messages[-1].offset()
-            self.next_offset, self.total = last + 1, self.total + len(messages)
             self.since_checkpoint += len(messages)
-            self.hear.on_batch_restored(p, last, len(messages))
+            self.restored(messages[-1].offset(), len(messages))
             if self.since_checkpoint >= _CHECKPOINT_EVERY:
                 self.store.write_checkpoint({p: self.next_offset})
                 self.since_checkpoint = 0
@@ -307,12 +380,23 @@ class _PartitionRestore:
             self.finish()
         return len(messages)
 
+    def restored(self, last: int, n: int) -> None:
+        """``n`` more records written, the last at offset ``last``: counted and heard."""
+        self.next_offset, self.total = last + 1, self.total + n
+        self.hear.on_batch_restored(self.partition, last, n)
+
     def finish(self) -> None:
         if self.done:
             return
         if self.to_batch is None:
             self.next_offset = self.end  # also past records compaction removed from the end
         self.store.write_checkpoint({self.partition: self.next_offset})
+        self.ended()
+
+    def ended(self) -> None:
+        """Restored (its checkpoint written): heard, and the clock stopped."""
+        if self.to_batch is None:
+            self.next_offset = self.end
         self.hear.on_restore_end(self.partition, self.total)
         self.finished, self.done = time.time(), True
 
@@ -323,6 +407,12 @@ class _PartitionRestore:
                 pd.Timestamp(self.started, unit="s"), pd.Timestamp(self.finished, unit="s")]
 
 
+def _progress_bar(topic: str, todo: int, progress: bool | None) -> tqdm:
+    """The restore's one bar (shown from 100,000 records to read unless ``progress`` says)."""
+    show = todo >= 100_000 if progress is None else progress
+    return tqdm(total=todo, desc=topic, unit="rec", disable=not show)
+
+
 def _restore_together(consumer, topic: str, restores: dict[int, _PartitionRestore],
                       chunk: int, progress: bool | None) -> None:
     """Consume every partition's range with one consumer; route each chunk by partition."""
@@ -330,8 +420,7 @@ def _restore_together(consumer, topic: str, restores: dict[int, _PartitionRestor
         restore.begin()
     ranges = {p: (r.start, r.end) for p, r in restores.items() if not r.done}
     todo = sum(hi - lo for lo, hi in ranges.values())
-    show = todo >= 100_000 if progress is None else progress
-    with tqdm(total=todo, desc=topic, unit="rec", disable=not show) as bar:
+    with _progress_bar(topic, todo, progress) as bar:
         chunks = consume_ranges(consumer, topic, ranges, chunk=chunk)
         try:
             for messages in chunks:
@@ -350,52 +439,120 @@ def _restore_together(consumer, topic: str, restores: dict[int, _PartitionRestor
 def _restore_each(conn, topic: str, restores: dict[int, _PartitionRestore], chunk: int,
                   progress: bool | None) -> None:
     """Each partition's range read by a consumer of its own, in a thread of its own, into
-    that partition's store. The first failure stops the others (at their next chunk) and
-    is raised here."""
+    that partition's store (``_read_each``)."""
     for restore in restores.values():
         restore.begin()
-    ranges = {p: (r.start, r.end) for p, r in restores.items() if not r.done}
-    todo = sum(hi - lo for lo, hi in ranges.values())
-    show = todo >= 100_000 if progress is None else progress
-    failed = threading.Event()
-    counted = threading.Lock()
+    reading = {p: r for p, r in restores.items() if not r.done}
+    todo = sum(r.end - r.start for r in reading.values())
+    if reading:
+        with _progress_bar(topic, todo, progress) as bar:
+            _read_each(conn, topic, reading, chunk, bar.update)
+    for restore in restores.values():
+        restore.finish()
 
-    def one(p: int, bar) -> None:
+
+def _read_each(conn, topic: str, restores: dict[int, _PartitionRestore], chunk: int,
+               counted: Callable[[int], object],
+               stopped: Callable[[], bool] = lambda: False) -> None:
+    """Read each of ``restores`` (begun) by a consumer of its own, in a thread of its own,
+    into its store; ``counted`` hears how many records each write took (one call at a
+    time). The first failure stops the others (at their next chunk) and is raised here,
+    noting its partition; ``stopped()`` true stops them all (unfinished) too."""
+    failed = threading.Event()
+    counting = threading.Lock()
+
+    def one(p: int) -> None:
         consumer = plain_consumer(conn)
         try:
-            chunks = consume_ranges(consumer, topic, {p: ranges[p]}, chunk=chunk)
+            restore = restores[p]
+            chunks = consume_ranges(consumer, topic, {p: (restore.start, restore.end)},
+                                    chunk=chunk)
             try:
                 for messages in chunks:
-                    if failed.is_set():
+                    if failed.is_set() or stopped():
                         return
-                    written = restores[p].write(messages)
-                    with counted:
-                        bar.update(written)
-                    if restores[p].done:
+                    written = restore.write(messages)
+                    with counting:
+                        counted(written)
+                    if restore.done:
                         return
             finally:
                 chunks.close()
+        except BaseException as exc:
+            exc.add_note(f"(while restoring partition {p} of {topic!r})")
+            raise
         finally:
             consumer.close()
 
-    if ranges:
-        with tqdm(total=todo, desc=topic, unit="rec", disable=not show) as bar, \
-                ThreadPoolExecutor(min(len(ranges), MAX_RESTORE_THREADS),
-                                   thread_name_prefix=f"restore-{topic}") as pool:
-            futures = [pool.submit(one, p, bar) for p in ranges]
-            try:
-                done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-                for future in done:
-                    future.result()
-            except BaseException:
-                failed.set()   # the others stop at their next chunk; the pool waits for them
-                for future in futures:
-                    future.cancel()
-                raise
-            for future in futures:
+    with ThreadPoolExecutor(min(len(restores), MAX_RESTORE_THREADS),
+                            thread_name_prefix=f"restore-{topic}") as pool:
+        futures = [pool.submit(one, p) for p in restores]
+        try:
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            for future in done:
                 future.result()
+        except BaseException:
+            failed.set()   # the others stop at their next chunk; the pool waits for them
+            for future in futures:
+                future.cancel()
+            raise
+        for future in futures:
+            future.result()
+
+
+def _restore_in_processes(job: WorkerJob, restores: dict[int, _PartitionRestore],
+                          stores: dict[int, StateStore], progress: bool | None) -> None:
+    """The partitions to read split among worker processes (``partition_groups``), each
+    group restored there (``restore_group``) with ``job``'s settings; their events heard
+    here one at a time, in order per partition. Their stores are closed here meanwhile
+    and opened again (into ``stores``) once every worker is done."""
+    for restore in restores.values():
+        restore.begin()
+    reading = {p: r for p, r in restores.items() if not r.done}
+    if reading:
+        for p, restore in reading.items():
+            restore.store = None
+            stores[p].close()   # the worker opens it
+        groups = partition_groups({p: r.end - r.start for p, r in reading.items()},
+                                  available_cpus())
+        jobs = [replace(job, ranges={p: (reading[p].start, reading[p].end) for p in group})
+                for group in groups]
+        todo = sum(r.end - r.start for r in reading.values())
+        with _progress_bar(job.topic, todo, progress) as bar, RestoreWorkers(jobs) as workers:
+            for event in workers.events():
+                restore = reading[event[1]]
+                if event[0] == "batch":
+                    restore.restored(event[2], event[3])
+                    bar.update(event[3])
+                else:
+                    restore.ended()
+        for p, restore in reading.items():
+            stores[p] = restore.store = open_partition_store(job.spec, job.store_name, p,
+                                                             job.directory, job.topic)
     for restore in restores.values():
         restore.finish()
+
+
+def restore_group(job: WorkerJob, hear: RestoreListener,
+                  stopped: Callable[[], bool] = lambda: False) -> None:
+    """A worker process's restore: ``job``'s partitions (begun by the parent, which heard
+    their start) each read by a consumer of its own into its store, which is closed at
+    the end; ``hear`` gets each batch and end. Returns unfinished once ``stopped()``."""
+    stores: dict[int, StateStore] = {}
+    try:
+        restores = {}
+        for p, (start, end) in job.ranges.items():
+            store = stores[p] = open_partition_store(job.spec, job.store_name, p,
+                                                     job.directory, job.topic)
+            restores[p] = _PartitionRestore(job.topic, p, store, start, end, hear, job.to_batch)
+            restores[p].started = time.time()
+        _read_each(job.kafka, job.topic, restores, job.chunk, lambda n: None, stopped)
+        if not stopped():
+            for restore in restores.values():
+                restore.finish()
+    finally:
+        for store in stores.values():
+            store.close()
 
 
 def _by_partition(messages: list) -> dict[int, list]:

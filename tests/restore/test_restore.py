@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import re
 import signal
 import subprocess
 import threading
@@ -24,6 +26,7 @@ from statekit.kafka.topics import create_topic, delete_topic
 from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.reference.aggregates import windowed_reference
 from statekit.restore import RestoreListener, compacted_copy, restore_stores
+from statekit.restore.worker import STOP_GRACE_S
 from statekit.spark_state.state_reader import StateReader
 from statekit.stores import StoreMismatch
 
@@ -125,20 +128,28 @@ SYNTHETIC_SPEC = sk.QuerySpec(keys=["player"], window=sk.tumbling("1 hour"),
 def synthetic(broker) -> tuple[str, dict]:
     """A 3-partition changelog of 6,000 records in 4 batches (updates and tombstones), and the
     latest (count, sum_score) per (player, window start) that a store must hold after it."""
+    topic = "synthetic-together-changelog"
+    return topic, _write_changelog(broker.bootstrap_servers, topic, per_batch=500)
+
+
+def _write_changelog(bootstrap: str, topic: str, per_batch: int, batches: int = 4,
+                     keyless: tuple[int, int] | None = None) -> dict:
+    """A 3-partition changelog: ``batches`` batches of ``per_batch`` records a partition
+    (updates and tombstones); the latest (count, sum_score) per (player, window start)
+    a store holds after it. ``keyless`` (partition, offset): that record has no key."""
     from confluent_kafka import Producer
 
     from statekit.changelog import naming
     from statekit.model import changelog_record as codec
 
-    topic = "synthetic-together-changelog"
-    create_topic(broker.bootstrap_servers, topic, 3, naming.topic_config(True, 7 * 86_400_000))
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+    create_topic(bootstrap, topic, 3, naming.topic_config(True, 7 * 86_400_000))
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     rng = random.Random(11)
     latest: dict = {}
     prev = dict.fromkeys(range(3), -1)
-    for batch in range(4):
+    for batch in range(batches):
         for part in range(3):
-            for seq in range(500):
+            for seq in range(per_batch):
                 player, hour = f"p{part}-{rng.randrange(300)}", rng.randrange(3)
                 start = f"2026-01-05T{hour:02d}:00:00.000Z"
                 key = json.dumps({"player": player, "window_start": start,
@@ -150,11 +161,14 @@ def synthetic(broker) -> tuple[str, dict]:
                     count, total = rng.randrange(1, 50), rng.randrange(1000)
                     value = json.dumps({"count": count, "sum_score": total}).encode()
                     latest[(player, start)] = (count, total)
-                producer.produce(topic, key=key.encode(), value=value, partition=part,
-                                 headers=codec.RecordHeaders(batch, seq, 500, prev[part]).encode())
+                no_key = keyless == (part, batch * per_batch + seq)
+                producer.produce(topic, key=None if no_key else key.encode(), value=value,
+                                 partition=part, headers=codec.RecordHeaders(
+                                     batch, seq, per_batch, prev[part]).encode())
             prev[part] = batch
-    producer.flush(30)
-    return topic, {k: v for k, v in latest.items() if v is not None}
+            producer.poll(0)
+    producer.flush(60)
+    return {k: v for k, v in latest.items() if v is not None}
 
 
 def _values(table: pd.DataFrame) -> dict:
@@ -163,7 +177,7 @@ def _values(table: pd.DataFrame) -> dict:
             zip(table["player"], starts, table["count"], table["sum_score"], strict=True)}
 
 
-@pytest.mark.parametrize("consumers", ["auto", "per_partition", "one"])
+@pytest.mark.parametrize("consumers", ["auto", "processes", "per_partition", "one"])
 def test_restoring_all_partitions_together_equals_one_after_another(synthetic, broker,
                                                                    tmp_path, consumers):
     topic, expected = synthetic
@@ -199,10 +213,12 @@ def test_the_gantt_of_a_restore_shows_the_partitions_overlapping(synthetic, brok
     assert starts.max() < events[events["event"] == "end"]["time"].min()  # all begun at once
 
 
+@pytest.mark.parametrize("consumers", ["per_partition", "processes"])
 def test_listeners_hear_one_event_at_a_time_while_partitions_restore_in_threads(
-        synthetic, broker, tmp_path):
-    """A consumer per partition writes from several threads; a listener that is not
-    thread-safe still hears one event at a time, each partition's in offset order."""
+        synthetic, broker, tmp_path, consumers):
+    """A consumer per partition writes from several threads (or worker processes); a
+    listener that is not thread-safe still hears one event at a time, each partition's
+    in offset order, every one of them (start, batches, end)."""
     topic, expected = synthetic
     inside, overlapped, threads = [0], [], set()
     heard: dict[int, list] = {0: [], 1: [], 2: []}
@@ -218,23 +234,34 @@ def test_listeners_hear_one_event_at_a_time_while_partitions_restore_in_threads(
 
         def on_restore_start(self, partition, start_offset, end_offset):
             self._enter()
-            heard[partition].append(start_offset)
+            heard[partition].append(("start", start_offset, end_offset))
 
         def on_batch_restored(self, partition, batch_end_offset, n):
             self._enter()
-            heard[partition].append(batch_end_offset)
+            heard[partition].append(("batch", batch_end_offset, n))
 
         def on_restore_end(self, partition, total):
             self._enter()
+            heard[partition].append(("end", total))
 
     with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
-                        listeners=[Unsafe()], chunk=100, consumers="per_partition") as restored:
+                        listeners=[Unsafe()], chunk=100, consumers=consumers) as restored:
         assert _values(restored.table()) == expected
         report = restored.report
+        events = restored.events
     assert not overlapped
-    assert len(threads) > 1   # the batches did come from the partitions' own threads
-    for p, offsets in heard.items():
+    if consumers == "per_partition":
+        assert len(threads) > 1   # the batches did come from the partitions' own threads
+    else:   # heard here, from the workers' messages
+        assert threads == {threading.get_ident()}
+    for p, seen in heard.items():
+        assert seen[0] == ("start", 0, 2000) and seen[-1] == ("end", 2000), p
+        batches = seen[1:-1]
+        assert all(e[0] == "batch" for e in batches), p
+        offsets = [e[1] for e in batches]
         assert offsets == sorted(offsets) and offsets[-1] == 1999, p
+        assert sum(e[2] for e in batches) == 2000 and len(batches) >= 20, p
+    assert events.groupby("partition")["records"].sum().tolist() == [2000, 2000, 2000]
     assert report["started"].max() < report["finished"].min()
 
 
@@ -268,6 +295,219 @@ def test_a_restore_to_a_batch_stops_every_partition_there(synthetic, broker):
                         chunk=300) as restored:
         assert restored.report["records"].tolist() == [1000, 1000, 1000]
         assert restored.report["end_offset"].tolist() == [1000, 1000, 1000]
+
+
+# --- worker processes (consumers="processes") ------------------------------------------
+def _children() -> dict[int, str]:
+    """This process's child processes (zombies too): pid → command line."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:   # it ended meanwhile
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
+            found[int(entry.name)] = cmdline
+    return found
+
+
+def _workers() -> dict[int, str]:
+    return {pid: cmd for pid, cmd in _children().items() if "statekit.restore.worker" in cmd}
+
+
+@pytest.mark.timeout(300)
+def test_processes_restore_the_same_stores_as_one_consumer_key_for_key(synthetic, broker,
+                                                                       tmp_path):
+    topic, expected = synthetic
+    restored = {}
+    for consumers in ("one", "processes"):
+        with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC,
+                            tmp_path / consumers, chunk=300, consumers=consumers) as result:
+            restored[consumers] = (
+                {p: _entries(store) for p, store in result.stores.items()},
+                result.report.drop(columns=["seconds", "records_per_s", "started",
+                                            "finished"]),
+                result.events.groupby("partition")["records"].sum())
+            assert all(store.is_open for store in result.stores.values())
+            assert _values(result.table()) == expected
+    (one_raw, one_report, one_events), (raw, report, events) = restored["one"], \
+        restored["processes"]
+    assert raw == one_raw and sum(map(len, raw.values())) == len(expected)
+    pd.testing.assert_frame_equal(report, one_report)
+    pd.testing.assert_series_equal(events, one_events)
+    assert not _workers()
+
+
+def _entries(store) -> list:
+    """Every (key, value) of a store, in key order."""
+    with store.all() as entries:
+        return list(entries)
+
+
+@pytest.mark.timeout(300)
+def test_processes_checkpoint_as_the_threads_do(synthetic, broker, tmp_path):
+    """Up to a batch, then the rest, then nothing: each restore reads from the last one's
+    checkpoint, as with threads."""
+    topic, expected = synthetic
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
+                        to_batch=1, chunk=300, consumers="processes") as first:
+        assert first.report["records"].tolist() == [1000, 1000, 1000]
+        assert first.report["end_offset"].tolist() == [1000, 1000, 1000]
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
+                        consumers="processes") as second:
+        assert second.report["start_offset"].tolist() == [1000, 1000, 1000]
+        assert second.report["records"].tolist() == [1000, 1000, 1000]
+        assert _values(second.table()) == expected
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
+                        consumers="processes") as third:
+        assert third.report["records"].sum() == 0   # nothing new: nothing replayed
+        assert third.report["end_offset"].tolist() == [2000, 2000, 2000]
+        assert _values(third.table()) == expected
+    assert not _workers()
+
+
+@pytest.mark.timeout(300)
+def test_a_bad_record_in_a_worker_is_raised_as_with_threads(broker, tmp_path, topic_name):
+    """A record without a key in partition 1: the same error type and message as the
+    thread mode, naming the partition; no worker left; the other stores restore on."""
+    topic = f"{topic_name}-changelog"
+    expected = _write_changelog(broker.bootstrap_servers, topic, per_batch=250,
+                                keyless=(1, 600))
+    errors = {}
+    for consumers in ("per_partition", "processes"):
+        before = _children()
+        with pytest.raises(sk.StatekitError) as raised:
+            restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC,
+                           tmp_path / consumers, chunk=100, consumers=consumers)
+        errors[consumers] = raised.value
+        assert set(_children()) <= set(before)   # no worker (nor zombie) left
+    threads, processes = errors["per_partition"], errors["processes"]
+    assert type(processes) is type(threads) is sk.BadArgument
+    assert re.sub(r"#\d+", "#N", str(processes)) == re.sub(r"#\d+", "#N", str(threads))
+    assert "bad raw record" in str(processes)   # its index is the chunk's, which may differ
+    assert f"(while restoring partition 1 of {topic!r})" in processes.__notes__
+    assert any("restore worker process" in note and "partition" in note
+               for note in processes.__notes__)
+    assert "Traceback" in str(processes.__cause__)
+    # the others' stores are whole or as their checkpoints say: they restore on
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC,
+                        tmp_path / "processes", partitions=[0, 2]) as rest:
+        assert rest.report["end_offset"].tolist() == [1000, 1000]
+        table = rest.table()
+    assert _values(table) == {k: v for k, v in expected.items() if k[0].startswith(("p0", "p2"))}
+
+
+@pytest.mark.timeout(300)
+def test_a_topic_that_is_not_a_changelog_is_refused_by_a_worker(games, broker, tmp_path):
+    started = time.monotonic()
+    with pytest.raises(sk.ChangelogError,
+                       match=r"not a statekit changelog: the record at partition \d offset"):
+        restore_stores(broker.bootstrap_servers, games, SYNTHETIC_SPEC, tmp_path,
+                       consumers="processes")
+    assert time.monotonic() - started < 60
+    assert not _workers()
+
+
+@pytest.fixture(scope="module")
+def larger(broker) -> tuple[str, dict]:
+    """A 3-partition changelog of 60,000 records (as ``synthetic``): workers restore it
+    long enough to be stopped or killed in the middle."""
+    topic = "larger-changelog"
+    return topic, _write_changelog(broker.bootstrap_servers, topic, per_batch=5000)
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_worker_is_named_and_the_restore_goes_on_after_it(larger, broker, tmp_path):
+    """kill -9 of the workers mid-restore: RestoreWorkerLost naming the signal and the
+    partitions, none left running; the next restore goes on from the checkpoints."""
+    from statekit.restore import RestoreWorkerLost
+
+    topic, expected = larger
+    killed = []
+
+    class Killer(RestoreListener):
+        def on_batch_restored(self, partition, batch_end_offset, n):
+            if not killed:
+                for pid in _workers():
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+
+    with pytest.raises(RestoreWorkerLost, match=r"\(pid \d+\) of .* partitions? [\d, ]+ was "
+                                                r"killed by signal SIGKILL; its stores keep"):
+        restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
+                       listeners=[Killer()], chunk=500, consumers="processes")
+    assert killed and not _workers()
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
+                        consumers="processes") as after:
+        assert after.report["end_offset"].tolist() == [20_000] * 3
+        assert _values(after.table()) == expected
+
+
+@pytest.mark.timeout(300)
+def test_a_listener_that_fails_stops_the_workers_at_their_next_chunk(larger, broker,
+                                                                     tmp_path):
+    """A listener's error (here, in this process) is raised as it is; the workers stop at
+    their next chunk and close their stores (no need to terminate them), which restore
+    on from there."""
+    topic, expected = larger
+    before = _children()
+
+    class Failing(RestoreListener):
+        def on_batch_restored(self, partition, batch_end_offset, n):
+            raise KeyError(f"no chart for partition {partition}")
+
+    started = time.monotonic()
+    with pytest.raises(KeyError, match="no chart for partition"):
+        restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
+                       listeners=[Failing()], chunk=500, consumers="processes")
+    assert time.monotonic() - started < STOP_GRACE_S   # stopped, not terminated
+    assert set(_children()) <= set(before)
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
+                        consumers="processes") as after:
+        assert after.report["end_offset"].tolist() == [20_000] * 3
+        assert _values(after.table()) == expected
+
+
+@pytest.mark.timeout(300)
+def test_auto_restores_in_processes_from_its_threshold(synthetic, broker, tmp_path,
+                                                       monkeypatch):
+    from statekit.restore import rebuild
+
+    topic, expected = synthetic
+    started = []
+
+    class Counting(rebuild.RestoreWorkers):
+        def __init__(self, jobs):
+            started.append(sorted(p for job in jobs for p in job.ranges))
+            super().__init__(jobs)
+
+    monkeypatch.setattr(rebuild, "RestoreWorkers", Counting)
+    monkeypatch.setattr(rebuild, "available_cpus", lambda: 2)
+    monkeypatch.setattr(rebuild, "PROCESSES_FROM", 4000)
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path / "a",
+                        partitions=[0, 1]) as restored:   # 4,000 records: processes
+        assert _values(restored.table()) == {k: v for k, v in expected.items()
+                                             if k[0].startswith(("p0", "p1"))}
+    assert started == [[0, 1]]
+    restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path / "b",
+                   partitions=[2], to_batch=None).close()   # one partition: threads
+    restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC).close()   # in memory
+    restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path / "c",
+                   to_batch=0).close()   # a batch: still 6,000 to read from the start
+    assert started == [[0, 1], [0, 1, 2]]
+    monkeypatch.setattr(rebuild, "available_cpus", lambda: 1)
+    restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path / "d").close()
+    assert started == [[0, 1], [0, 1, 2]]   # one CPU: threads
+
+
+def test_processes_need_stores_on_disk(synthetic, broker):
+    with pytest.raises(sk.BadArgument, match="consumers: 'processes'; accepted: 'auto', "
+                                             "'per_partition' or 'one' for in-memory stores"):
+        restore_stores(broker.bootstrap_servers, synthetic[0], SYNTHETIC_SPEC,
+                       consumers="processes")
 
 
 # --- bad input --------------------------------------------------------------------------
@@ -328,7 +568,7 @@ def test_a_topic_that_is_not_a_changelog_is_refused(games, broker, logged):
     ({"listeners": [print]}, "restore listener: <built-in function print>"),
     ({"listeners": RestoreListener()}, "listeners: .*accepted: a list of RestoreListener"),
     ({"consumers": "threads"},
-     "consumers: 'threads'; accepted: 'auto', 'per_partition' or 'one'"),
+     "consumers: 'threads'; accepted: 'auto', 'processes', 'per_partition' or 'one'"),
 ])
 def test_bad_arguments_are_named_before_anything_is_read(synthetic, broker, tmp_path,
                                                          argument, named):
