@@ -251,6 +251,7 @@ def test_a_reader_resting_at_the_log_end_reads_a_range_elsewhere(broker, topic_n
     from an older checkpoint, another query on the same topic): assign() leaves librdkafka's
     pause in place, so the reader must resume, not wait for records that never come."""
     monkeypatch.setattr(reading, "_STALL_S", 5.0)  # the old code failed here after the stall
+    monkeypatch.setattr(reading, "_REASSIGN_S", 60.0)  # no fresh assignment to hide behind
     _produce(broker, topic_name, [f"{i}".encode() for i in range(20)], partitions=1)
     close_pooled_consumers()
     assert len(_offsets(read_ranges([_range(broker, topic_name, 0, 0, 20)]))) == 20
@@ -391,3 +392,23 @@ def test_values_parsed_in_the_source_equal_from_json(spark, broker, topic_name):
     clean = {v for v in GOOD}
     assert {bytes(r["value"]) for r in parsed} == clean
     assert sum(1 for r in rows if bytes(r["value"]) in clean) == len(parsed)
+
+
+def test_a_kept_reader_that_goes_silent_is_assigned_afresh_once(broker, topic_name,
+                                                                 monkeypatch):
+    """A kept consumer that delivers nothing where the broker holds records (here: paused
+    behind the reader's back) is assigned its position afresh once, and the range is read
+    whole, before the stall error could come."""
+    monkeypatch.setattr(reading, "_REASSIGN_S", 0.5)
+    monkeypatch.setattr(reading, "_STALL_S", 20.0)
+    _produce(broker, topic_name, [f"{i}".encode() for i in range(40)], partitions=1)
+    close_pooled_consumers()
+    assert len(_offsets(read_ranges([_range(broker, topic_name, 0, 0, 20)]))) == 20
+    reader = _kept_readers()[0]
+    from confluent_kafka import TopicPartition
+
+    reader.consumer.pause([TopicPartition(topic_name, 0)])  # silent, unknown to the reader
+    reader.stash = []
+    went_on = _offsets(read_ranges([_range(broker, topic_name, 0, 20, 40)]))
+    assert [(o, v) for _, o, v in went_on] == [(o, f"{o}".encode()) for o in range(20, 40)]
+    close_pooled_consumers()

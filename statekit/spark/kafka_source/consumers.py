@@ -66,6 +66,16 @@ class PartitionReader:
         self.paused, self.next_offset = False, part.start
         return False
 
+    def reassign(self, topic: str, partition: int, offset: int) -> None:
+        """Assign the partition afresh at ``offset`` (what it fetched is dropped)."""
+        from confluent_kafka import TopicPartition
+
+        where = TopicPartition(topic, partition, offset)
+        self.stash = []
+        self.consumer.assign([where])
+        self.consumer.resume([where])
+        self.paused, self.next_offset = False, offset
+
     def rest(self, part: KafkaInputPartition) -> None:
         """After reading ``part``: stop fetching when the range reached the log's end (a
         consumer kept at the end would ask the broker for more every ``fetch.wait.max.ms``)."""
