@@ -50,6 +50,7 @@ import json
 import os
 import re
 import struct
+import time
 import warnings
 import zipfile
 import zlib
@@ -469,13 +470,37 @@ def _content_problems(paths: list[Path], codec: str, operator_id: int) -> list[P
             if bad not in seen:
                 seen.add(bad)
                 found.append(Problem("corrupt_file", bad, problem, operator_id))
-        if not crc_file(path).exists() and path.parent in with_crc:
+        if path.parent in with_crc and _no_checksum(path):
             unchecked.append(Problem(
                 "no_checksum", str(path),
                 f"it has no checksum file {crc_file(path).name} where the files beside it have "
                 f"one (copied without it, or its checksum was deleted): a change to it cannot "
                 f"be detected", operator_id))
     return found + unchecked
+
+
+#: a file younger than this may be one Spark is still writing: Hadoop's local file system
+#: renames a file into place, then its ``.crc`` beside it (seen: a RocksDB snapshot zip that
+#: Spark's maintenance thread wrote just after the query stopped, briefly without its .crc)
+IN_FLIGHT_S = 5.0
+
+
+def _no_checksum(path: Path, wait: float = 1.0) -> bool:
+    """True when ``path`` has no ``.crc`` beside it, once a file still being written had
+    ``wait`` seconds to get one."""
+    crc = crc_file(path)
+    if crc.exists():
+        return False
+    try:
+        young = time.time() - path.stat().st_mtime < IN_FLIGHT_S
+    except OSError:
+        return False  # gone meanwhile (Spark's cleanup): nothing to flag
+    deadline = time.monotonic() + (wait if young else 0.0)
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if crc.exists():
+            return False
+    return not crc.exists()
 
 
 def state_file_paths(folder: Path) -> list[Path]:
