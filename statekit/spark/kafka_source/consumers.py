@@ -59,11 +59,7 @@ class PartitionReader:
                 self.consumer.resume([where])
                 self.paused = False
             return True
-        self.stash = []
-        self.consumer.assign([where])
-        if self.paused:  # a partition paused at the log end stays paused through assign()
-            self.consumer.resume([where])
-        self.paused, self.next_offset = False, part.start
+        self.reassign(part.topic, part.partition, part.start)
         return False
 
     def reassign(self, topic: str, partition: int, offset: int) -> None:
@@ -73,6 +69,8 @@ class PartitionReader:
         where = TopicPartition(topic, partition, offset)
         self.stash = []
         self.consumer.assign([where])
+        # a partition paused at the log end stays paused through assign(); resuming one that
+        # is not paused does nothing
         self.consumer.resume([where])
         self.paused, self.next_offset = False, offset
 
