@@ -118,12 +118,12 @@ def _archive_mapped() -> bool:
     """Whether this process's driver JVM maps a class-data archive of statekit's cache."""
     from pyspark import SparkContext
 
+    from statekit.spark.class_archive import ClassArchive
+    from statekit.spark.session import worker_spark_home
+
     proc = getattr(SparkContext._gateway, "proc", None)
-    try:
-        with open(f"/proc/{proc.pid}/maps") as maps:
-            return any("jvm-classes" in line and ".jsa" in line for line in maps)
-    except (AttributeError, OSError):
-        return False
+    archive = ClassArchive.for_this_machine(worker_spark_home())
+    return proc is not None and archive.mapped_by(proc.pid)
 
 
 # --- the parent ---------------------------------------------------------------------------

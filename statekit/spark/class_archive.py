@@ -92,6 +92,15 @@ class ClassArchive:
         """True when the archive file is there, whole as far as its size and magic tell."""
         return self.supported and _looks_whole(self.path)
 
+    def mapped_by(self, pid: int) -> bool:
+        """True when process ``pid`` (a driver JVM) maps this archive (Linux's
+        ``/proc/<pid>/maps``; False where that cannot be read)."""
+        try:
+            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+                return any(str(self.path) in line for line in maps)
+        except OSError:
+            return False
+
     def java_option(self) -> str:
         """``-XX:SharedArchiveFile=<path>`` when ``ready()``, else ``""``."""
         return f"-XX:SharedArchiveFile={self.path}" if self.ready() else ""

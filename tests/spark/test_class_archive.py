@@ -97,9 +97,12 @@ def test_a_session_statekit_starts_maps_this_machines_archive():
         "import statekit as sk\n"
         "from pyspark import SparkContext\n"
         "spark = sk.spark_session('local[1]', app_name='statekit-test-class-archive')\n"
-        "pid = SparkContext._gateway.proc.pid\n"
-        "maps = open(f'/proc/{pid}/maps').read()\n"
-        f"print('MAPPED', {str(archive.path)!r} in maps, spark.range(5).count())\n")
+        "from statekit.spark.class_archive import ClassArchive\n"
+        "from statekit.spark.session import worker_spark_home\n"
+        "archive = ClassArchive.for_this_machine(worker_spark_home())\n"
+        "mapped = archive.mapped_by(SparkContext._gateway.proc.pid)\n"
+        f"print('MAPPED', mapped and str(archive.path) == {str(archive.path)!r}, "
+        "spark.range(5).count())\n")
     out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
                          timeout=600)
     assert "MAPPED True 5" in out.stdout, out.stderr[-3000:]
@@ -110,6 +113,12 @@ def _mirror():
     from statekit.spark.session import worker_spark_home
 
     return worker_spark_home()
+
+
+def test_an_archive_no_process_maps_is_not_reported_mapped(tmp_path):
+    archive = ClassArchive.from_parts(_archive_file(tmp_path / "a.jsa", 4096), JDK17)
+    assert not archive.mapped_by(os.getpid())      # this process maps no archive
+    assert not archive.mapped_by(2**22 + 12345)    # no such process
 
 
 def test_the_newest_archives_are_kept_and_older_ones_removed(tmp_path):
