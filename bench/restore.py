@@ -16,8 +16,9 @@ then, after one warm-up round, times per round (all in the same run):
   default (``consumers="auto"``: at 1,000,000 records, worker processes; the way
   it picked is printed) (consume, write batches, listener events, checkpoint files);
 - **restore, processes**: ``restore_stores(consumers="processes")``: the
-  partitions split among worker processes, one per CPU, each partition read by a
-  consumer of its own and written there (listener events sent back);
+  partitions split among worker processes (one per partition, up to two per CPU),
+  each partition read by a consumer of its own and written there (listener events
+  sent back);
 - **restore, consumer per partition**: ``restore_stores(consumers="per_partition")``:
   a consumer per partition, each in a thread of this interpreter (the default
   before worker processes);

@@ -14,10 +14,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.json as pa_json
-
+from statekit._lazy import pa, pa_json, pd
 from statekit.model.changelog_record import TIME_COLUMNS
 from statekit.spark_state.times import iso_times, table_for_pandas
 

@@ -29,9 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-import pandas as pd
-
+from statekit._lazy import np, pd
 from statekit.errors import BadArgument, ChangelogError
 from statekit.model.changelog_record import RECORD_COLUMNS
 from statekit.spark_state.changes import apply_changes

@@ -18,12 +18,9 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.json as pa_json
 from tqdm.auto import tqdm
 
+from statekit._lazy import np, pa, pa_json, pd
 from statekit.changelog import arrow as arrow_rows
 from statekit.changelog.log import Changelog
 from statekit.changelog.meta import Position, decode_meta, meta_topic

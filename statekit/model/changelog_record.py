@@ -42,9 +42,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-import numpy as np
-import pandas as pd
-
+from statekit._lazy import np, pd
 from statekit.errors import ChangelogError
 
 FORMAT_VERSION = 1

@@ -27,10 +27,10 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import pandas as pd
 from confluent_kafka import Producer
 from tqdm.auto import tqdm
 
+from statekit._lazy import pd
 from statekit.changelog.reader import topic_partitions
 from statekit.errors import BadArgument, ChangelogError
 from statekit.kafka.topics import (
@@ -47,7 +47,14 @@ from statekit.model.query_spec import QuerySpec
 from statekit.model.store_schema import PartShape
 from statekit.options import Options, route, settle
 from statekit.restore.listener import Listeners, RecordingListener, RestoreListener
-from statekit.restore.worker import RestoreWorkers, WorkerJob, available_cpus, partition_groups
+from statekit.restore.worker import (
+    RestoreWorkers,
+    WorkerJob,
+    available_cpus,
+    partition_groups,
+    processes_supported,
+    worker_count,
+)
 from statekit.stores import StateStore, open_store
 from statekit.validate import optional_batch_id, whole_number
 
@@ -119,7 +126,7 @@ class RestoreResult:
 
     stores: dict[int, StateStore]
     report: pd.DataFrame
-    events: pd.DataFrame = field(default_factory=pd.DataFrame)
+    events: pd.DataFrame = field(default_factory=lambda: pd.DataFrame())
 
     @property
     def wall_seconds(self) -> float:
@@ -191,11 +198,11 @@ def restore_stores(
     """Restore the stores of ``partitions`` (all by default) from changelog ``topic``.
 
     All partitions are restored at once; the report's bars overlap in time. With
-    ``consumers="processes"`` the partitions are split into groups, one per available
-    CPU (at most one per partition), and each group is restored by a worker process
-    of its own (``statekit.restore.worker``): each of its partitions read by a consumer
-    of its own and written into its store there, so consuming, decoding and writing
-    run beside this interpreter instead of on it; the stores are opened here again
+    ``consumers="processes"`` the partitions are split into groups, one per partition
+    up to two per available CPU (``worker_count``), and each group is restored by a
+    worker process of its own (``statekit.restore.worker``): each of its partitions read
+    by a consumer of its own and written into its store there, so consuming, decoding and
+    writing run beside this interpreter instead of on it; the stores are opened here again
     once the workers closed them. Workers are spawned (never forked), so a script
     keeps its top level under ``if __name__ == "__main__":``; the stores must be on
     disk (a ``directory``). With ``consumers="per_partition"`` each partition is read
@@ -252,7 +259,7 @@ def restore_stores(
         raise BadArgument("consumers", consumers,
                           "'auto', 'per_partition' or 'one' for in-memory stores (directory "
                           "None): worker processes write stores on disk")
-    if consumers == "processes" and os.name != "posix":
+    if consumers == "processes" and not processes_supported():
         raise BadArgument("consumers", consumers, "'auto', 'per_partition' or 'one' here: "
                           "restore worker processes run on Linux and macOS")
     conn = connect(kafka)
@@ -318,7 +325,7 @@ def auto_consumers(records: int, partitions: int, on_disk: bool = True,
     """
     cpus = available_cpus() if cpus is None else cpus
     if records >= PROCESSES_FROM and partitions >= 2 and cpus >= 2 and on_disk \
-            and os.name == "posix":
+            and processes_supported():
         return "processes"
     return "per_partition" if records >= PER_PARTITION_FROM else "one"
 
@@ -514,7 +521,7 @@ def _restore_in_processes(job: WorkerJob, restores: dict[int, _PartitionRestore]
             restore.store = None
             stores[p].close()   # the worker opens it
         groups = partition_groups({p: r.end - r.start for p, r in reading.items()},
-                                  available_cpus())
+                                  worker_count(len(reading), available_cpus()))
         jobs = [replace(job, ranges={p: (reading[p].start, reading[p].end) for p in group})
                 for group in groups]
         todo = sum(r.end - r.start for r in reading.values())

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pandas as pd
+from statekit._lazy import pd
 
 CHANGE_TYPES = ("put", "delete")
 

@@ -23,11 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-
+from statekit._lazy import np, pa, pc, pd
 from statekit.errors import BadArgument
 
 #: Units pandas can hold, finest first, and their ticks per second.

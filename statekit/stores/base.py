@@ -22,9 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-import pandas as pd
-import pyarrow as pa
-
+from statekit._lazy import pa, pd
 from statekit.stores.iterators import StoreIterator
 from statekit.stores.key_layout import KINDS
 

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-import pandas as pd
-import pyarrow as pa
-
+from statekit._lazy import pa, pd
 from statekit.changelog.arrow import parse_times
 from statekit.errors import BadArgument
 from statekit.stores.backend import Backend

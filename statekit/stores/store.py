@@ -16,9 +16,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 
-import pandas as pd
-import pyarrow as pa
-
+from statekit._lazy import pa, pd
 from statekit.changelog.arrow import json_table, table_to_pandas
 from statekit.model.changelog_record import TIME_COLUMNS
 from statekit.stores.backend import Backend

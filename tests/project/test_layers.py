@@ -25,7 +25,7 @@ Layers, lowest first (a module may import its own layer and lower ones, never hi
 Besides, a few modules must stay light at run time (checked in a fresh interpreter):
 the stores and the pandas changelog model load without pyspark, a store-owner
 worker without Altair or ipywidgets, Spark's Python workers (the Kafka source)
-without pandas or Altair.
+without pandas or Altair, a restore worker process without pandas, numpy or pyarrow.
 """
 
 from __future__ import annotations
@@ -278,6 +278,12 @@ def test_a_store_owner_worker_loads_no_charts_widgets_or_spark():
                           "statekit.restore.rebuild; from statekit.restore import "
                           "restore_stores; from statekit.standby import StandbyReplica")
     assert not {"altair", "ipywidgets", "anywidget", "pyspark"} & loaded
+
+
+def test_a_restore_worker_process_loads_no_pandas_numpy_or_pyarrow():
+    """It writes raw bytes; importing pandas would double its start (``statekit._lazy``)."""
+    loaded = loaded_after("import statekit.restore.worker, statekit.restore.rebuild")
+    assert not {"pandas", "numpy", "pyarrow", "pyspark", "altair"} & loaded
 
 
 #: The Kafka source Spark's Python workers import (every module of it is checked)

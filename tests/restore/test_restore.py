@@ -341,6 +341,37 @@ def test_processes_restore_the_same_stores_as_one_consumer_key_for_key(synthetic
     assert not _workers()
 
 
+@pytest.mark.timeout(120)
+def test_a_worker_restores_without_pandas_numpy_or_pyarrow(synthetic, broker, tmp_path):
+    """A worker writes raw bytes: it must not pay a second to import pandas (the lazy
+    modules of ``statekit._lazy``), yet write the same store a thread does."""
+    import pickle
+    import sys
+
+    from statekit.model.connection import KafkaConnection
+    from statekit.restore.worker import WorkerJob
+
+    topic, expected = synthetic
+    job = WorkerJob(KafkaConnection(broker.bootstrap_servers), topic, SYNTHETIC_SPEC,
+                    topic.removesuffix("-changelog"), str(tmp_path / "worker"),
+                    {0: (0, 2000), 2: (0, 2000)}, None, 300)
+    (tmp_path / "job.pickle").write_bytes(pickle.dumps(job))
+    script = ("import pickle, sys; from statekit.restore.rebuild import restore_group; "
+              "from statekit.restore.listener import RecordingListener; "
+              "heard = RecordingListener(); "
+              "restore_group(pickle.loads(open(sys.argv[1], 'rb').read()), heard); "
+              "print(sum(e[4] for e in heard.events), "
+              "sorted(m for m in ('pandas', 'numpy', 'pyarrow') if m in sys.modules))")
+    ran = subprocess.run([sys.executable, "-c", script, str(tmp_path / "job.pickle")],
+                         capture_output=True, text=True, timeout=100, check=True)
+    assert ran.stdout.split(" ", 1) == ["4000", "[]\n"]
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path / "worker",
+                        partitions=[0, 2], consumers="one") as reopened:
+        assert reopened.report["records"].tolist() == [0, 0]   # the worker's checkpoints
+        got = _values(reopened.table())
+    assert got == {k: v for k, v in expected.items() if k[0].startswith(("p0-", "p2-"))}
+
+
 def _entries(store) -> list:
     """Every (key, value) of a store, in key order."""
     with store.all() as entries:
