@@ -73,6 +73,7 @@ from statekit.kafka.topics import (
 from statekit.kafka.transactions import discard, is_fenced, transactional_producer
 from statekit.model import changelog_record as codec
 from statekit.model.connection import Kafka, connect
+from statekit.spark_state.integrity import reading
 from statekit.spark_state.state_reader import StateReader
 from statekit.validate import batch_id, whole_number
 
@@ -426,7 +427,10 @@ class ChangelogWriter(BackgroundLoop):
         encoded = frame.select(
             "batch", "partition", key.cast("binary").alias("key"),
             F.when(F.col("change") == "put", value).cast("binary").alias("value"))
-        table = encoded.toArrow()
+        # the frame was built from the files there then; the read may find one gone since
+        # (a live query's cleanup): a CheckpointError naming it, which ship() explains
+        with reading(f"the changes of batches {first}..{last} for {self.topic!r}"):
+            table = encoded.toArrow()
         # Spark returns each state partition's rows in write order; keep it within a
         # batch and partition while grouping by batch, then partition.
         # (Arrow's sort is stable.)

@@ -62,7 +62,7 @@ import pandas as pd
 
 from statekit.errors import CheckpointError, StatekitError
 from statekit.spark_state.checkpoint import DEFAULT_STORE, Checkpoint
-from statekit.spark_state.spark_files import FILE_NAME, _ranges
+from statekit.spark_state.spark_files import _ranges, folder_state_files
 from statekit.validate import require_columns
 
 PROBLEM_KINDS = ("not_a_folder", "commit_log_gap", "offset_log_gap", "missing_state",
@@ -408,15 +408,9 @@ def _versions(folder: Path) -> tuple[dict[int, Path], dict[int, Path]]:
     """(deltas, snapshots) of one store folder: version → file (the newest of format v2's)."""
     deltas: dict[int, Path] = {}
     snapshots: dict[int, Path] = {}
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.stat().st_mtime)
-    except (FileNotFoundError, NotADirectoryError):
-        return deltas, snapshots
-    for entry in entries:
-        match = FILE_NAME.match(entry.name)
-        if match and entry.is_file():
-            kind = deltas if match["ext"] in ("changelog", "delta") else snapshots
-            kind[int(match["version"])] = Path(entry.path)
+    for entry, match, _ in sorted(folder_state_files(folder), key=lambda f: f[2].st_mtime):
+        kind = deltas if match["ext"] in ("changelog", "delta") else snapshots
+        kind[int(match["version"])] = Path(entry.path)
     return deltas, snapshots
 
 

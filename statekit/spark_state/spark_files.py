@@ -58,6 +58,36 @@ PROVIDERS = {"changelog": "rocksdb", "zip": "rocksdb", "delta": "hdfs", "snapsho
 COLUMNS = ["partition", "version", "batch", "kind", "file", "bytes", "modified", "unique_id"]
 
 
+def folder_state_files(folder: str | os.PathLike) -> list[tuple[os.DirEntry, re.Match,
+                                                                os.stat_result]]:
+    """(entry, name match, stat) of each state file in one store folder, as it is now; [] for
+    a folder that is not there.
+
+    A live query's maintenance removes old versions while the folder is read: a file listed
+    and then gone before its ``stat`` is not one of the folder's files any more, and is left
+    out (not an error, and not a reason to see the folder as empty).
+
+    Example:
+        >>> folder_state_files("/no/such/folder")
+        []
+    """
+    try:
+        with os.scandir(folder) as listed:
+            named = [(e, match) for e in listed if (match := FILE_NAME.match(e.name))]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = []
+    for entry, match in named:
+        try:
+            if not entry.is_file():
+                continue
+            stat = entry.stat()
+        except FileNotFoundError:  # removed since it was listed (Spark's cleanup)
+            continue
+        found.append((entry, match, stat))
+    return found
+
+
 def require_state_files_visible(checkpoint: str | os.PathLike | Checkpoint,
                                 operator_id: int = 0) -> None:
     """Raise CheckpointNotShared when the checkpoint has committed batches but not one state
@@ -154,16 +184,11 @@ def state_files(checkpoint: str | os.PathLike, operator_id: int = 0,
         sst_dir = part_dir / "SSTs"
         ssts[partition] = (sum(1 for p in sst_dir.iterdir() if p.suffix == ".sst")
                            if sst_dir.is_dir() else 0)
-        with os.scandir(part_dir) as entries:
-            for entry in entries:
-                match = FILE_NAME.match(entry.name)
-                if not match or not entry.is_file():
-                    continue
-                stat = entry.stat()
-                version = int(match["version"])
-                providers.add(PROVIDERS[match["ext"]])
-                rows.append((partition, version, version - 1, KINDS[match["ext"]], entry.path,
-                             stat.st_size, stat.st_mtime, match["uid"]))
+        for entry, match, stat in folder_state_files(part_dir):
+            version = int(match["version"])
+            providers.add(PROVIDERS[match["ext"]])
+            rows.append((partition, version, version - 1, KINDS[match["ext"]], entry.path,
+                         stat.st_size, stat.st_mtime, match["uid"]))
     files = pd.DataFrame(rows, columns=COLUMNS)
     files = files.astype({"partition": "int64", "version": "int64", "batch": "int64",
                           "bytes": "int64", "file": object, "kind": object})

@@ -22,7 +22,7 @@ from statekit.changelog.log import materialize
 from statekit.changelog.reader import read_changelog, read_meta
 from statekit.changelog.writer import ChangelogWriter, transactional_id
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
-from statekit.errors import ChangelogError, ChangelogFenced, DataLoss, DiskFull
+from statekit.errors import ChangelogError, ChangelogFenced, CheckpointError, DataLoss, DiskFull
 from statekit.kafka import EmbeddedBroker
 from statekit.kafka.topics import (
     create_topic,
@@ -109,6 +109,35 @@ def stall_when_shipping(monkeypatch, kafka) -> None:
 
 def ledger_of(state: StateReader) -> Path:
     return Path(state.checkpoint.ledger_path(TOPIC))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_state_file_removed_while_its_round_reads_is_named_and_nothing_is_shipped(
+        state, kafka, tmp_path, monkeypatch):
+    """A live query's cleanup can remove a file between the round's listing and its read:
+    the round fails with a CheckpointError naming the file, ships nothing, and once the
+    file is back the next round ships each batch once."""
+    writer = ChangelogWriter(state, kafka, TOPIC)
+    assert writer.ship(through=1) == 1
+    gone = Path(state.checkpoint.path) / "state" / "0" / "0" / "3.changelog"
+    aside = tmp_path / "3.changelog"
+    built = writer.source.changes_frame
+
+    def frame_then_cleanup(first, last):
+        frame = built(first, last)
+        shutil.move(gone, aside)
+        return frame
+
+    monkeypatch.setattr(writer.source, "changes_frame", frame_then_cleanup)
+    with pytest.raises(CheckpointError, match=r"cannot read the changes of batches 2\.\.3 "
+                                              r"for 'faults-aggregate-changelog': .*"
+                                              r"state/0/0/3\.changelog does not exist"):
+        writer.ship(through=3)
+    monkeypatch.undo()
+    assert writer.shipped_batch == 1
+    shutil.move(aside, gone)
+    ships_the_rest_once(writer, kafka, state)
 
 
 # --- a full disk ------------------------------------------------------------------------

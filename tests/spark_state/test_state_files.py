@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import doctest
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from helpers.filestream import build_snapshot_checkpoint
 import statekit.spark_state.spark_files as files_module
 from statekit.charts.changelog import state_files_chart
 from statekit.errors import BadArgument, CheckpointError
+from statekit.spark_state.integrity import _versions
 from statekit.spark_state.spark_files import restore_plan, state_files, with_restore_use
 from statekit.spark_state.state_reader import committed_batches
 
@@ -149,6 +151,47 @@ def test_of_duplicate_v2_files_the_newest_is_used(tmp_path):
     os.utime(old, (1_700_000_000, 1_700_000_000))
     used = with_restore_use(state_files(tmp_path))
     assert used.loc[used["used_by_restore"], "unique_id"].tolist() == [None, "bbbb"]
+
+
+def _cleaning_up(folder: Path, stop: threading.Event) -> None:
+    """What a live query's maintenance does to a store folder, much faster: new versions
+    (from 1000 on) come, and each is removed (the ``.crc`` first, then the file) five
+    versions later, over and over."""
+    version = 1000
+    while not stop.is_set():
+        (folder / f"{version}.changelog").write_text("x")
+        (folder / f".{version}.changelog.crc").write_text("")
+        if version >= 1005:
+            (folder / f".{version - 5}.changelog.crc").unlink()
+            (folder / f"{version - 5}.changelog").unlink()
+        version += 1
+
+
+def test_a_listing_while_spark_removes_old_versions_keeps_the_files_still_there(tmp_path):
+    """A file listed, then removed before it is looked at, is left out: no FileNotFoundError
+    (seen when an attached query's shipper listed a store as Spark's cleanup ran), and the
+    files that stay (versions 1..10 here) are always there, to the listing and to the
+    restore plan alike (the restore plan once saw the whole folder empty)."""
+    ck = make_checkpoint(tmp_path, partitions=(0,), snapshots=())
+    folder = ck / "state" / "0" / "0"
+    stop = threading.Event()
+    churn = threading.Thread(target=_cleaning_up, args=(folder, stop), daemon=True)
+    churn.start()
+    try:
+        for _ in range(300):
+            files = state_files(ck)
+            assert set(range(1, 11)) <= set(files["version"])
+            assert set(files["kind"]) == {"delta"}
+            assert all(name.endswith(".changelog") for name in files["file"])
+            deltas, snapshots = _versions(folder)
+            assert set(range(1, 11)) <= set(deltas) and not snapshots
+    finally:
+        stop.set()
+        churn.join(10)
+    assert files_module.folder_state_files(folder)
+    assert files_module.folder_state_files(tmp_path / "not-there") == []
+    (tmp_path / "a-file").write_text("")
+    assert files_module.folder_state_files(tmp_path / "a-file") == []
 
 
 def test_bad_arguments(tmp_path):
