@@ -9,11 +9,12 @@ process to its first micro-batch, see ``bench/README.md``, "cold start"): ``spar
 6–8 s → 3.7–4.2 s. Nothing changes once the JVM is warm.
 
 ``ClassArchive`` owns the archive file: where it lives (``cache_dir()/jvm-classes``), the
-key it is valid for (the JVM build, Spark's jars, the class path), how it is built (a
-fresh Python process runs a small statekit-shaped streaming query on a JVM told to write
-the archive at exit) and the JVM option that uses it. The JVM crashes (SIGBUS) on a
-truncated archive, so one is only ever written under a temporary name by a JVM that then
-exited normally, checked, and renamed into place; an archive is never written in place.
+key it is valid for (the JVM build, the class path, and each of Spark's jars with its size
+and modification time, as the JVM checks them), how it is built (a fresh Python process
+runs a small statekit-shaped streaming query on a JVM told to write the archive at exit)
+and the JVM option that uses it. The JVM crashes (SIGBUS) on a truncated archive, so one
+is only ever written under a temporary name by a JVM that then exited normally, checked,
+and renamed into place; an archive is never written in place.
 A JVM given an archive of another class path says so on its console and runs without it.
 
 Build it once per machine (``make`` does): ``python -m statekit.spark.class_archive``.
@@ -75,7 +76,8 @@ class ClassArchive:
         version = _java_version(java) if java is not None else None
         home = Path(spark_home) if spark_home else _pyspark_home()
         key = hashlib.sha1()
-        for part in (str(java), _stat_key(_libjvm(java)) if java else "", str(home),
+        for part in (str(java), _stat_key(_libjvm(java)) if java else "",
+                     _stat_key(java / "lib" / "modules") if java else "", str(home),
                      _jars_key(home / "jars"), extra_class_path):
             key.update(part.encode() + b"\0")
         import pyspark
@@ -113,8 +115,8 @@ class ClassArchive:
     def build(self, timeout: float = BUILD_TIMEOUT_S) -> bool:
         """Write the archive (in a fresh Python process; ~30 s); True when it is ready.
 
-        The child starts a driver JVM told to archive its classes at exit, runs statekit's
-        warm-up query (a Python data source, JSON parsing, a watermark, a windowed
+        The child starts a driver JVM told to archive its classes at exit, runs the
+        training query (a Python data source, JSON parsing, a watermark, a windowed
         aggregation in RocksDB) and a state read, then ends the JVM normally. Its archive
         is renamed into place only once that JVM exited with status 0, the file looks
         whole, and a second child's JVM started with it under ``-Xshare:on`` (which makes
@@ -222,8 +224,13 @@ def _stat_key(path: Path) -> str:
 
 
 def _jars_key(jars: Path) -> str:
+    """Each jar's name, size and modification time: what the JVM checks of every class-path
+    entry before it maps an archive ("A jar file is not the one used while building the
+    shared archive file"). A venv made anew at the same path has the same jars with new
+    times, and so gets a new key, not an archive its JVM refuses."""
     try:
-        return ";".join(sorted(f"{p.name}:{p.stat().st_size}" for p in jars.iterdir()))
+        stats = [(p.name, p.stat()) for p in jars.iterdir()]
+        return ";".join(sorted(f"{name}:{st.st_size}:{st.st_mtime_ns}" for name, st in stats))
     except OSError:
         return f"{jars}:missing"
 
@@ -235,9 +242,50 @@ def _pyspark_home() -> Path:
 
 
 # --- the build's child process ------------------------------------------------------------
+#: the name of the query the archive's build runs
+TRAINING_QUERY = "statekit-class-archive"
+
+
+def training_query(spark, work: str, rows: int = 2000, batches: int = 2):
+    """The query whose classes the archive holds: ``batches`` micro-batches of ``rows``
+    broker-free events (``WarmUpSource``, the Kafka source's columns) parsed from JSON with
+    a corrupt-record column, observed, watermarked and counted in tumbling windows in
+    RocksDB, into ``noop`` (``availableNow``; its checkpoint under ``work``): the classes
+    statekit's own queries load."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from statekit.spark.kafka_source import PARSED, WARM_UP_FORMAT, WarmUpSource
+
+    spark.dataSource.register(WarmUpSource)
+    schema = StructType.fromDDL("player string, game string, score long, ts timestamp")
+    raw = (spark.readStream.format(WARM_UP_FORMAT).option("rows", rows)
+           .option("batches", batches).option("valueSchema", schema.json())
+           .option("stopFile", os.path.join(work, "stop")).load())
+    with_corrupt = StructType.fromDDL(
+        "player string, game string, score long, ts timestamp, _corrupt_record string")
+    slow = F.from_json(F.col("value").cast("string"), with_corrupt,
+                       {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"})
+    fast = F.struct(*[F.col(PARSED)[n].alias(n) for n in schema.fieldNames()],
+                    F.lit(None).cast("string").alias("_corrupt_record"))
+    event = F.when(F.col(PARSED).isNotNull(), fast).otherwise(slow)
+    parsed = raw.withColumn("event", event).withColumn(
+        "bad", F.col("event").isNull() | F.col("event._corrupt_record").isNotNull())
+    counted = parsed.observe("statekit_warm_up", F.count(F.lit(1)).alias("rows"),
+                             F.sum(F.col("bad").cast("long")).alias("malformed"))
+    events = counted.where(~F.col("bad")).select("event.player", "event.score", "event.ts")
+    result = (events.withWatermark("ts", "10 seconds")
+              .groupBy(F.window("ts", "1 minute"), "player")
+              .agg(F.count(F.lit(1)).alias("count"), F.sum("score").alias("sum_score"),
+                   F.max("score").alias("max_score")))
+    return (result.writeStream.queryName(TRAINING_QUERY).outputMode("update").format("noop")
+            .option("checkpointLocation", os.path.join(work, "checkpoint"))
+            .trigger(availableNow=True).start())
+
+
 def _dump(staging: str) -> int:
     """Run in a fresh process: a session whose JVM archives its classes to ``staging`` at
-    exit, a warm-up query and a state read, then a normal JVM exit; 0 when the JVM exited
+    exit, the training query and a state read, then a normal JVM exit; 0 when the JVM exited
     with status 0."""
     from pyspark import SparkContext
 
@@ -248,10 +296,10 @@ def _dump(staging: str) -> int:
                                   class_archive=False)
     work = tempfile.mkdtemp(prefix="statekit-class-archive-")
     try:
-        query = session.warm_up_query(spark, work, rows=2000, batches=2)
+        query = training_query(spark, work)
         query.awaitTermination(BUILD_TIMEOUT_S / 2)
         if query.exception() is not None:
-            print(f"the archive's warm-up query failed: {query.exception()}", file=sys.stderr)
+            print(f"the archive's training query failed: {query.exception()}", file=sys.stderr)
             return 1
         state = spark.read.format("statestore").load(os.path.join(work, "checkpoint"))
         state.toArrow()

@@ -1,6 +1,6 @@
 """A SparkSession set up for stateful streaming with RocksDB state and changelog checkpoints.
 
-Two things make a fresh session's first query start sooner (see ``bench/README.md``,
+Five things make a fresh session's first query start sooner (see ``bench/README.md``,
 "cold start"):
 
 - **Spark's Python processes import PySpark with cached bytecode.** Spark puts
@@ -13,12 +13,29 @@ Two things make a fresh session's first query start sooner (see ``bench/README.m
   ``~/.cache/statekit``) that leaves the zip out, so those processes import the very
   same installed PySpark from site-packages, bytecode cached. A ``SPARK_HOME`` you set
   is left alone.
-- **An optional warm-up** (``warm_up=True``): a background thread runs a tiny
-  streaming query shaped like statekit's (Python data source, JSON parsing, watermark,
-  windowed aggregation in RocksDB) while you read the next cell, so the first real
-  query finds Spark's classes loaded, the Python workers started and the driver's
-  modules imported. It steps aside (ends after its current micro-batch) as soon as
-  another query starts.
+- **Spark's classes mapped, not loaded.** When ``spark_session`` starts the driver JVM and
+  this machine has a class-data archive for it (``statekit.spark.class_archive``, built
+  once by ``make``), the JVM maps Spark's classes from that file instead of loading and
+  verifying them: seconds sooner to the first result.
+- **The JIT's quick tier only** (``jit="quick"``, ``-XX:TieredStopAtLevel=1``). A fresh
+  driver JVM spent 6 of its 11 CPU-seconds to the first result in its two JIT compilers,
+  4 of them in C2, and ran the meantime in C1's slower profiling code; with C1 alone,
+  measured here, a fresh process reaches its first window result ~2 s sooner (7.2 vs
+  9.3 s), and statekit's queries run no slower warm: 1M events through the Kafka-fed
+  windowed count at 127k vs 119k records/s, the same on ``rate`` at 340k vs 302k, with
+  20% less JVM CPU (``bench/README.md``, "cold start"). Their per-record work is in
+  Python, Arrow and RocksDB, not in JVM code C2 would speed up. ``jit="full"`` keeps the
+  JVM's default (C1 then C2), for a long job whose time is in Spark's JVM code. The quick
+  mode keeps the tiered default's 240 MB code cache (``QUICK_CODE_CACHE``): C1 alone would
+  get 48 MB, full within a minute of Spark queries, and then no more compiling at all.
+- **Spark's Python processes started early** (``early_workers=True``): in the background,
+  statekit's Kafka source is registered and a two-row read starts the Python planner and
+  read workers Spark reuses for the first query (``statekit.spark.early_workers``): 0.8 s
+  sooner to the first result. A background warm-up *query* (``warm_up=True``: a stream,
+  state and an aggregation) was removed: when the query starts at once, as in a notebook
+  run straight through, it competed with it for the two cores and gave nothing (11.2 vs
+  11.3 s to the first result, ``bench/README.md``).
+- **pandas imported while the JVM starts** (``PRELOADED``): this process only waits then.
 
 The driver JVM a session starts prints to the notebook only what is worth reading: its
 console goes through ``statekit.spark.console``, which leaves out known chatter (the JVM's
@@ -26,7 +43,6 @@ incubator-module warning, transformWithStateInPandas workers' prints).
 
 Example:
     >>> spark = spark_session()                       # doctest: +SKIP
-    >>> spark = spark_session(warm_up=True)           # doctest: +SKIP
     >>> spark_session("spark://host:7077")            # an existing cluster  # doctest: +SKIP
 """
 
@@ -34,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import logging
 import os
 import shutil
@@ -41,15 +58,42 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from statekit.cache import cache_dir
+from statekit.errors import BadArgument
+from statekit.options import Options, route, settle
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+#: Spark's checkpoint writer through Hadoop's ``FileSystem`` API instead of its default
+#: ``FileContext`` one. On a local disk without Hadoop's native library (a pip-installed
+#: PySpark has none) the ``FileContext`` path starts a ``readlink`` or ``chmod`` process
+#: for most checkpoint files it writes or renames: ~90 processes a micro-batch of a 4-partition
+#: aggregation, counted here (``strace -e execve``), against ~25 this way. Measured in fresh
+#: processes (2 runs each): first batch 5.4 s instead of 6.3 s, later batches 0.9–1.2 s
+#: instead of 1.1–1.4 s. Checksums (``.crc`` files) and write-then-rename stay as they were.
+FILE_SYSTEM_CHECKPOINTS = ("org.apache.spark.sql.execution.streaming.checkpointing."
+                           "FileSystemBasedCheckpointFileManager")
+#: The code cache a C1-only JVM gets, as big as the tiered default: with
+#: ``TieredStopAtLevel=1`` the JVM reserves 48 MB, which a long session of Spark queries
+#: (each compiles new generated classes) fills in under a minute; the JVM then turns its
+#: compiler off for good and runs every class loaded after that in the interpreter, seen as
+#: a test session whose later queries crawl ("CodeCache is full. Compiler has been disabled").
+QUICK_CODE_CACHE = "240m"
+#: ``spark_session(jit=...)``: the driver JVM options of each JIT mode (see the module docstring)
+JIT_OPTIONS: dict[str, str] = {
+    "quick": f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize={QUICK_CODE_CACHE}",
+    "full": ""}
+
+#: PySpark's call sites in DataFrame errors, off: with it on, every Column function call reads
+#: the Python stack and makes ~6 more JVM calls, 116 of them ~700 calls and ~0.4 s of
+#: building a statekit query in a fresh session, for a context that would name statekit's own
+#: lines (statekit names the argument at fault itself). ``conf={KEY: "true"}`` brings it back.
+DATAFRAME_DEBUGGING = "false"
 
 #: What statekit sets on a session it builds; every key can be overridden through ``conf``.
 DEFAULT_CONF: dict[str, str] = {
@@ -62,12 +106,12 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+    "spark.sql.streaming.checkpointFileManagerClass": FILE_SYSTEM_CHECKPOINTS,
     "spark.driver.memory": "2g",
+    "spark.python.sql.dataFrameDebugging.enabled": DATAFRAME_DEBUGGING,
 }
 
-WARM_UP_QUERY = "statekit-warm-up"
 _LAUNCH_LOCK = threading.Lock()
-WARM_UP_TIMEOUT_S = 300.0
 
 
 def state_store_log() -> Path:
@@ -117,15 +161,58 @@ def log_failure(what: str, exc: BaseException) -> None:
             out.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} statekit: {what}\n{exc}\n\n")
 
 
+@dataclass(frozen=True)
+class DriverStart(Options):
+    """How ``spark_session`` starts a driver JVM, when it starts one (no JVM in this process
+    yet, a classic session); its fields can be given to ``spark_session`` as keywords.
+
+    Attributes:
+        cached_worker_imports: when PySpark is pip-installed (no ``SPARK_HOME`` set), let
+            Spark's Python processes import PySpark from site-packages rather than from
+            ``pyspark.zip`` (see the module docstring and ``worker_spark_home``). False
+            keeps Spark's own layout.
+        class_archive: start the JVM with this machine's class-data archive if one was
+            built for it (``statekit.spark.class_archive``: Spark's classes mapped instead
+            of loaded, seconds sooner to the first result).
+        jit: ``"quick"``, the JVM's C1 compiler alone, sooner to the first result and no
+            slower for statekit's queries (module docstring); ``"full"``, the JVM's
+            default tiers (C1, then C2).
+        early_workers: register statekit's Kafka source and start Spark's Python planner
+            and read workers in the background (``statekit.spark.early_workers``): the
+            first query no longer waits for them.
+
+    The archive and JIT options go on ``spark.driver.extraJavaOptions`` only when ``conf``
+    sets none of its own.
+
+    Example:
+        >>> DriverStart(jit="full").to_dict()["jit"]
+        'full'
+        >>> DriverStart(jit="fast")
+        Traceback (most recent call last):
+        ...
+        statekit.errors.BadArgument: bad jit: 'fast'; accepted: "quick" (the C1 compiler \
+alone) or "full" (C1, then C2)
+    """
+
+    cached_worker_imports: bool = True
+    class_archive: bool = True
+    jit: str = "quick"
+    early_workers: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.jit, str) or self.jit not in JIT_OPTIONS:
+            raise BadArgument("jit", self.jit,
+                              '"quick" (the C1 compiler alone) or "full" (C1, then C2)')
+
+
 def spark_session(
     master: str | SparkSession | None = None,
     app_name: str = "statekit",
     shuffle_partitions: int | None = None,
     conf: dict[str, str] | None = None,
     log_level: str = "ERROR",
-    warm_up: bool = False,
-    cached_worker_imports: bool = True,
-    class_archive: bool = True,
+    start: DriverStart | None = None,
+    **start_fields: object,
 ) -> SparkSession:
     """Build (or reuse) a session ready for statekit queries.
 
@@ -137,17 +224,8 @@ def spark_session(
         shuffle_partitions: number of state store partitions of new queries.
         conf: extra Spark settings, applied last.
         log_level: Spark's driver log level.
-        warm_up: start ``warm_up(session)`` on a background thread: a tiny streaming
-            query like statekit's, so that the first real query starts warm (see the
-            module docstring). ``warm_up_status(session)`` tells how it went.
-        cached_worker_imports: when this call starts the JVM and PySpark is
-            pip-installed (no ``SPARK_HOME`` set), let Spark's Python processes import
-            PySpark from site-packages rather than from ``pyspark.zip`` (see the module
-            docstring and ``worker_spark_home``). False keeps Spark's own layout.
-        class_archive: when this call starts the JVM, start it with this machine's
-            class-data archive if one was built for it (``statekit.spark.class_archive``:
-            Spark's classes mapped instead of loaded, seconds sooner to the first result)
-            and ``conf`` sets no ``spark.driver.extraJavaOptions`` of its own.
+        start: how to start the driver JVM when this call starts one (``DriverStart``);
+            or its fields as keywords (``jit="full"``, ``class_archive=False``, ...).
 
     When this call starts the driver JVM (a classic session and no JVM in this process
     yet), it starts it itself (``pyspark.java_gateway.launch_gateway``) with the JVM's
@@ -158,6 +236,9 @@ def spark_session(
     Spark's own warnings and errors still show. An existing session or JVM, and Spark
     Connect, are used as they are (their consoles untouched).
     """
+    start = settle(start, DriverStart,
+                   route(start_fields, dict.fromkeys(DriverStart.field_names(), "start"),
+                         "spark_session()").get("start", {}), "start")
     quiet_py4j()
     settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": java_options()}
     if shuffle_partitions is not None:
@@ -178,38 +259,54 @@ def spark_session(
         builder = SparkSession.builder.master(master or "local[2]").appName(app_name)
         for key, value in settings.items():
             builder = builder.config(key, value)
-        home = worker_spark_home() if cached_worker_imports and not _jvm_running() else None
-        if class_archive and "spark.driver.extraJavaOptions" not in (conf or {}):
-            settings["spark.driver.extraJavaOptions"] = _with_class_archive(
-                settings["spark.driver.extraJavaOptions"], home,
-                settings.get("spark.driver.extraClassPath", ""))
+        fresh = not _jvm_running()   # no driver JVM yet: its start options still count
+        home = worker_spark_home() if start.cached_worker_imports and fresh else None
+        if fresh and "spark.driver.extraJavaOptions" not in (conf or {}):
+            settings["spark.driver.extraJavaOptions"] = driver_java_options(
+                home, settings.get("spark.driver.extraClassPath", ""), start.class_archive,
+                start.jit)
+        launched = False
         with _environ("SPARK_HOME", home):
             with _LAUNCH_LOCK:  # one JVM, even when two threads ask at once
                 if _launches_jvm(settings):
                     _start_context({"spark.master": master or "local[2]",
                                     "spark.app.name": app_name, **settings})
+                    launched = True
             session = builder.getOrCreate()
         for key in ("spark.sql.shuffle.partitions", "spark.sql.session.timeZone",
                     "spark.sql.streaming.stateStore.providerClass",
                     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"):
             session.conf.set(key, settings[key])
         session.sparkContext.setLogLevel(log_level)
-    if warm_up:
-        start_warm_up(session)
+        if launched and start.early_workers:
+            from statekit.spark.early_workers import start_early
+
+            start_early(session)
     return session
 
 
 # --- the driver JVM statekit starts, and its console ----------------------------------
-def _with_class_archive(options: str, home: str | None, extra_class_path: str) -> str:
-    """``options`` plus the class-data archive's option, when one is ready for this JVM."""
-    if _jvm_running():
-        return options
-    from statekit.spark.class_archive import ClassArchive
+def driver_java_options(home: str | None = None, extra_class_path: str = "",
+                        class_archive: bool = True, jit: str = "quick") -> str:
+    """The options of a driver JVM ``spark_session`` starts: ``java_options()``, the JIT
+    mode's (``JIT_OPTIONS``) and, with ``class_archive``, the class-data archive's when one
+    is ready for a JVM of Spark under ``home`` with ``extra_class_path``.
 
-    archive = ClassArchive.for_this_machine(home or os.environ.get("SPARK_HOME"),
-                                            extra_class_path)
-    option = archive.java_option()
-    return f"{options} {option}" if option else options
+    Example:
+        >>> driver_java_options(class_archive=False, jit="full") == java_options()
+        True
+        >>> driver_java_options(class_archive=False).endswith(
+        ...     " -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
+        True
+    """
+    options = [java_options(), JIT_OPTIONS[jit]]
+    if class_archive:
+        from statekit.spark.class_archive import ClassArchive
+
+        archive = ClassArchive.for_this_machine(home or os.environ.get("SPARK_HOME"),
+                                                extra_class_path)
+        options.append(archive.java_option())
+    return " ".join(option for option in options if option)
 
 
 def _jvm_running() -> bool:
@@ -241,6 +338,7 @@ def _start_context(settings: dict[str, str]) -> None:
 
     from statekit.spark.console import forward
 
+    threading.Thread(target=_preload, name="statekit-preload", daemon=True).start()
     conf = SparkConf()
     for key, value in settings.items():
         conf.set(key, value)
@@ -256,6 +354,19 @@ def _start_context(settings: dict[str, str]) -> None:
         os.close(out_write)
         os.close(err_write)
     SparkContext(conf=conf, gateway=gateway)
+
+
+#: What statekit's queries and state reads import on first use (pandas alone is ~0.3 s), imported
+#: in a thread while this process waits for the driver JVM to start instead of in the first
+#: query's cell. Neither imports PySpark, which the waiting thread may be importing: no two
+#: threads can each hold a module the other waits for.
+PRELOADED = ("pandas", "pyarrow")
+
+
+def _preload() -> None:
+    for name in PRELOADED:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
 
 
 # --- Spark's Python processes: PySpark from site-packages ------------------------------
@@ -360,161 +471,3 @@ def _build_mirror(home: Path, real: Path) -> None:
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-# --- warm-up ------------------------------------------------------------------------------
-@dataclass
-class WarmUp:
-    """How a session's warm-up went: see ``start_warm_up``."""
-
-    started: float = field(default_factory=time.monotonic)
-    #: seconds the warm-up took (None while it runs)
-    seconds: float | None = None
-    #: True when it stopped early because another query started
-    stepped_aside: bool = False
-    #: what went wrong, if anything (a warm-up never raises into your code)
-    error: str | None = None
-    #: micro-batches the warm-up query completed
-    batches: int = 0
-    #: seconds until Spark's Python workers were started and had imported the source's
-    #: modules (the first step; None until then)
-    workers_ready: float | None = None
-    done: threading.Event = field(default_factory=threading.Event, repr=False)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the warm-up is over (True), or ``timeout`` seconds pass (False)."""
-        return self.done.wait(timeout)
-
-
-_WARM_UPS: dict[int, WarmUp] = {}
-_WARM_UPS_LOCK = threading.Lock()
-
-
-def warm_up_status(spark: SparkSession) -> WarmUp | None:
-    """The warm-up started on ``spark`` (None if none was)."""
-    return _WARM_UPS.get(id(spark))
-
-
-def start_warm_up(spark: SparkSession, rows: int = 2000, batches: int = 2) -> WarmUp:
-    """Warm ``spark`` up on a daemon thread; returns at once (one warm-up per session).
-
-    The thread imports what ``statekit.start_query`` imports on the driver, then has Spark
-    start its Python processes a first batch needs (the planner worker that creates a
-    Python data source, one read worker per core, each importing the Kafka source's
-    modules: Spark reuses them for the first real query, which then starts about 1.5 s
-    sooner even when it is started at once). If no other query has started by then, it
-    runs a streaming query shaped like statekit's: the ``statekit_warmup`` Python data source
-    (``statekit.spark.kafka_source.WarmUpSource``: the Kafka source's columns, ``rows`` game
-    events a batch, no broker) through JSON parsing with a corrupt-record column, an
-    observed count, a watermark and a tumbling-window count/sum/max kept in RocksDB, into
-    the ``noop`` sink, ``batches`` micro-batches, checkpoint in a temporary directory
-    (deleted after). That starts Spark's Python runner and worker daemons and loads the
-    JVM classes a real query needs. If any other query starts meanwhile, the warm-up
-    ends after its current micro-batch and leaves the machine to it (``stepped_aside``);
-    it is never stopped in the middle of a batch, which Spark would log as an error.
-    """
-    with _WARM_UPS_LOCK:
-        status = _WARM_UPS.get(id(spark))
-        if status is not None:
-            return status
-        status = _WARM_UPS[id(spark)] = WarmUp()
-    thread = threading.Thread(target=_warm_up, args=(spark, status, rows, batches),
-                              name="statekit-warm-up", daemon=True)
-    thread.start()
-    return status
-
-
-def _warm_up(spark: SparkSession, status: WarmUp, rows: int, batches: int) -> None:
-    work = tempfile.mkdtemp(prefix="statekit-warm-up-")
-    query = None
-    try:
-        import pandas  # noqa: F401 - what start_query's modules import (the query layer is
-        import pyarrow  # noqa: F401 - above this one: warm its libraries, not its modules)
-
-        from statekit.kafka import topics  # noqa: F401 - the admin client kafka_stream uses
-
-        _start_python_workers(spark)
-        status.workers_ready = time.monotonic() - status.started
-        if any(True for _ in spark.streams.active):  # a query started: the rest would slow it
-            status.stepped_aside = True
-            return
-        stop_file = os.path.join(work, "stop")
-        query = warm_up_query(spark, work, rows, batches, stop_file)
-        deadline = time.monotonic() + WARM_UP_TIMEOUT_S
-        while query.isActive and time.monotonic() < deadline:
-            if not status.stepped_aside and any(q.id != query.id for q in spark.streams.active):
-                status.stepped_aside = True
-                Path(stop_file).touch()  # the source offers no further batch
-            time.sleep(0.05)
-        if query.isActive:  # should not happen: an availableNow query ends by itself
-            query.stop()
-            status.error = f"the warm-up query ran over {WARM_UP_TIMEOUT_S:.0f} s; stopped"
-        elif query.exception() is not None:
-            status.error = str(query.exception())
-        status.batches = sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
-    except Exception as exc:  # noqa: BLE001 - a warm-up must never break the session
-        status.error = f"{type(exc).__name__}: {exc}"
-        if query is not None:
-            with contextlib.suppress(Exception):
-                query.stop()
-    finally:
-        status.seconds = time.monotonic() - status.started
-        shutil.rmtree(work, ignore_errors=True)
-        status.done.set()
-
-
-def _start_python_workers(spark: SparkSession) -> None:
-    """Have Spark start the Python processes a statekit query's first batch needs: the
-    planner worker that creates a Python data source, and one read worker per core, each
-    importing the Kafka source's modules. Spark reuses them (``spark.python.worker.reuse``,
-    on by default) for the first real query's planning and read tasks."""
-    from statekit.spark.kafka_source import WARM_UP_FORMAT, WarmUpSource
-
-    spark.dataSource.register(WarmUpSource)
-    spark.readStream.format(WARM_UP_FORMAT).load()  # a planner worker creates the source
-    cores = max(1, spark.sparkContext.defaultParallelism)
-    spark.range(0, cores, 1, cores).mapInArrow(_import_read_modules, "id long").collect()
-
-
-def _import_read_modules(batches):
-    """In a Python worker: import what the Kafka source's read tasks import."""
-    import confluent_kafka  # noqa: F401
-    import pyarrow.json  # noqa: F401
-
-    import statekit.spark.kafka_source.reading  # noqa: F401
-
-    yield from batches
-
-
-def warm_up_query(spark: SparkSession, work: str, rows: int, batches: int,
-                  stop_file: str | None = None):
-    """Start the warm-up's ``availableNow`` query (checkpoint under ``work``), into ``noop``."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
-
-    from statekit.spark.kafka_source import PARSED, WARM_UP_FORMAT, WarmUpSource
-
-    spark.dataSource.register(WarmUpSource)
-    schema = StructType.fromDDL("player string, game string, score long, ts timestamp")
-    raw = (spark.readStream.format(WARM_UP_FORMAT).option("rows", rows)
-           .option("batches", batches).option("valueSchema", schema.json())
-           .option("stopFile", stop_file or os.path.join(work, "stop")).load())
-    with_corrupt = StructType.fromDDL(
-        "player string, game string, score long, ts timestamp, _corrupt_record string")
-    slow = F.from_json(F.col("value").cast("string"), with_corrupt,
-                       {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"})
-    fast = F.struct(*[F.col(PARSED)[n].alias(n) for n in schema.fieldNames()],
-                    F.lit(None).cast("string").alias("_corrupt_record"))
-    event = F.when(F.col(PARSED).isNotNull(), fast).otherwise(slow)
-    parsed = raw.withColumn("event", event).withColumn(
-        "bad", F.col("event").isNull() | F.col("event._corrupt_record").isNotNull())
-    counted = parsed.observe("statekit_warm_up", F.count(F.lit(1)).alias("rows"),
-                             F.sum(F.col("bad").cast("long")).alias("malformed"))
-    events = counted.where(~F.col("bad")).select("event.player", "event.score", "event.ts")
-    result = (events.withWatermark("ts", "10 seconds")
-              .groupBy(F.window("ts", "1 minute"), "player")
-              .agg(F.count(F.lit(1)).alias("count"), F.sum("score").alias("sum_score"),
-                   F.max("score").alias("max_score")))
-    return (result.writeStream.queryName(WARM_UP_QUERY).outputMode("update").format("noop")
-            .option("checkpointLocation", os.path.join(work, "checkpoint"))
-            .trigger(availableNow=True).start())

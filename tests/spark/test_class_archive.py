@@ -76,6 +76,28 @@ def test_the_archive_is_keyed_by_class_path_and_kept_in_the_cache(tmp_path, monk
     assert ClassArchive.for_this_machine(spark_home=tmp_path).path != plain.path
 
 
+def test_a_jar_rewritten_with_the_same_name_and_size_gets_a_new_key(tmp_path, monkeypatch):
+    """A venv made anew at the same path: the same jars, new modification times. The JVM
+    refuses an archive whose class-path jars changed time ("top archive failed to load"),
+    so the key changes with them and the old archive is never taken as this one."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    home = tmp_path / "spark"
+    (home / "jars").mkdir(parents=True)
+    for name in ("spark-core.jar", "spark-sql.jar"):
+        (home / "jars" / name).write_bytes(b"PK" + name.encode())
+    first = ClassArchive.for_this_machine(spark_home=home)
+    assert ClassArchive.for_this_machine(spark_home=home).path == first.path
+    jar = home / "jars" / "spark-sql.jar"
+    stat = jar.stat()
+    os.utime(jar, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert jar.stat().st_size == stat.st_size
+    assert ClassArchive.for_this_machine(spark_home=home).path != first.path
+    os.utime(jar, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert ClassArchive.for_this_machine(spark_home=home).path == first.path
+    (home / "jars" / "extra.jar").write_bytes(b"PK")
+    assert ClassArchive.for_this_machine(spark_home=home).path != first.path
+
+
 def test_a_torn_archive_is_refused_by_the_check_before_it_could_be_used(tmp_path):
     """The build's last step starts a JVM with the candidate under -Xshare:on: a torn file
     (right magic, cut short) fails there, in a child, so it is never renamed into place."""

@@ -12,7 +12,9 @@ Example:
 from __future__ import annotations
 
 import os
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
@@ -47,9 +49,17 @@ FORMAT = "statekit_kafka"
 PARTITION_REFRESH_S = 10.0
 
 
+_REGISTERED: weakref.WeakSet = weakref.WeakSet()  # the sessions it is registered with
+_REGISTERING = threading.Lock()
+
+
 def register(spark) -> str:
-    """Register the source with ``spark``; returns its format name."""
-    spark.dataSource.register(KafkaSource)
+    """Register the source with ``spark`` (once per session: a call while another thread
+    registers it waits for that one); returns its format name."""
+    with _REGISTERING:
+        if spark not in _REGISTERED:
+            spark.dataSource.register(KafkaSource)
+            _REGISTERED.add(spark)
     return FORMAT
 
 

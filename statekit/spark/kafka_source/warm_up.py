@@ -1,9 +1,10 @@
-"""``statekit_warmup``: a broker-free stream shaped like the Kafka source, to warm a session up.
+"""``statekit_warmup``: a broker-free stream shaped like the Kafka source.
 
-``statekit.spark.session.start_warm_up`` runs it once before a real query, so that Spark's
-Python data source machinery (the driver-side runner, Python read workers, the Arrow
-hand-off, ``parsed``) is loaded and started before the first real batch. Example: as
-``statekit_kafka``, ``spark.readStream.format(WARM_UP_FORMAT)`` once registered.
+``statekit.spark.class_archive`` runs it (``training_query``) in the JVM that writes the
+class-data archive, so that the archive holds the classes of Spark's Python data source
+machinery (the driver-side runner, Python read workers, the Arrow hand-off, ``parsed``)
+that a real query loads. Example: as ``statekit_kafka``,
+``spark.readStream.format(WARM_UP_FORMAT)`` once registered.
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ class _WarmUpTask(InputPartition):
 class WarmUpSource(DataSource):
     """``statekit_warmup``: a few batches of game events with this source's columns, no broker.
 
-    Used by ``statekit.spark.session.start_warm_up`` to run Spark's Python data source
-    machinery (the driver-side runner, Python read workers, Arrow hand-off, ``parsed``) once
-    before a real query. Options: ``rows`` per batch (default 2000), ``batches`` (default
-    2), ``valueSchema`` as for ``statekit_kafka``, and ``stopFile``: once that file exists,
-    no further batch is offered, so an ``availableNow`` query ends after its current batch.
+    Used by ``statekit.spark.class_archive.training_query`` to run Spark's Python data
+    source machinery (the driver-side runner, Python read workers, Arrow hand-off,
+    ``parsed``) in the JVM that writes the class-data archive. Options: ``rows`` per batch
+    (default 2000), ``batches`` (default 2), ``valueSchema`` as for ``statekit_kafka``, and
+    ``stopFile``: once that file exists, no further batch is offered, so an ``availableNow``
+    query ends after its current batch.
     """
 
     @classmethod
