@@ -16,8 +16,21 @@ Variants (each a fresh process, alternated over ``--repeats`` rounds):
 - ``no_archive``: ``spark_session(class_archive=False)``: PySpark imported from site-packages
   by Spark's Python processes (see ``statekit.spark.session``), no class-data archive;
 - ``default``: ``spark_session()``: the same, with the JVM class-data archive when one is
-  built (``make jvm-classes``; ``archive_mapped`` in each run says whether it was);
-- ``warm_up``: ``spark_session(warm_up=True)``: the default plus the background warm-up.
+  built (``make jvm-classes``; ``archive_mapped`` in each run says whether it was) and the
+  driver JVM's C1 compiler alone (``jit="quick"``);
+- ``full_jit``: ``spark_session(jit="full")``: the default but with the JVM's own JIT tiers
+  (C1, then C2), what statekit started before;
+- ``no_early_workers``: ``spark_session(early_workers=False)``: the default but Spark's
+  Python planner and read workers started by the first query, not in the background
+  (``statekit.spark.early_workers``);
+
+- ``connect_warm_server``: no JVM in the fresh process: it connects to a Spark Connect server
+  (``statekit.spark.connect``) that the parent started before the runs and warmed with one
+  discarded run, as a workshop's server would be; ``spark_session`` is then the Connect
+  session's set-up.
+
+(A ``warm_up`` variant measured ``spark_session(warm_up=True)``, a background warm-up
+query; it gave nothing when the query starts at once and was removed from statekit.)
 
 With ``--pause 0`` the query starts right after the session, as in a fresh notebook whose
 person runs the cells straight through: ``process start → first batch done`` is then the
@@ -33,7 +46,7 @@ all rows, and the same for the warm run; ratio = cold / warm (1.0 = no cold pena
 from __future__ import annotations
 
 import argparse
-import inspect
+import contextlib
 import json
 import os
 import subprocess
@@ -47,8 +60,10 @@ from bench.common import median, print_table, write_result
 from bench.results import Figure, Run
 
 VARIANTS = {"zip": {"cached_worker_imports": False, "class_archive": False},
-            "no_archive": {"class_archive": False}, "default": {},
-            "warm_up": {"warm_up": True}}
+            "no_archive": {"class_archive": False}, "default": {}, "full_jit": {"jit": "full"},
+            "no_early_workers": {"early_workers": False},
+            "connect_warm_server": {}}
+CONNECT = "connect_warm_server"
 FIRST_RESULT_TARGET_S = 6.0
 TOPIC = "bench-coldstart"
 
@@ -60,24 +75,36 @@ def _batch_end(progress: dict) -> float:
     return start + progress["durationMs"]["triggerExecution"] / 1000
 
 
+def _stop(spark, query) -> None:
+    from bench.throughput import _stop_quietly
+    from statekit.spark.connect import is_connect
+
+    if is_connect(spark):   # no SparkContext to quiet on a Connect client
+        query.stop()
+    else:
+        _stop_quietly(spark, query)
+
+
 def _timed_query(spark, bootstrap: str, records: int, batch: int, work: Path, name: str
                  ) -> dict:
     """start_query(topic) until ``records`` rows are in: when its first batch started and ended."""
     import statekit as sk
-    from bench.throughput import _query_args, _stop_quietly
+    from bench.throughput import _query_args
 
     start = time.time()
     query = sk.start_query(TOPIC, max_offsets_per_trigger=batch,
                            **_query_args(spark, work, name, bootstrap, changelog=False))
     try:
-        while sum(p["numInputRows"] for p in query.query.recentProgress) < records:
+        while sum(p.numInputRows for p in query.query.recentProgress) < records:
             if not query.is_active:
                 raise RuntimeError(f"query {name!r} stopped: {query.query.exception()}")
             time.sleep(0.02)
         end = time.time()
-        reports = list(query.query.recentProgress)
+        reports = [{"numInputRows": p.numInputRows, "timestamp": p.timestamp,   # classic or
+                    "durationMs": dict(p.durationMs)}                      # Connect alike
+                   for p in query.query.recentProgress]
     finally:
-        _stop_quietly(spark, query)
+        _stop(spark, query)
     first = next(p for p in reports if p["numInputRows"] > 0)
     trigger = datetime.fromisoformat(first["timestamp"].replace("Z", "+00:00")).timestamp()
     return {"to_first_trigger_s": trigger - start, "to_first_batch_s": _batch_end(first) - start,
@@ -87,31 +114,30 @@ def _timed_query(spark, bootstrap: str, records: int, batch: int, work: Path, na
 
 
 def child(bootstrap: str, records: int, batch: int, pause: float, variant: str,
-          born: float) -> dict:
+          born: float, connect_url: str | None = None) -> dict:
     """Run in a fresh process: session, pause, the cold query, the warm query."""
     entered = time.time()
     import statekit as sk
-    from statekit.spark import session as spark_session_module
 
     imported = time.time()
-    accepted = inspect.signature(sk.spark_session).parameters  # older statekit: fewer options
-    options = {k: v for k, v in VARIANTS[variant].items() if k in accepted}
-    spark = sk.spark_session("local[2]", app_name="statekit-bench-coldstart",
-                             shuffle_partitions=4, **options)
+    if variant == CONNECT:
+        from statekit.spark.connect import connect_session
+
+        spark = connect_session(connect_url)
+        spark.conf.set("spark.sql.shuffle.partitions", "4")
+    else:
+        spark = sk.spark_session("local[2]", app_name="statekit-bench-coldstart",
+                                 shuffle_partitions=4, **VARIANTS[variant])
     ready = time.time()
-    mapped = _archive_mapped()
+    mapped = variant != CONNECT and _archive_mapped()
     time.sleep(pause)
     work = Path(tempfile.mkdtemp(prefix="statekit-bench-coldstart-"))
     cold = _timed_query(spark, bootstrap, records, batch, work, "cold")
-    status = getattr(spark_session_module, "warm_up_status", lambda _: None)(spark)
     warm = _timed_query(spark, bootstrap, records, batch, work, "warm")
     return {"variant": variant, "interpreter_s": entered - born, "import_s": imported - entered,
             "session_s": ready - imported, "pause_s": pause, "cold": cold, "warm": warm,
             "process_to_first_batch_s": (ready - born) + pause + cold["to_first_batch_s"],
-            "archive_mapped": mapped,
-            "warm_up": None if status is None else {
-                "seconds": status.seconds, "stepped_aside": status.stepped_aside,
-                "error": status.error, "batches": status.batches}}
+            "archive_mapped": mapped}
 
 
 def _archive_mapped() -> bool:
@@ -127,12 +153,13 @@ def _archive_mapped() -> bool:
 
 
 # --- the parent ---------------------------------------------------------------------------
-def _spawn(bootstrap: str, records: int, batch: int, pause: float, variant: str) -> dict:
+def _spawn(bootstrap: str, records: int, batch: int, pause: float, variant: str,
+           connect_url: str | None = None) -> dict:
     born = time.time()
     out = subprocess.run(
         [sys.executable, "-m", "bench.coldstart", "--child", variant, "--bootstrap", bootstrap,
          "--records", str(records), "--batch", str(batch), "--pause", str(pause),
-         "--born", repr(born)],
+         "--born", repr(born)] + (["--connect-url", connect_url] if connect_url else []),
         capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -149,13 +176,19 @@ def run(records: int = 200_000, batch: int = 50_000, repeats: int = 3, pause: fl
     started = Run("coldstart")
     variants = variants or list(VARIANTS)
     runs: dict[str, list[dict]] = {v: [] for v in variants}
-    with sk.EmbeddedBroker() as broker:
+    with sk.EmbeddedBroker() as broker, contextlib.ExitStack() as stack:
         produce_s = produce(broker.bootstrap_servers, TOPIC, records)
+        url = None
+        if CONNECT in variants:   # started, and warmed by a discarded run, before any run
+            from statekit.spark.connect import connect_server
+
+            url = stack.enter_context(connect_server()).url
+            _spawn(broker.bootstrap_servers, records, batch, pause, CONNECT, url)
         for i in range(repeats):
             order = variants if i % 2 == 0 else list(reversed(variants))
             for variant in order:
                 runs[variant].append(_spawn(broker.bootstrap_servers, records, batch, pause,
-                                            variant))
+                                            variant, url if variant == CONNECT else None))
     summary = {v: _summary(items) for v, items in runs.items()}
     result = {"records": records, "batch": batch, "repeats": repeats, "pause_s": pause,
               "produce_s": produce_s, "summary": summary, "runs": runs}
@@ -249,10 +282,11 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--born", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--connect-url", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         result = child(args.bootstrap, args.records, args.batch, args.pause, args.child,
-                       args.born)
+                       args.born, args.connect_url)
         print("RESULT " + json.dumps(result, default=str), flush=True)
         return None
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]

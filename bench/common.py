@@ -13,12 +13,13 @@ from typing import Any
 from bench.results import Figure, Run
 
 
-def session(shuffle_partitions: int = 4):
-    """statekit's Spark session on ``local[2]`` with few shuffle partitions."""
+def session(shuffle_partitions: int = 4, conf: dict[str, str] | None = None):
+    """statekit's Spark session on ``local[2]`` with few shuffle partitions (``conf``: more
+    settings, e.g. a larger driver heap)."""
     from statekit import spark_session
 
     return spark_session("local[2]", app_name="statekit-bench",
-                         shuffle_partitions=shuffle_partitions)
+                         shuffle_partitions=shuffle_partitions, conf=conf)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

@@ -12,6 +12,7 @@ Spark's restart restore       the restarted query's first batch (Spark loads the
                               then updates N/10 keys) vs a fresh query over the same N/10 rows
 snapshot (time, peak memory)  ``query.snapshot()`` vs Spark's ``statestore`` read + toPandas
 change feed                   ``query.changes(0)`` vs the raw ``readChangeFeed`` + toPandas
+                              (up to ``RAW_CHANGE_FEED_UP_TO`` keys: 1M)
 changelog read                ``read_changelog`` (pandas) vs a bare consume of the topic
 compaction                    ``compact()`` vs pandas ``drop_duplicates(keep="last")`` on key
 restore, raw log              ``restore_stores`` (RocksDB) vs a bare consume of the topic
@@ -33,6 +34,7 @@ chart of seconds and bytes vs keys to ``bench/curves.svg`` and ``bench/curves.pn
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import math
 import os
@@ -55,6 +57,10 @@ CHART = HERE / "curves"
 SIZES = (10_000, 100_000, 1_000_000)
 TEN_MILLION = 10_000_000
 UPDATE_SHARE = 10   # batch 1 updates N / UPDATE_SHARE keys
+#: the largest size whose change-feed baseline (Spark's readChangeFeed + toPandas) runs: it
+#: peaks at 1.2 GB at 1M keys and grows linearly, and a first 10M run was killed by the OOM
+#: killer at 16 GB of Python memory beside the driver JVM and the broker on a 24 GB machine
+RAW_CHANGE_FEED_UP_TO = 1_000_000
 LOOKUPS = 2000
 
 #: (step, what statekit does, its baseline) in the order of the table
@@ -106,9 +112,22 @@ def _rss(pids: list[int]) -> int:
     return total
 
 
+def release_memory() -> None:
+    """Give back what this process freed: Python's garbage, Arrow's pool, glibc's arenas
+    (each step's peak is then measured from what it really holds)."""
+    import ctypes
+
+    import pyarrow as pa
+
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    with contextlib.suppress(OSError, AttributeError):   # not glibc
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def measured(fn: Callable[[], Any]) -> tuple[float, Any, int]:
     """(seconds, result, peak resident bytes of this process tree above its level before)."""
-    gc.collect()
+    release_memory()
     pids = _tree_pids(os.getpid())
     before = _rss(pids)
     peak = [before]
@@ -222,11 +241,21 @@ def one_size(spark, broker, keys: int, work: Path) -> dict:
 
     out: dict[str, Any] = {"keys": keys, "load_average": {"start": load_average()}}
     steps: dict[str, dict] = {}
+
+    def step(name: str) -> None:   # a 10M size runs for half an hour: say where it is
+        release_memory()
+        done = {k: {n: v for n, v in f.items() if isinstance(v, (int, float))}
+                for k, f in steps.items()}
+        print(f"[{keys:,} keys] {name} (load {load_average()}; so far {done})", flush=True)
+
+    step("building the checkpoint")
     out["build_s"], _ = timed(lambda: build_checkpoint(spark, work, keys))
+    step("spark restart restore")
     steps["spark restart restore"], query = spark_restart(spark, work, keys)
     out["checkpoint_state_bytes"] = _dir_bytes(work / "checkpoint" / "state")
     checkpoint = str(query.checkpoint)
 
+    step("snapshot")
     t_sk, frame, mem_sk = measured(query.snapshot)
     t_raw, raw, mem_raw = measured(lambda: raw_snapshot(spark, checkpoint))
     if len(frame) != keys or len(raw) != keys:
@@ -235,18 +264,25 @@ def one_size(spark, broker, keys: int, work: Path) -> dict:
                          "baseline_peak_bytes": mem_raw,
                          "frame_bytes": int(frame.memory_usage(deep=True).sum())}
     del frame, raw
+    step("change feed")
     t_sk, changes, mem_sk = measured(lambda: query.changes(0))
-    t_raw, raw, mem_raw = measured(lambda: raw_change_feed(spark, checkpoint))
     changed = len(changes)
-    if changed < keys + max(1, keys // UPDATE_SHARE) or len(raw) != changed:
-        raise RuntimeError(f"change feed rows {changed} / {len(raw)}, expected at least "
+    del changes
+    t_raw = mem_raw = None
+    if keys <= RAW_CHANGE_FEED_UP_TO:
+        t_raw, raw, mem_raw = measured(lambda: raw_change_feed(spark, checkpoint))
+        if len(raw) != changed:
+            raise RuntimeError(f"change feed rows {changed} / {len(raw)}")
+        del raw
+    if changed < keys + max(1, keys // UPDATE_SHARE):
+        raise RuntimeError(f"change feed rows {changed}, expected at least "
                            f"{keys + max(1, keys // UPDATE_SHARE)}")
     steps["change feed"] = {"statekit": t_sk, "baseline": t_raw, "statekit_peak_bytes": mem_sk,
                             "baseline_peak_bytes": mem_raw, "rows": changed}
-    del changes, raw
     out["load_average"]["kafka"] = load_average()
 
     topic = f"bench-curves-{keys}-counts-changelog"
+    step("changelog: ship, read, compact")
     writer = ChangelogWriter(query.state, broker, topic)
     out["ship_s"], _ = timed(writer.ship)
     writer.stop()
@@ -263,6 +299,7 @@ def one_size(spark, broker, keys: int, work: Path) -> dict:
     steps["compaction"] = {"statekit": compact_s, "baseline": dedup_s, "kept": len(kept),
                            "baseline_kept": len(dedup)}
     del log, kept, dedup
+    step("restore")
     restore_dir = work / "restored"
     restore_s, restored = timed(lambda: restore_stores(bootstrap, topic, query.spec,
                                                        restore_dir, progress=False))
@@ -284,6 +321,7 @@ def one_size(spark, broker, keys: int, work: Path) -> dict:
                                   "records": compacted_records, "copy_s": copy_s}
     out["load_average"]["serving"] = load_average()
 
+    step("serving")
     instance = ServingInstance("solo", broker, topic, work / "solo")
     try:
         out["instance_restore_s"], _ = timed(lambda: instance.start().wait_ready(timeout=1800))
@@ -312,7 +350,8 @@ def one_size(spark, broker, keys: int, work: Path) -> dict:
     finally:
         instance.close()
     for figures in steps.values():
-        figures["ratio"] = figures["statekit"] / figures["baseline"]
+        figures["ratio"] = (None if figures["baseline"] is None
+                            else figures["statekit"] / figures["baseline"])
     out["steps"] = steps
     out["load_average"]["end"] = load_average()
     return out
@@ -423,9 +462,10 @@ def table_rows(sizes: list[dict]) -> list[tuple[str, str]]:
             f = size["steps"].get(step)
             if f is None:
                 continue
-            rows.append((f"{size['keys']:>10,}  {step}",
-                         f"{f['statekit']:.4g} s ({what}) vs {f['baseline']:.4g} s ({base}) "
-                         f"= {f['ratio']:.2f}×"))
+            against = (f"{base} not run at this size" if f["baseline"] is None else
+                       f"vs {f['baseline']:.4g} s ({base}) = {f['ratio']:.2f}×")
+            rows.append((f"{size['keys']:>10,}  {step}", f"{f['statekit']:.4g} s ({what}) "
+                                                           f"{against}"))
     return rows
 
 
@@ -440,9 +480,15 @@ def figures_of(sizes: list[dict]) -> list[Figure]:
             # the point query's figures are p99 latencies: microseconds read better
             scale, unit = (1e6, "µs") if step == "point query p99" else (1, "s")
             prefix = f"{size['keys']:,} keys, {step}"
-            out += [Figure(f"{prefix}: {base}", f["baseline"] * scale, unit),
-                    Figure(f"{prefix}: {what}", f["statekit"] * scale, unit,
-                           baseline=f"{prefix}: {base}", ratio=f["ratio"])]
+            if f["baseline"] is None:   # not run at this size (RAW_CHANGE_FEED_UP_TO)
+                out.append(Figure(f"{prefix}: {what}", f["statekit"] * scale, unit))
+            else:
+                out += [Figure(f"{prefix}: {base}", f["baseline"] * scale, unit),
+                        Figure(f"{prefix}: {what}", f["statekit"] * scale, unit,
+                               baseline=f"{prefix}: {base}", ratio=f["ratio"])]
+            if f.get("statekit_peak_bytes") and not f.get("baseline_peak_bytes"):
+                out.append(Figure(f"{prefix}: {what}, peak memory",
+                                  f["statekit_peak_bytes"] / 1e6, "MB"))
             if f.get("statekit_peak_bytes") and f.get("baseline_peak_bytes"):
                 out += [Figure(f"{prefix}: {base}, peak memory", f["baseline_peak_bytes"] / 1e6,
                                "MB"),
@@ -466,6 +512,32 @@ def save(sizes: list[dict], args: dict, run: Run) -> dict:
     return result
 
 
+def big_state_conf(keys: int, driver_memory: str | None = None) -> dict[str, str] | None:
+    """The session settings a run up to ``keys`` needs beyond statekit's defaults: at 10M
+    keys, shipping the first changelog round collects Spark's change feed of 11M rows
+    (1.3 GB of task results, over ``spark.driver.maxResultSize``'s 1 GB, and more than a
+    4 GB heap holds), so a larger heap, no result-size cap, and a JVM that gives its unused
+    heap back.
+
+    Example:
+        >>> big_state_conf(1_000_000), big_state_conf(1_000_000, "3g")
+        (None, {'spark.driver.memory': '3g'})
+        >>> sorted(big_state_conf(10_000_000))
+        ['spark.driver.extraJavaOptions', 'spark.driver.maxResultSize', 'spark.driver.memory']
+    """
+    conf = {"spark.driver.memory": driver_memory} if driver_memory else {}
+    if keys >= TEN_MILLION:
+        from statekit.spark.session import driver_java_options, worker_spark_home
+
+        # the heap the JVM no longer uses goes back to the OS while Python works (G1's
+        # periodic collection): the JVM, Python's 11M-row frames and the broker do not fit
+        # 24 GB together otherwise (two runs were OOM-killed at the changelog read)
+        conf = {"spark.driver.memory": driver_memory or "8g", "spark.driver.maxResultSize": "0",
+                "spark.driver.extraJavaOptions": f"{driver_java_options(worker_spark_home())} "
+                                                 "-XX:G1PeriodicGCInterval=5000"}
+    return conf or None
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.curves", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -473,6 +545,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="state keys per size (default: 10k, 100k, 1M)")
     parser.add_argument("--ten-million", action="store_true",
                         help="add the opt-in 10,000,000-key size")
+    parser.add_argument("--driver-memory", default=None,
+                        help="Spark driver heap (default: statekit's 2g; 8g with --ten-million)")
     parser.add_argument("--workdir", help="keep each size's files here (default: temp)")
     args = parser.parse_args(argv)
     sizes = sorted(set(args.sizes) | ({TEN_MILLION} if args.ten_million else set()))
@@ -481,11 +555,12 @@ def main(argv: list[str] | None = None) -> dict:
 
     from statekit.kafka import EmbeddedBroker
 
-    started = Run("curves")
-    spark = session()
+    run = Run("curves")
+    spark = session(conf=big_state_conf(max(sizes), args.driver_memory))
     measured_sizes: list[dict] = []
     result: dict = {}
-    settings = {"sizes": sizes, "update_share": UPDATE_SHARE, "lookups": LOOKUPS}
+    settings = {"sizes": sizes, "update_share": UPDATE_SHARE, "lookups": LOOKUPS,
+                "session_conf": big_state_conf(max(sizes), args.driver_memory)}
     with EmbeddedBroker() as broker:
         for keys in sizes:
             work = Path(args.workdir or tempfile.mkdtemp(prefix="statekit-bench-curves-"))
@@ -498,7 +573,7 @@ def main(argv: list[str] | None = None) -> dict:
                 if not args.workdir:
                     shutil.rmtree(work, ignore_errors=True)
             measured_sizes.append(figures)
-            result = save(measured_sizes, settings, started)
+            result = save(measured_sizes, settings, run)
             print_table(f"cost at {keys:,} keys (wall {figures['wall_s']:.0f} s, load "
                         f"{figures['load_average']})", table_rows([figures]))
     print_table("where the cost stops being linear (log-log exponents, statekit)",
