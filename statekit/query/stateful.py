@@ -79,15 +79,37 @@ _MALFORMED_SCHEMA = ("key binary, value binary, topic string, partition int, off
                      "timestamp timestamp, reason string")
 
 
+#: Spark's own Kafka connector's provider class (``spark-sql-kafka``), when on the classpath
+KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+
+
 def kafka_format(spark: SparkSession) -> str:
     """``kafka`` when Spark's own connector is on the classpath, else statekit's Python source."""
-    try:
-        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
+    if _jvm_has_class(spark, KAFKA_PROVIDER):
         return "kafka"
-    except Exception:
-        from statekit.spark.kafka_source import register
+    from statekit.spark.kafka_source import register
 
-        return register(spark)
+    return register(spark)
+
+
+def _jvm_has_class(spark: SparkSession, name: str) -> bool:
+    """Whether the session's driver JVM can load class ``name`` (False on Spark Connect,
+    which has no JVM here).
+
+    Py4J looks each dotted part up (a class, else a package: no exception either way), a
+    call each. ``Class.forName`` did it in one call, but its ``ClassNotFoundException``, the
+    usual answer, took PySpark's error conversion ~80 more JVM calls: 1.2 s in a fresh JVM
+    against 3 ms this way.
+    """
+    from py4j.java_gateway import JavaClass
+
+    try:
+        node = spark._jvm
+        for part in name.split("."):
+            node = getattr(node, part)
+    except Exception:  # Spark Connect: no JVM view
+        return False
+    return isinstance(node, JavaClass)
 
 
 def kafka_stream(

@@ -318,3 +318,13 @@ def test_late_events_are_events_not_the_groups_spark_drops(spark, broker, topic_
         assert query.late_events() == 60
     finally:
         query.stop()
+
+
+def test_kafka_format_is_statekits_source_without_sparks_connector(spark):
+    from statekit.query.stateful import KAFKA_PROVIDER, _jvm_has_class, kafka_format
+
+    assert _jvm_has_class(spark, "org.apache.spark.sql.SparkSession")
+    assert not _jvm_has_class(spark, KAFKA_PROVIDER)          # no spark-sql-kafka jar here
+    assert not _jvm_has_class(spark, "org.apache.spark.sql.NoSuchClass")
+    assert not _jvm_has_class(object(), "java.lang.String")   # no JVM view (as on Connect)
+    assert kafka_format(spark) == kafka_format(spark) == "statekit_kafka"
