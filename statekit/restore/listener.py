@@ -60,8 +60,6 @@ class RecordingListener(RestoreListener):
 
     def frame(self) -> pd.DataFrame:
         """time (naive UTC), partition, event (start/batch/end), offset, records, total."""
-        import pandas as pd  # here, not above: a restore worker process never needs it
-
         frame = pd.DataFrame(self.events, columns=["time", "partition", "event", "offset",
                                                    "records", "total", "end_offset"])
         frame["time"] = pd.to_datetime(frame["time"], unit="s")
