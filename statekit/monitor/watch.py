@@ -5,8 +5,10 @@ changelog of a million records takes seconds to read into pandas, a state
 snapshot is a Spark job that competes with the query for the same cores. So:
 
 - **progress** (``ProgressTail``): the per-batch reports under the checkpoint,
-  re-parsed only when a file is new or changed (a ``stat`` per file otherwise);
-  the frame equals ``query.progress()``.
+  re-parsed only when a file is new or changed (a ``stat`` per file otherwise), and,
+  for a committed batch whose report the listener has not delivered yet (its events
+  are asynchronous: late under load), the query's ``recentProgress``
+  (``StatefulQuery.progress_reports``); the frame equals ``query.progress()``.
 - **changelog** (``ChangelogCounts``): the changelog topic consumed from where the last
   read stopped, keeping only counts per batch — records, tombstones — and the set
   of keys seen, so ``compacted`` (what log compaction keeps: the latest record of
@@ -248,7 +250,8 @@ class Monitor:
         self.costs = {}
         active = self.query.is_active
         last = self.query.last_batch
-        progress = self._timed("progress", self.progress_tail.frame)
+        progress = self._timed("progress", lambda: progress_frame(
+            self.query.progress_reports(self.progress_tail.reports())))
         metrics = self._timed("metrics", lambda: rocksdb_metrics(progress))
         changelog = None
         if self.changelog_tail is not None:

@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -568,11 +568,8 @@ class StatefulQuery:
         ``recovered`` is True there and what cannot be recovered is NA. Reads only: works on
         a full or read-only disk.
         """
-        reports = {r.get("batchId"): r for r in self.checkpoint.progress_reports()}
         last = self.checkpoint.last_batch  # only batches whose commit is in the log
-        for report in self._recent_reports():
-            if 0 <= report["batchId"] <= last:
-                reports.setdefault(report["batchId"], report)
+        reports = {r.get("batchId"): r for r in self.progress_reports(last=last)}
         frame = progress_frame(reports.values())
         pending = self.query.isActive and last >= self._first_batch  # its report is on its way
         missing = [b for b in range(last + 1) if b not in reports and not
@@ -590,6 +587,27 @@ class StatefulQuery:
             if recovered[column].notna().any():
                 out.loc[recovered.index, column] = recovered[column]
         return out.reset_index()
+
+    def progress_reports(self, kept: Iterable[dict] | None = None, last: int | None = None
+                         ) -> list[dict]:
+        """The progress reports of committed batches, as Spark's JSON objects: those
+        statekit's listener kept beside the checkpoint, then, for a batch of this run whose
+        report the listener has not delivered yet (its events are asynchronous, and late under
+        load or on Spark Connect), the query's ``recentProgress``. Nothing is recovered here
+        (``progress()`` does that).
+
+        ``kept``: the listener's reports when the caller has read them already (a
+        ``statekit.monitor.ProgressTail`` reads each file once); default: read them now.
+        ``last``: the last committed batch, when the caller has read it already.
+        """
+        reports = {r.get("batchId"): r for r in
+                   (self.checkpoint.progress_reports() if kept is None else kept)}
+        last = self.checkpoint.last_batch if last is None else last
+        if any(b not in reports for b in range(max(self._first_batch, 0), last + 1)):
+            for report in self._recent_reports():   # only then: a JVM call per report
+                if 0 <= report["batchId"] <= last:
+                    reports.setdefault(report["batchId"], report)
+        return list(reports.values())
 
     def _recent_reports(self) -> list[dict]:
         try:
