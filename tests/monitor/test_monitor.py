@@ -331,8 +331,7 @@ def test_the_dashboard_shows_what_the_query_holds_and_ends_with_it(spark, broker
         # file yet; the dashboard shows the batches anyway, from the query's recentProgress
         aside = tmp_path / "reports-aside"
         aside.mkdir()
-        kept = query.checkpoint.progress_files()
-        assert len(kept) == query.last_batch + 1
+        kept = query.checkpoint.progress_files()   # those the listener has written so far
         for path in kept:
             path.rename(aside / path.name)
         try:
