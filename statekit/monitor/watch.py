@@ -83,7 +83,8 @@ class ProgressTail:
         return out
 
     def frame(self) -> pd.DataFrame:
-        """One row per batch, as ``StatefulQuery.progress()``."""
+        """One row per batch of the reports kept (a running query's reports not kept yet
+        come from its ``recentProgress``: ``StatefulQuery.progress_reports``, as ``Monitor``)."""
         return progress_frame(self.reports())
 
 
@@ -251,7 +252,7 @@ class Monitor:
         active = self.query.is_active
         last = self.query.last_batch
         progress = self._timed("progress", lambda: progress_frame(
-            self.query.progress_reports(self.progress_tail.reports())))
+            self.query.progress_reports(self.progress_tail.reports(), last=last)))
         metrics = self._timed("metrics", lambda: rocksdb_metrics(progress))
         changelog = None
         if self.changelog_tail is not None:
