@@ -68,7 +68,7 @@ test-fast: java $(STAMP)
 
 # Each benchmark writes bench/results/<name>.json (bench/results.py); the tables of
 # bench/README.md are then regenerated from those files.
-bench: java $(STAMP)
+bench: java $(STAMP) jvm-classes
 	$(PY) -m bench
 	$(PY) -m bench.report
 

@@ -267,6 +267,31 @@ def report(r: dict) -> None:
                      f"{s['process_to_first_batch_s']:.1f} s (incl. {r['pause_s']:.0f} s pause)"))
     print_table(f"cold start, {r['records']:,} records, batches of {r['batch']:,} "
                 f"(median of {r['repeats']}, each run a fresh process)", rows)
+    for line in unmapped_warnings(r["runs"]):
+        print(line)
+
+
+#: the variants whose driver JVM should map the class-data archive
+ARCHIVE_VARIANTS = ("default", "full_jit", "no_early_workers")
+
+
+def unmapped_warnings(runs: dict[str, list[dict]]) -> list[str]:
+    """A line per variant that should have mapped the class-data archive and did not in
+    some run: its figures then describe a JVM without it (the archive of this venv missing).
+
+    Example:
+        >>> unmapped_warnings({"default": [{"archive_mapped": True}, {"archive_mapped": False}],
+        ...                    "no_archive": [{"archive_mapped": False}]})  # doctest: +ELLIPSIS
+        ['warning: default: the class-data archive was not mapped in 1 of 2 runs (...']
+    """
+    out = []
+    for variant, items in runs.items():
+        missed = sum(not item.get("archive_mapped") for item in items)
+        if variant in ARCHIVE_VARIANTS and missed:
+            out.append(f"warning: {variant}: the class-data archive was not mapped in {missed} "
+                       f"of {len(items)} runs (build it for this venv: `make jvm-classes`); "
+                       "those figures are of a JVM without it")
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict | None:
