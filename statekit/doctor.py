@@ -143,7 +143,7 @@ def check_broker_binary() -> Check:
 def check_loopback_port() -> Check:
     name = "loopback port"
     try:
-        from statekit.kafka.broker import free_port
+        from statekit.ports import free_port
 
         port = free_port("127.0.0.1")
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

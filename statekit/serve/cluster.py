@@ -46,10 +46,10 @@ from typing import Any
 import pandas as pd
 
 from statekit.errors import StatekitError
-from statekit.kafka.broker import free_port
 from statekit.model.connection import Kafka, TopicRef, connect
 from statekit.options import route
 from statekit.options import settle as settle_options
+from statekit.ports import free_port
 from statekit.processes import stop as stop_process
 from statekit.serve.auth import announce, settle
 from statekit.serve.client import ServingClient

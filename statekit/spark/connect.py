@@ -43,6 +43,7 @@ from pathlib import Path
 from subprocess import DEVNULL, STDOUT, Popen
 
 from statekit.errors import StatekitError
+from statekit.ports import free_port
 from statekit.processes import spawn, stop
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -104,13 +105,6 @@ def default_parallelism(spark: object) -> int:
         return spark.sparkContext.defaultParallelism  # type: ignore[attr-defined]
     value = spark.conf.get("spark.default.parallelism", None)  # type: ignore[attr-defined]
     return int(value) if value else (os.cpu_count() or 2)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 class ConnectServer:

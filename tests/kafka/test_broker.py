@@ -14,8 +14,8 @@ import pytest
 
 from statekit.errors import BrokerUnreachable, StatekitError
 from statekit.kafka import EmbeddedBroker, create_topic, list_topics
-from statekit.kafka.broker import free_port
 from statekit.kafka.topics import check_reachable
+from statekit.ports import free_port
 
 
 def _alive(pid: int) -> bool:

@@ -10,8 +10,8 @@ from helpers.murmur2 import murmur2, murmur2_partition
 from statekit.datasets import Dataset, flights, game_events
 from statekit.errors import BadArgument, BrokerUnreachable, StatekitError, TopicNotFound
 from statekit.kafka import ReplayReport, create_topic, replay, watermarks
-from statekit.kafka.broker import free_port
 from statekit.kafka.topics import plain_consumer
+from statekit.ports import free_port
 
 
 def consume_all(bootstrap_servers: str, topic: str, partitions: int) -> pd.DataFrame:

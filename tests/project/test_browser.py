@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 from helpers.chromium import chromium
 
-from statekit.kafka.broker import free_port
+from statekit.ports import free_port
 from statekit.processes import spawn, stop
 from statekit.workshop.magic import ENV as SOLUTIONS_ENV
 

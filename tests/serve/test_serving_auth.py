@@ -20,7 +20,7 @@ import pytest
 import trustme
 
 from statekit.errors import BadArgument
-from statekit.kafka.broker import free_port
+from statekit.ports import free_port
 from statekit.serve import serve
 from statekit.serve.auth import (
     MIN_TOKEN,

@@ -23,9 +23,9 @@ import pytest
 from helpers.handlog import START, HandLog
 
 import statekit as sk
-from statekit.kafka.broker import free_port
 from statekit.model.changelog_record import changelog_key_columns
 from statekit.model.query_spec import QuerySpec, hopping, tumbling
+from statekit.ports import free_port
 from statekit.serve.client import ServingClient
 from statekit.serve.global_store import GlobalTable
 from statekit.serve.instance import ServingInstance

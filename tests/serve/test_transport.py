@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from statekit.errors import BadArgument
-from statekit.kafka.broker import free_port
+from statekit.ports import free_port
 from statekit.serve import transport
 from statekit.serve.transport import HttpError, HttpPool
 

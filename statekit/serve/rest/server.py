@@ -49,7 +49,7 @@ class Server:
                  allow_remote: bool = False, security: ServingSecurity | None = None):
         import uvicorn
 
-        from statekit.kafka.broker import free_port
+        from statekit.ports import free_port
 
         self.host = check_host(host, allow_remote)
         self.port = port or free_port(self.host)
