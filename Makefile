@@ -47,7 +47,9 @@ demo: java $(STAMP) jvm-classes
 # Every test has a timeout (pyproject.toml: [tool.pytest.ini_options] timeout); a notebook cell
 # gets NB_CELL_TIMEOUT seconds. Both targets end with the slowest tests and the wall time.
 NB_CELL_TIMEOUT ?= 600
-PYTEST := $(PY) -m pytest
+# PYTHONFAULTHANDLER: a crash after pytest has finished (at interpreter exit, where pytest's own
+# fault handler is off) still prints every thread's traceback.
+PYTEST := PYTHONFAULTHANDLER=1 $(PY) -m pytest
 
 # $(call timed,LABEL,COMMAND): run COMMAND, print its wall time, exit with COMMAND's status.
 timed = start=$$(date +%s); $(2); status=$$?; took=$$(( $$(date +%s) - start )); \
