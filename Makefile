@@ -47,8 +47,9 @@ demo: java $(STAMP) jvm-classes
 # Every test has a timeout (pyproject.toml: [tool.pytest.ini_options] timeout); a notebook cell
 # gets NB_CELL_TIMEOUT seconds. Both targets end with the slowest tests and the wall time.
 NB_CELL_TIMEOUT ?= 600
-# PYTHONFAULTHANDLER: a crash after pytest has finished (at interpreter exit, where pytest's own
-# fault handler is off) still prints every thread's traceback.
+# PYTHONFAULTHANDLER: a crash after pytest has finished, while Python still runs (where pytest's
+# own fault handler is off), still prints every thread's traceback; one later still, in native
+# libraries' own teardown after Python's, prints nothing but the signal.
 PYTEST := PYTHONFAULTHANDLER=1 $(PY) -m pytest
 
 # $(call timed,LABEL,COMMAND): run COMMAND, print its wall time, exit with COMMAND's status.

@@ -9,7 +9,6 @@ from bench import (
     changelog,
     curves,
     inspect,
-    listener,
     peer,
     processor,
     restore,
@@ -35,8 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, help="timed repetitions (each's own default)")
     parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore",
                                            "serving", "serving_load", "tuning", "inspect",
-                                           "processor", "curves", "peer", "source", "attach",
-                                           "listener"],
+                                           "processor", "curves", "peer", "source", "attach"],
                         help="run just one (curves, peer: only when asked for)")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
@@ -62,8 +60,6 @@ def main(argv: list[str] | None = None) -> None:
         processor.main(repeats)  # its own sizes: see bench/processor.py
     if args.only in (None, "attach"):
         attach.main(repeats)  # its own sizes: see bench/attach.py
-    if args.only in (None, "listener"):
-        listener.main(repeats)  # its own sizes: see bench/listener.py
     if args.only == "curves":  # long (10k, 100k, 1M keys): only when asked for
         curves.main([])        # `python -m bench.curves --ten-million` adds 10M
     if args.only == "peer":    # opt-in: needs .venv-peer (make peer-venv: quixstreams)

@@ -31,6 +31,7 @@ import time
 
 import pandas as pd
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
 
 from statekit.changelog.sources import PartChanges
 from statekit.changelog.writer import ChangelogWriter
@@ -55,16 +56,14 @@ from statekit.live.parts import find_part, part_id
 from statekit.model.connection import Kafka, connect
 from statekit.model.store_schema import PartShape
 from statekit.spark.connect import is_connect
-from statekit.spark.listener import ReportListener
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.progress import progress_frame
 from statekit.spark_state.times import iso_times
 from statekit.validate import batch_id, optional_batch_id, whole_number
 
 
-class _Reports(ReportListener):
-    """Keeps, in memory, the progress reports of the attached queries of one session (as
-    ``ReportListener`` reads them: two JVM calls a report)."""
+class _Reports(StreamingQueryListener):
+    """Keeps, in memory, the progress reports of the attached queries of one session."""
 
     def __init__(self):
         self.kept: dict[str, dict[int, dict]] = {}
@@ -87,8 +86,19 @@ class _Reports(ReportListener):
             if query_id in self.kept:
                 self.kept[query_id][int(report["batchId"])] = report
 
-    def on_report(self, report: dict, text: str) -> None:
-        self.add(str(report.get("id")), report)
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        progress = event.progress
+        if str(progress.id) in self.kept:
+            self.add(str(progress.id), json.loads(progress.json))
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
 
 
 _LISTENERS: dict[int, _Reports] = {}

@@ -49,7 +49,6 @@ from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import Aggregate, QuerySpec
 from statekit.options import route, settle
 from statekit.spark.connect import default_parallelism
-from statekit.spark.listener import ReportListener
 from statekit.spark.stopping import stop_between_batches
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.progress import (
@@ -284,19 +283,27 @@ def aggregate(events: DataFrame, spec: QuerySpec) -> DataFrame:
             .agg(*aggs))
 
 
-class _ProgressRecorder(ReportListener):
-    """Keeps every progress report of statekit queries beside their checkpoint (Spark's JSON
-    text, as ``ReportListener`` reads it: two JVM calls a report)."""
+class _ProgressRecorder(StreamingQueryListener):
+    """Keeps every progress report of statekit queries beside their checkpoint."""
 
     def __init__(self):
         self.checkpoints: dict[str, Checkpoint] = {}
 
-    def on_report(self, report: dict, text: str) -> None:
-        checkpoint = self.checkpoints.get(str(report.get("id")))
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        checkpoint = self.checkpoints.get(str(event.progress.id))
         if checkpoint is not None:
             # a full or read-only disk loses the report; progress() recovers the batch
             with contextlib.suppress(OSError):
-                checkpoint.write_progress(report["batchId"], text)
+                checkpoint.write_progress(event.progress.batchId, event.progress.json)
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
 
 
 _RECORDERS: dict[int, _ProgressRecorder] = {}
