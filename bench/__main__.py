@@ -16,6 +16,7 @@ from bench import (
     serving_load,
     snapshot,
     source,
+    tail,
     throughput,
     tuning,
 )
@@ -34,7 +35,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, help="timed repetitions (each's own default)")
     parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore",
                                            "serving", "serving_load", "tuning", "inspect",
-                                           "processor", "curves", "peer", "source", "attach"],
+                                           "processor", "curves", "peer", "source", "tail",
+                                           "attach"],
                         help="run just one (curves, peer: only when asked for)")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
@@ -44,6 +46,8 @@ def main(argv: list[str] | None = None) -> None:
         throughput.main(["--records", str(args.records), "--batch", str(args.batch), *repeats])
     if args.only in (None, "source"):
         source.main(["--records", str(args.records), *repeats])
+    if args.only in (None, "tail"):
+        tail.main([])  # its own sizes: see bench/tail.py
     if args.only in (None, "changelog"):
         changelog.main(["--records", str(args.changelog_records), *repeats])
     if args.only in (None, "restore"):

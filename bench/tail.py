@@ -1,0 +1,187 @@
+"""The Kafka source at the log end: what a live micro-batch brings, read against a bare consumer.
+
+A live query reads at the end of its topic: each batch's range starts where the last one
+ended, which was the log end. Between batches the source's read consumers rest there, paused
+(``statekit.spark.kafka_source.consumers``: a consumer kept at the end would ask the broker
+for more every ``fetch.wait.max.ms``). One process, one EmbeddedBroker, one 4-partition topic.
+Each round: ``--per-partition`` records are produced to each partition, then read, in
+alternating order:
+
+- ``plain``: one confluent-kafka consumer with the source's own settings (``READ_SETTINGS``:
+  ``fetch.wait.max.ms`` 10 ms, where librdkafka's default 500 ms made a bare consumer take
+  ~50 ms a round on this broker) assigned to all 4 partitions and never paused,
+  ``consume()`` until it holds the round's records;
+- ``source``: what one read task of the source runs (``read_ranges``) for the round's 4
+  offset ranges, its consumers kept between rounds as a Python worker keeps them.
+
+Figures: the median seconds a round's read takes on each side (the first round, which
+connects, left out), their ratio source / plain (target <= 2), and the broker's CPU seconds
+over all rounds on each side (the plain consumer keeps fetching at the log end; the source's
+rest). Every record is checked to arrive exactly once.
+
+    python -m bench.tail --rounds 20 --per-partition 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from bench.common import cpu_by_kind, cpu_snapshot, median, print_table, write_result
+from bench.results import Figure, Run
+
+PARTITIONS = 4
+TARGET = 2.0
+
+
+def _produce(producer, topic: str, per_partition: int) -> None:
+    for partition in range(PARTITIONS):
+        for i in range(per_partition):
+            producer.produce(topic, value=f"{i}".encode(), partition=partition)
+    producer.flush(30)
+
+
+def tail_plain(bootstrap: str, topic: str, rounds: int, per_partition: int,
+               gap_s: float) -> dict:
+    """A bare consumer kept assigned, and fetching, at the log end: seconds per round's read."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    from statekit.spark.kafka_source.consumers import READ_SETTINGS
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-tail",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         **READ_SETTINGS})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    seen: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    before, seconds = cpu_snapshot(), []
+    for _ in range(rounds):
+        time.sleep(gap_s)   # the live query's trigger interval: the reader idles at the end
+        _produce(producer, topic, per_partition)
+        start, want = time.perf_counter(), sum(map(len, seen.values())) + \
+            PARTITIONS * per_partition
+        while (have := sum(map(len, seen.values()))) < want:
+            for msg in consumer.consume(want - have, 0.1):  # returns once it holds that many
+                if msg.error() is None:
+                    seen[msg.partition()].append(msg.offset())
+        seconds.append(time.perf_counter() - start)
+    cpu = cpu_by_kind(before, cpu_snapshot())
+    consumer.close()
+    return {"seconds": seconds, "cpu_s": cpu, "offsets": seen}
+
+
+def tail_source(bootstrap: str, topic: str, rounds: int, per_partition: int,
+                gap_s: float) -> dict:
+    """The source's read path at the log end: seconds per round's ``read_ranges``."""
+    from confluent_kafka import Producer
+
+    from statekit.spark.kafka_source.consumers import close_pooled_consumers
+    from statekit.spark.kafka_source.offsets import KafkaInputPartition
+    from statekit.spark.kafka_source.reading import read_ranges
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    seen: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    ends = [0] * PARTITIONS
+    before, seconds = cpu_snapshot(), []
+    for _ in range(rounds):
+        time.sleep(gap_s)
+        _produce(producer, topic, per_partition)
+        ranges = [KafkaInputPartition(topic, p, ends[p], ends[p] + per_partition, bootstrap,
+                                      (), True) for p in range(PARTITIONS)]
+        start = time.perf_counter()
+        for batch in read_ranges(ranges):
+            for partition, offset in zip(batch.column("partition").to_pylist(),
+                                         batch.column("offset").to_pylist(), strict=True):
+                seen[partition].append(offset)
+        seconds.append(time.perf_counter() - start)
+        ends = [end + per_partition for end in ends]
+    cpu = cpu_by_kind(before, cpu_snapshot())
+    close_pooled_consumers()
+    return {"seconds": seconds, "cpu_s": cpu, "offsets": seen}
+
+
+def exactly_once(offsets: dict[int, list[int]], rounds: int, per_partition: int) -> bool:
+    """Each partition's offsets read are 0, 1, … in order, each once, ``rounds`` rounds' worth.
+
+    Example:
+        >>> exactly_once({p: [0, 1] for p in range(4)}, 1, 2)
+        True
+        >>> exactly_once({p: [0, 0] for p in range(4)}, 1, 2)
+        False
+    """
+    want = list(range(rounds * per_partition))
+    return sorted(offsets) == list(range(PARTITIONS)) and all(
+        got == want for got in offsets.values())
+
+
+def run(rounds: int = 20, per_partition: int = 50, gap_s: float = 0.2) -> dict:
+    """Both readers, each on a topic of its own; write and print the figures."""
+    import statekit as sk
+    from statekit.kafka.topics import create_topic
+
+    started = Run("tail")
+    sides = {"plain": tail_plain, "source": tail_source}
+    runs = {}
+    with sk.EmbeddedBroker() as broker:
+        for name, side in sides.items():
+            topic = f"bench-tail-{name}-{time.monotonic_ns()}"
+            create_topic(broker.bootstrap_servers, topic, partitions=PARTITIONS)
+            runs[name] = side(broker.bootstrap_servers, topic, rounds, per_partition, gap_s)
+    for r in runs.values():
+        r["exactly_once"] = exactly_once(r.pop("offsets"), rounds, per_partition)
+        r["median_s"] = median(r["seconds"][1:] or r["seconds"])
+    ratio = runs["source"]["median_s"] / runs["plain"]["median_s"]
+    result = {"rounds": rounds, "per_partition": per_partition, "gap_s": gap_s,
+              "partitions": PARTITIONS, "ratio_source_over_plain": ratio,
+              "target": f"<= {TARGET:g}", "target_met": ratio <= TARGET, "runs": runs}
+    write_result(started, figures_of(result), result)
+    report(result)
+    return result
+
+
+def figures_of(r: dict) -> list[Figure]:
+    """The results file's figures: each side's median round, and the broker's CPU."""
+    base = "plain consumer at the log end, a round's read"
+    plain, source = r["runs"]["plain"], r["runs"]["source"]
+    return [
+        Figure(base, plain["median_s"], "s"),
+        Figure("source at the log end (read_ranges), a round's read", source["median_s"], "s",
+               baseline=base, ratio=r["ratio_source_over_plain"], target=f"ratio <= {TARGET:g}"),
+        Figure("broker CPU over the rounds, plain consumer",
+               plain["cpu_s"].get("broker", float("nan")), "CPU-s"),
+        Figure("broker CPU over the rounds, source", source["cpu_s"].get("broker", float("nan")),
+               "CPU-s"),
+    ]
+
+
+def report(r: dict) -> None:
+    plain, source = r["runs"]["plain"], r["runs"]["source"]
+
+    def ms(side: dict) -> str:
+        s = side["seconds"][1:] or side["seconds"]
+        return (f"{side['median_s'] * 1000:.1f} ms ({min(s) * 1000:.1f}–{max(s) * 1000:.1f}); "
+                f"broker {side['cpu_s'].get('broker', float('nan')):.2f} CPU-s; every record "
+                f"once: {side['exactly_once']}")
+
+    print_table(f"the source at the log end, {r['rounds']} rounds of {r['per_partition']} "
+                f"records in each of {r['partitions']} partitions, {r['gap_s']:g} s apart", [
+        ("plain consumer, a round's read", ms(plain)),
+        ("source (read_ranges), a round's read", ms(source)),
+        (f"ratio source / plain (target <= {TARGET:g})",
+         f"{r['ratio_source_over_plain']:.2f} "
+         f"({'met' if r['target_met'] else 'NOT met'})"),
+    ])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m bench.tail", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--per-partition", type=int, default=50)
+    parser.add_argument("--gap", type=float, default=0.2, help="seconds between rounds")
+    args = parser.parse_args(argv)
+    return run(args.rounds, args.per_partition, args.gap)
+
+
+if __name__ == "__main__":
+    main()
