@@ -15,9 +15,13 @@ alternating order:
   offset ranges, its consumers kept between rounds as a Python worker keeps them.
 
 Figures: the median seconds a round's read takes on each side (the first round, which
-connects, left out), their ratio source / plain (target <= 2), and the broker's CPU seconds
-over all rounds on each side (the plain consumer keeps fetching at the log end; the source's
-rest). Every record is checked to arrive exactly once.
+connects, left out) and their ratio source / plain, and the broker's CPU seconds over all
+rounds on each side and their ratio: the plain consumer keeps fetching at the log end, the
+source's consumers rest there, so the source trades a few milliseconds a batch (it positions
+each partition's consumer in turn) for less of the broker's work. No target: issue 21 sets
+none for a live batch's read; the figure to watch is the ratio against the round's ~1 s
+before the resting readers were resumed before being assigned (``bench/README.md``).
+Every record is checked to arrive exactly once.
 
     python -m bench.tail --rounds 20 --per-partition 50
 """
@@ -31,7 +35,6 @@ from bench.common import cpu_by_kind, cpu_snapshot, median, print_table, write_r
 from bench.results import Figure, Run
 
 PARTITIONS = 4
-TARGET = 2.0
 
 
 def _produce(producer, topic: str, per_partition: int) -> None:
@@ -130,10 +133,12 @@ def run(rounds: int = 20, per_partition: int = 50, gap_s: float = 0.2) -> dict:
     for r in runs.values():
         r["exactly_once"] = exactly_once(r.pop("offsets"), rounds, per_partition)
         r["median_s"] = median(r["seconds"][1:] or r["seconds"])
-    ratio = runs["source"]["median_s"] / runs["plain"]["median_s"]
+    broker = {name: r["cpu_s"].get("broker", float("nan")) for name, r in runs.items()}
     result = {"rounds": rounds, "per_partition": per_partition, "gap_s": gap_s,
-              "partitions": PARTITIONS, "ratio_source_over_plain": ratio,
-              "target": f"<= {TARGET:g}", "target_met": ratio <= TARGET, "runs": runs}
+              "partitions": PARTITIONS,
+              "ratio_source_over_plain": runs["source"]["median_s"] / runs["plain"]["median_s"],
+              "ratio_broker_cpu_source_over_plain": broker["source"] / broker["plain"],
+              "runs": runs}
     write_result(started, figures_of(result), result)
     report(result)
     return result
@@ -142,15 +147,15 @@ def run(rounds: int = 20, per_partition: int = 50, gap_s: float = 0.2) -> dict:
 def figures_of(r: dict) -> list[Figure]:
     """The results file's figures: each side's median round, and the broker's CPU."""
     base = "plain consumer at the log end, a round's read"
+    base_cpu = "broker CPU over the rounds, plain consumer"
     plain, source = r["runs"]["plain"], r["runs"]["source"]
     return [
         Figure(base, plain["median_s"], "s"),
         Figure("source at the log end (read_ranges), a round's read", source["median_s"], "s",
-               baseline=base, ratio=r["ratio_source_over_plain"], target=f"ratio <= {TARGET:g}"),
-        Figure("broker CPU over the rounds, plain consumer",
-               plain["cpu_s"].get("broker", float("nan")), "CPU-s"),
+               baseline=base, ratio=r["ratio_source_over_plain"]),
+        Figure(base_cpu, plain["cpu_s"].get("broker", float("nan")), "CPU-s"),
         Figure("broker CPU over the rounds, source", source["cpu_s"].get("broker", float("nan")),
-               "CPU-s"),
+               "CPU-s", baseline=base_cpu, ratio=r["ratio_broker_cpu_source_over_plain"]),
     ]
 
 
@@ -167,9 +172,9 @@ def report(r: dict) -> None:
                 f"records in each of {r['partitions']} partitions, {r['gap_s']:g} s apart", [
         ("plain consumer, a round's read", ms(plain)),
         ("source (read_ranges), a round's read", ms(source)),
-        (f"ratio source / plain (target <= {TARGET:g})",
-         f"{r['ratio_source_over_plain']:.2f} "
-         f"({'met' if r['target_met'] else 'NOT met'})"),
+        ("ratio source / plain: a round's read", f"{r['ratio_source_over_plain']:.2f}"),
+        ("ratio source / plain: the broker's CPU",
+         f"{r['ratio_broker_cpu_source_over_plain']:.2f}"),
     ])
 
 
