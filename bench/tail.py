@@ -150,8 +150,9 @@ def figures_of(r: dict) -> list[Figure]:
     base_cpu = "broker CPU over the rounds, plain consumer"
     plain, source = r["runs"]["plain"], r["runs"]["source"]
     return [
-        Figure(base, plain["median_s"], "s"),
-        Figure("source at the log end (read_ranges), a round's read", source["median_s"], "s",
+        Figure(base, plain["median_s"] * 1000, "ms"),
+        Figure("source at the log end (read_ranges), a round's read", source["median_s"] * 1000,
+               "ms",
                baseline=base, ratio=r["ratio_source_over_plain"]),
         Figure(base_cpu, plain["cpu_s"].get("broker", float("nan")), "CPU-s"),
         Figure("broker CPU over the rounds, source", source["cpu_s"].get("broker", float("nan")),
