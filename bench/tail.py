@@ -4,8 +4,8 @@ A live query reads at the end of its topic: each batch's range starts where the 
 ended, which was the log end. Between batches the source's read consumers rest there, paused
 (``statekit.spark.kafka_source.consumers``: a consumer kept at the end would ask the broker
 for more every ``fetch.wait.max.ms``). One process, one EmbeddedBroker, one 4-partition topic.
-Each round: ``--per-partition`` records are produced to each partition, then read, in
-alternating order:
+Each round: ``--per-partition`` records are produced to each partition, then read; the two
+sides run one after the other, each on a topic of its own:
 
 - ``plain``: one confluent-kafka consumer with the source's own settings (``READ_SETTINGS``:
   ``fetch.wait.max.ms`` 10 ms, where librdkafka's default 500 ms made a bare consumer take
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 from bench.common import cpu_by_kind, cpu_snapshot, median, print_table, write_result
 from bench.results import Figure, Run
@@ -44,63 +45,73 @@ def _produce(producer, topic: str, per_partition: int) -> None:
     producer.flush(30)
 
 
+def _rounds(bootstrap: str, topic: str, rounds: int, per_partition: int, gap_s: float,
+            read_round: Callable[[int, dict[int, list[int]]], None]) -> dict:
+    """Produce a round, then time ``read_round(first offset of the round, seen)``, which adds
+    the (partition → offsets) it read to ``seen``; ``rounds`` times, ``gap_s`` apart."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    seen: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    before, seconds = cpu_snapshot(), []
+    for rnd in range(rounds):
+        time.sleep(gap_s)   # the live query's trigger interval: the reader idles at the end
+        _produce(producer, topic, per_partition)
+        start = time.perf_counter()
+        read_round(rnd * per_partition, seen)
+        seconds.append(time.perf_counter() - start)
+    return {"seconds": seconds, "cpu_s": cpu_by_kind(before, cpu_snapshot()), "offsets": seen}
+
+
 def tail_plain(bootstrap: str, topic: str, rounds: int, per_partition: int,
                gap_s: float) -> dict:
     """A bare consumer kept assigned, and fetching, at the log end: seconds per round's read."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
-    producer = Producer({"bootstrap.servers": bootstrap})
     from statekit.spark.kafka_source.consumers import READ_SETTINGS
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-tail",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          **READ_SETTINGS})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    seen: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
-    before, seconds = cpu_snapshot(), []
-    for _ in range(rounds):
-        time.sleep(gap_s)   # the live query's trigger interval: the reader idles at the end
-        _produce(producer, topic, per_partition)
-        start, want = time.perf_counter(), sum(map(len, seen.values())) + \
-            PARTITIONS * per_partition
+
+    def read_round(first: int, seen: dict[int, list[int]]) -> None:
+        want = PARTITIONS * (first + per_partition)
         while (have := sum(map(len, seen.values()))) < want:
             for msg in consumer.consume(want - have, 0.1):  # returns once it holds that many
                 if msg.error() is None:
                     seen[msg.partition()].append(msg.offset())
-        seconds.append(time.perf_counter() - start)
-    cpu = cpu_by_kind(before, cpu_snapshot())
-    consumer.close()
-    return {"seconds": seconds, "cpu_s": cpu, "offsets": seen}
+
+    try:
+        return _rounds(bootstrap, topic, rounds, per_partition, gap_s, read_round)
+    finally:
+        consumer.close()
 
 
 def tail_source(bootstrap: str, topic: str, rounds: int, per_partition: int,
                 gap_s: float) -> dict:
     """The source's read path at the log end: seconds per round's ``read_ranges``."""
-    from confluent_kafka import Producer
-
     from statekit.spark.kafka_source.consumers import close_pooled_consumers
     from statekit.spark.kafka_source.offsets import KafkaInputPartition
     from statekit.spark.kafka_source.reading import read_ranges
 
-    producer = Producer({"bootstrap.servers": bootstrap})
-    seen: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
-    ends = [0] * PARTITIONS
-    before, seconds = cpu_snapshot(), []
-    for _ in range(rounds):
-        time.sleep(gap_s)
-        _produce(producer, topic, per_partition)
-        ranges = [KafkaInputPartition(topic, p, ends[p], ends[p] + per_partition, bootstrap,
-                                      (), True) for p in range(PARTITIONS)]
-        start = time.perf_counter()
+    def read_round(first: int, seen: dict[int, list[int]]) -> None:
+        ranges = [KafkaInputPartition(topic, p, first, first + per_partition, bootstrap, (),
+                                      True) for p in range(PARTITIONS)]
         for batch in read_ranges(ranges):
             for partition, offset in zip(batch.column("partition").to_pylist(),
                                          batch.column("offset").to_pylist(), strict=True):
                 seen[partition].append(offset)
-        seconds.append(time.perf_counter() - start)
-        ends = [end + per_partition for end in ends]
-    cpu = cpu_by_kind(before, cpu_snapshot())
-    close_pooled_consumers()
-    return {"seconds": seconds, "cpu_s": cpu, "offsets": seen}
+
+    try:
+        return _rounds(bootstrap, topic, rounds, per_partition, gap_s, read_round)
+    finally:
+        close_pooled_consumers()
+
+
+def _after_the_first(seconds: list[float]) -> list[float]:
+    """The rounds a figure counts: all but the first, which connects (all, if only one)."""
+    return seconds[1:] or seconds
 
 
 def exactly_once(offsets: dict[int, list[int]], rounds: int, per_partition: int) -> bool:
@@ -132,8 +143,9 @@ def run(rounds: int = 20, per_partition: int = 50, gap_s: float = 0.2) -> dict:
             runs[name] = side(broker.bootstrap_servers, topic, rounds, per_partition, gap_s)
     for r in runs.values():
         r["exactly_once"] = exactly_once(r.pop("offsets"), rounds, per_partition)
-        r["median_s"] = median(r["seconds"][1:] or r["seconds"])
-    broker = {name: r["cpu_s"].get("broker", float("nan")) for name, r in runs.items()}
+        r["median_s"] = median(_after_the_first(r["seconds"]))
+        r["broker_cpu_s"] = r["cpu_s"].get("broker", float("nan"))
+    broker = {name: r["broker_cpu_s"] for name, r in runs.items()}
     result = {"rounds": rounds, "per_partition": per_partition, "gap_s": gap_s,
               "partitions": PARTITIONS,
               "ratio_source_over_plain": runs["source"]["median_s"] / runs["plain"]["median_s"],
@@ -152,11 +164,10 @@ def figures_of(r: dict) -> list[Figure]:
     return [
         Figure(base, plain["median_s"] * 1000, "ms"),
         Figure("source at the log end (read_ranges), a round's read", source["median_s"] * 1000,
-               "ms",
-               baseline=base, ratio=r["ratio_source_over_plain"]),
-        Figure(base_cpu, plain["cpu_s"].get("broker", float("nan")), "CPU-s"),
-        Figure("broker CPU over the rounds, source", source["cpu_s"].get("broker", float("nan")),
-               "CPU-s", baseline=base_cpu, ratio=r["ratio_broker_cpu_source_over_plain"]),
+               "ms", baseline=base, ratio=r["ratio_source_over_plain"]),
+        Figure(base_cpu, plain["broker_cpu_s"], "CPU-s"),
+        Figure("broker CPU over the rounds, source", source["broker_cpu_s"], "CPU-s",
+               baseline=base_cpu, ratio=r["ratio_broker_cpu_source_over_plain"]),
     ]
 
 
@@ -164,10 +175,10 @@ def report(r: dict) -> None:
     plain, source = r["runs"]["plain"], r["runs"]["source"]
 
     def ms(side: dict) -> str:
-        s = side["seconds"][1:] or side["seconds"]
+        s = _after_the_first(side["seconds"])
         return (f"{side['median_s'] * 1000:.1f} ms ({min(s) * 1000:.1f}–{max(s) * 1000:.1f}); "
-                f"broker {side['cpu_s'].get('broker', float('nan')):.2f} CPU-s; every record "
-                f"once: {side['exactly_once']}")
+                f"broker {side['broker_cpu_s']:.2f} CPU-s; every record once: "
+                f"{side['exactly_once']}")
 
     print_table(f"the source at the log end, {r['rounds']} rounds of {r['per_partition']} "
                 f"records in each of {r['partitions']} partitions, {r['gap_s']:g} s apart", [
