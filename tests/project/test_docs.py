@@ -117,7 +117,9 @@ def broken_links(site: Path) -> tuple[int, list[str]]:
             broken.append(f"{page.relative_to(site)}: {href} (no file {target})")
             continue
         if parts.fragment and target.suffix == ".html":
-            ids = pages.setdefault(target, parse(target)).ids
+            if target not in pages:   # each page parsed once (setdefault would parse each time)
+                pages[target] = parse(target)
+            ids = pages[target].ids
             if unquote(parts.fragment) not in ids:
                 broken.append(f"{page.relative_to(site)}: {href} (no #{parts.fragment} "
                               f"in {target.relative_to(site)})")
