@@ -38,7 +38,7 @@ lab: java $(STAMP) jvm-classes
 # The documentation site (docs/, Sphinx) into build/docs, offline, warnings as errors. It reads
 # the notebooks without running them; the handouts of `make html`, when there, are copied in.
 docs: $(STAMP)
-	$(PY) -m sphinx -b html -W --keep-going -d build/.docs-doctrees docs build/docs
+	$(PY) -m sphinx -j auto -b html -W --keep-going -d build/.docs-doctrees docs build/docs
 	@echo "open build/docs/index.html"
 
 demo: java $(STAMP) jvm-classes

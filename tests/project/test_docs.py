@@ -1,6 +1,7 @@
 """The documentation site builds offline with warnings as errors, and every internal link lands.
 
-One build (``python -m sphinx -W --keep-going``, as ``make docs`` runs it) into a temporary
+One build (``python -m sphinx -j auto -W --keep-going``, as ``make docs`` runs it: a process
+per core, the same pages as a serial build) into a temporary
 folder; then every relative ``href`` in the built HTML must name a file that exists and, when
 it has a ``#fragment``, an element with that id (or name) in that file. The architecture
 page's layer table is generated from ``tests/project/test_layers.py``, so it must show every
@@ -81,7 +82,7 @@ def build(out: Path) -> Path:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     done = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q",
+        [sys.executable, "-m", "sphinx", "-j", "auto", "-b", "html", "-W", "--keep-going", "-q",
          "-d", str(out / ".doctrees"), str(ROOT / "docs"), str(out / "html")],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
     assert done.returncode == 0, f"the docs build failed:\n{done.stderr[-20_000:]}"
