@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from statekit.cache import cache_dir
+from statekit.cache import cache_dir, keep_newest, remove_stale
 
 #: the first bytes of a HotSpot dynamic archive (``CDS_DYNAMIC_ARCHIVE_MAGIC``, little-endian)
 _MAGIC = (0xF00BABA8).to_bytes(4, "little")
@@ -50,6 +50,7 @@ _MIN_BYTES = 1 << 20      # a dynamic archive of Spark's classes is ~180 MB; bel
 BUILD_TIMEOUT_S = 600.0   # the build's child process: session, a two-batch query, JVM exit
 _FOLDER = "jvm-classes"
 KEPT_ARCHIVES = 3         # archives kept per machine (one per venv / JDK / Spark in use)
+STALE_STAGING_S = 3600.0  # a staging file this old is a build that died (a JVM killed mid-dump)
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ class ClassArchive:
         if not self.supported:
             return False
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale(self.path.parent)
+        remove_stale(self.path.parent.glob("*.tmp"), STALE_STAGING_S)
         fd, staging = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp",
                                        dir=self.path.parent)
         os.close(fd)
@@ -149,7 +150,7 @@ class ClassArchive:
             if not (child("--dump") and _looks_whole(Path(staging)) and child("--check")):
                 return False
             os.replace(staging, self.path)
-            _keep_newest(self.path.parent, KEPT_ARCHIVES)
+            keep_newest(self.path.parent.glob("*.jsa"), KEPT_ARCHIVES)
             return True
         except subprocess.TimeoutExpired:
             log.write(f"timed out after {timeout:.0f} s\n")
@@ -167,23 +168,6 @@ def _looks_whole(path: Path) -> bool:
         return path.stat().st_size >= _MIN_BYTES and head == _MAGIC
     except OSError:
         return False
-
-
-def _keep_newest(folder: Path, kept: int) -> None:
-    """Remove all but the ``kept`` newest archives (other venvs' or JDKs' keys): ~180 MB each."""
-    archives = sorted(folder.glob("*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in archives[kept:]:
-        with contextlib.suppress(OSError):
-            old.unlink()
-
-
-def _remove_stale(folder: Path) -> None:
-    """Staging files of builds that died more than an hour ago (a JVM killed mid-dump)."""
-    cutoff = time.time() - 3600
-    for staging in folder.glob("*.tmp"):
-        with contextlib.suppress(OSError):
-            if staging.stat().st_mtime < cutoff:
-                staging.unlink()
 
 
 def _java_home() -> Path | None:

@@ -37,18 +37,16 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import platform
 import shutil
 import tempfile
-import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from statekit.cache import cache_dir
+from statekit.cache import cache_dir, keep_newest, remove_stale
 
 _FOLDER = "jvm-native"
 KEPT_FOLDERS = 3          # unpacked sets kept per machine (one per venv / Spark in use)
@@ -161,7 +159,7 @@ class NativeLibraries:
             return self.ready()
         parent = self.folder.parent
         parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_staging(parent)
+        remove_stale((p for p in parent.glob(".*-*") if p.is_dir()), STALE_STAGING_S)
         staging = Path(tempfile.mkdtemp(prefix=f".{self.folder.name}-", dir=parent))
         try:
             for lib in self.libraries:
@@ -177,7 +175,8 @@ class NativeLibraries:
                     staging.rename(self.folder)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        _keep_newest(parent, KEPT_FOLDERS)
+        keep_newest((p for p in parent.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                    KEPT_FOLDERS)
         return self.ready()
 
     def library_path(self) -> str:
@@ -185,19 +184,3 @@ class NativeLibraries:
         ``""`` (not covered here; ``unpack`` raises when the cache cannot be written)."""
         return str(self.folder) if self.unpack() else ""
 
-
-def _keep_newest(parent: Path, kept: int) -> None:
-    """Remove all but the ``kept`` newest unpacked folders (~15 MB each)."""
-    folders = sorted((p for p in parent.iterdir() if p.is_dir() and not p.name.startswith(".")),
-                     key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in folders[kept:]:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _remove_stale_staging(parent: Path) -> None:
-    """Staging folders of unpacks that died more than ``STALE_STAGING_S`` ago."""
-    cutoff = time.time() - STALE_STAGING_S
-    for staging in parent.glob(".*-*"):
-        with contextlib.suppress(OSError):
-            if staging.is_dir() and staging.stat().st_mtime < cutoff:
-                shutil.rmtree(staging)

@@ -144,7 +144,8 @@ def test_an_archive_no_process_maps_is_not_reported_mapped(tmp_path):
 
 
 def test_the_newest_archives_are_kept_and_older_ones_removed(tmp_path):
-    from statekit.spark.class_archive import KEPT_ARCHIVES, _keep_newest
+    from statekit.cache import keep_newest
+    from statekit.spark.class_archive import KEPT_ARCHIVES
 
     paths = []
     for i in range(KEPT_ARCHIVES + 2):
@@ -152,7 +153,7 @@ def test_the_newest_archives_are_kept_and_older_ones_removed(tmp_path):
         os.utime(path, (1_000_000 + i, 1_000_000 + i))
         paths.append(path)
     (tmp_path / "build.log").write_text("kept: not an archive")
-    _keep_newest(tmp_path, KEPT_ARCHIVES)
+    keep_newest(tmp_path.glob("*.jsa"), KEPT_ARCHIVES)   # as ClassArchive.build calls it
     assert sorted(p.name for p in tmp_path.glob("*.jsa")) == sorted(
         p.name for p in paths[-KEPT_ARCHIVES:])
     assert (tmp_path / "build.log").exists()
