@@ -155,8 +155,10 @@ class NativeLibraries:
         Raises:
             OSError: the cache folder cannot be written (a full or read-only disk).
         """
-        if not self.supported or self.ready():
-            return self.ready()
+        if self.ready():
+            return True
+        if not self.supported:
+            return False
         parent = self.folder.parent
         parent.mkdir(parents=True, exist_ok=True)
         remove_stale((p for p in parent.glob(".*-*") if p.is_dir()), STALE_STAGING_S)
