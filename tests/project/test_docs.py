@@ -89,14 +89,16 @@ def build(out: Path) -> Path:
     return out / "html"
 
 
-def internal_links(site: Path) -> list[tuple[Path, str]]:
+def internal_links(site: Path, pages: dict[Path, Page]) -> list[tuple[Path, str]]:
     """(page, href) for every href in the site's pages that is not an external URL (the
-    theme's ``_static/`` holds templates of its own, not pages)."""
+    theme's ``_static/`` holds templates of its own, not pages); each page parsed into
+    ``pages``."""
     found = []
     for page in sorted(site.rglob("*.html")):
         if page.relative_to(site).parts[0] == "_static":
             continue
-        for href in parse(page).links:
+        pages[page] = parse(page)
+        for href in pages[page].links:
             parts = urlsplit(href)
             if parts.scheme or parts.netloc or href == "#":
                 continue
@@ -106,9 +108,9 @@ def internal_links(site: Path) -> list[tuple[Path, str]]:
 
 def broken_links(site: Path) -> tuple[int, list[str]]:
     """How many internal links the site has, and each one that lands nowhere."""
-    pages: dict[Path, Page] = {}
+    pages: dict[Path, Page] = {}   # each page parsed once, for its links and its ids
     broken, checked = [], 0
-    for page, href in internal_links(site):
+    for page, href in internal_links(site, pages):
         parts = urlsplit(href)
         target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
         if target.is_dir():
@@ -118,8 +120,8 @@ def broken_links(site: Path) -> tuple[int, list[str]]:
             broken.append(f"{page.relative_to(site)}: {href} (no file {target})")
             continue
         if parts.fragment and target.suffix == ".html":
-            if target not in pages:   # each page parsed once (setdefault would parse each time)
-                pages[target] = parse(target)
+            if target not in pages:   # a page outside the listed ones (setdefault would
+                pages[target] = parse(target)   # parse it again for every link to it)
             ids = pages[target].ids
             if unquote(parts.fragment) not in ids:
                 broken.append(f"{page.relative_to(site)}: {href} (no #{parts.fragment} "
