@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.results import Figure, Run
+from statekit.processes import descendants, process_table
 
 
 def session(shuffle_partitions: int = 4, conf: dict[str, str] | None = None):
@@ -79,36 +80,15 @@ def _process_kind(cmdline: str) -> str:
 def cpu_snapshot() -> dict[int, tuple[str, float]]:
     """pid → (kind, CPU seconds incl. reaped children) of this process and its descendants.
 
-    Linux only (reads /proc); elsewhere an empty dict. A process's reaped children count
-    in its own figure, so an exited worker's CPU lands on whoever started it.
+    Linux only (``statekit.processes.process_table`` reads /proc); elsewhere an empty dict.
+    A process's reaped children count in its own figure, so an exited worker's CPU lands on
+    whoever started it.
     """
-    if not os.path.isdir("/proc"):
-        return {}
-    ticks = os.sysconf("SC_CLK_TCK")
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        table[int(entry)] = (int(fields[1]), cmdline, sum(int(x) for x in fields[11:15]) / ticks)
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    out, todo = {}, [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        if pid in table:
-            _, cmdline, cpu = table[pid]
-            out[pid] = (_process_kind(cmdline) if pid != os.getpid() else "driver", cpu)
-            todo.extend(children.get(pid, []))
-    return out
+    table = process_table()
+    me = os.getpid()
+    return {pid: ("driver" if pid == me else _process_kind(table[pid].cmdline),
+                  table[pid].cpu_s)
+            for pid in [me, *descendants(me, table)] if pid in table}
 
 
 def cpu_by_kind(before: dict, after: dict) -> dict[str, float]:

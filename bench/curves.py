@@ -51,6 +51,7 @@ import pandas as pd
 from bench.common import print_table, session, timed, write_result
 from bench.results import Figure, Run
 from bench.snapshot import AGGREGATES, BASE_TS, build_checkpoint, raw_snapshot
+from statekit.processes import descendants
 
 HERE = Path(__file__).resolve().parent
 CHART = HERE / "curves"
@@ -80,24 +81,7 @@ STEPS = [
 # --- measuring -----------------------------------------------------------------------------
 def _tree_pids(root: int) -> list[int]:
     """``root`` and all its descendants (Linux /proc; just ``root`` elsewhere)."""
-    if not os.path.isdir("/proc"):
-        return [root]
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-            parents.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(parents.get(pid, []))
-    return out
+    return [root, *descendants(root)]
 
 
 def _rss(pids: list[int]) -> int:

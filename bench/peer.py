@@ -66,6 +66,7 @@ from pathlib import Path
 from bench.common import cpu_by_kind, cpu_snapshot, median, print_table, write_result
 from bench.results import REPO, Figure, Run, load_average
 from bench.throughput import EVENT_SCHEMA, PLAYERS, produce
+from statekit.processes import process_info
 
 WINDOW, WATERMARK = "1 minute", "10 seconds"
 AGGREGATES = ["count", "sum(score)"]
@@ -155,13 +156,8 @@ def _wait(procs: list[subprocess.Popen], what: str) -> None:
 
 # --- the broker's CPU, sampled in this process ------------------------------------------
 def _process_cpu(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    info = process_info(pid)
+    return None if info is None else info.cpu_s
 
 
 class BrokerCpu:

@@ -41,30 +41,21 @@ from pathlib import Path
 
 WINDOW_MS, GRACE_MS = 60_000, 10_000
 BARRIER_TIMEOUT_S = 600.0
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _process_cpu(pid: int) -> float:
-    """CPU seconds of one process (its threads and reaped children), from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    fields = stat[stat.rindex(")") + 2:].split()
-    return sum(int(x) for x in fields[11:15]) / _TICKS
+def _statekit_processes():
+    """``statekit/processes.py`` loaded by its path: the one reader of the process table,
+    standard library only, so this interpreter (which has no statekit) can use it too."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "statekit" / "processes.py"
+    found = importlib.util.spec_from_file_location("_statekit_processes", path)
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    return module
 
 
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for task in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                out.extend(int(x) for x in f.read().split())
-        except OSError:
-            continue
-    return out
+_PROCESSES = _statekit_processes()
 
 
 def tree_cpu_seconds(root: int | None = None) -> float | None:
@@ -75,17 +66,13 @@ def tree_cpu_seconds(root: int | None = None) -> float | None:
         >>> tree_cpu_seconds() >= 0                    # doctest: +SKIP
         True
     """
-    if not os.path.isdir("/proc"):
+    table = _PROCESSES.process_table()
+    if not table:
         return None
-    total, todo = 0.0, [root or os.getpid()]
-    while todo:
-        pid = todo.pop()
-        try:
-            total += _process_cpu(pid)
-        except OSError:
-            continue  # exited meanwhile: its CPU is its parent's once reaped
-        todo.extend(_children(pid))
-    return total
+    root = root or os.getpid()
+    # a process that ended meanwhile is left out: its CPU is its parent's once reaped
+    return sum(table[pid].cpu_s for pid in [root, *_PROCESSES.descendants(root, table)]
+               if pid in table)
 
 
 def event_ms(value, headers, timestamp, timestamp_type) -> int:

@@ -1,4 +1,4 @@
-"""Child processes that never outlive the process that started them.
+"""Child processes that never outlive the process that started them, and the process table.
 
 Every process statekit starts (the embedded broker, drill workers, serving
 instances) is started through ``spawn``: on Linux the kernel sends the child
@@ -6,10 +6,21 @@ SIGTERM the moment its parent dies, however it dies (``kill -9`` included,
 ``PR_SET_PDEATHSIG``), so a crashed notebook kernel or test run leaves no orphan
 behind. ``stop`` ends one politely, then firmly.
 
+``process_table`` reads Linux's process table once (pid, parent, state, CPU seconds,
+command line of every process, from ``/proc/<pid>/stat`` and ``cmdline``); ``descendants``
+walks it from a root and ``is_alive`` tells a running process from an ended one (gone, or a
+zombie not yet reaped). The parent comes from each process's own ``stat``, never from
+``/proc/<pid>/task/<tid>/children``: that file lists a thread's children only while the
+thread lives, so a walk of a JVM's threads misses the children of a thread that is exiting
+as it is read (the kernel moves them to another thread afterwards; its documentation calls
+the file reliable only for stopped processes).
+
 Example:
     >>> proc = spawn([sys.executable, "-c", "import time; time.sleep(60)"])
+    >>> proc.pid in descendants(os.getpid()) and is_alive(proc.pid)
+    True
     >>> stop(proc, timeout=5)
-    >>> proc.poll() is not None
+    >>> proc.poll() is not None and not is_alive(proc.pid)
     True
 """
 
@@ -22,8 +33,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
 
 PR_SET_PDEATHSIG = 1
+PROC = Path("/proc")
+#: states of ``/proc/<pid>/stat`` of a process that has ended (zombie, dead)
+ENDED_STATES = frozenset("ZX")
 
 
 def die_with_parent() -> None:  # pragma: no cover - runs in the child, before exec
@@ -50,3 +66,74 @@ def stop(proc: subprocess.Popen, timeout: float = 5.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout)
+
+
+class ProcessInfo(NamedTuple):
+    """One process of the table: what ``/proc/<pid>/stat`` and ``cmdline`` say of it."""
+
+    pid: int
+    ppid: int
+    state: str
+    #: user + system CPU seconds of the process and of its children it has reaped
+    cpu_s: float
+    #: the arguments joined by spaces ("" for a kernel thread or a zombie)
+    cmdline: str
+
+
+def process_info(pid: int) -> ProcessInfo | None:
+    """``pid``'s entry of the process table, or None when there is none (ended, not Linux)."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text(errors="replace")
+        args = (PROC / str(pid) / "cmdline").read_bytes()
+    except OSError:  # ended meanwhile, or no /proc
+        return None
+    # the command name, in parentheses, may hold spaces and parentheses: split after the last
+    fields = stat[stat.rindex(")") + 2:].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return ProcessInfo(pid, int(fields[1]), fields[0],
+                       sum(int(x) for x in fields[11:15]) / ticks,
+                       args.replace(b"\0", b" ").decode(errors="replace").strip())
+
+
+def process_table() -> dict[int, ProcessInfo]:
+    """Every process this user can see: pid → ``ProcessInfo`` (empty where there is no
+    ``/proc``). One read of each process, not a consistent snapshot: a process that ends
+    while the table is read is left out."""
+    try:
+        pids = [int(entry) for entry in os.listdir(PROC) if entry.isdigit()]
+    except OSError:
+        return {}
+    table = {}
+    for pid in pids:
+        info = process_info(pid)
+        if info is not None:
+            table[pid] = info
+    return table
+
+
+def descendants(root: int, table: dict[int, ProcessInfo] | None = None) -> list[int]:
+    """The pids of ``root``'s children, theirs and so on (``root`` itself left out), from
+    ``table`` (default: read now), parents before their children.
+
+    Example:
+        >>> descendants(os.getpid(), {}) == []
+        True
+    """
+    table = process_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for info in table.values():
+        children.setdefault(info.ppid, []).append(info.pid)
+    found, todo, seen = [], [root], {root}
+    while todo:
+        for child in sorted(children.get(todo.pop(0), [])):
+            if child not in seen:  # a pid reused while the table was read cannot loop
+                seen.add(child)
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def is_alive(pid: int) -> bool:
+    """True while ``pid`` runs: False once it has ended, reaped or not (a zombie)."""
+    info = process_info(pid)
+    return info is not None and info.state not in ENDED_STATES

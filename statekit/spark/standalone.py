@@ -44,7 +44,7 @@ from pathlib import Path
 from subprocess import DEVNULL, STDOUT, Popen, run
 
 from statekit.errors import BadArgument, StatekitError
-from statekit.processes import spawn, stop
+from statekit.processes import ENDED_STATES, process_table, spawn, stop
 from statekit.validate import whole_number
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -173,17 +173,14 @@ class LocalCluster:
         if self.directory is None:
             return []
         tag, found = str(self.directory), []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        for pid, info in process_table().items():
+            if pid == os.getpid() or info.state in ENDED_STATES:
                 continue
+            cwd = ""
             with contextlib.suppress(OSError):
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
-                    errors="replace")
-                cwd = ""
-                with contextlib.suppress(OSError):
-                    cwd = os.readlink(entry / "cwd")
-                if (tag in cmdline or cwd.startswith(tag)) and _is_alive(entry):
-                    found.append(int(entry.name))
+                cwd = os.readlink(f"/proc/{pid}/cwd")
+            if tag in info.cmdline or cwd.startswith(tag):
+                found.append(pid)
         return sorted(found)
 
     def session_conf(self) -> dict[str, str]:
@@ -272,13 +269,6 @@ def require_unshare() -> None:
         raise ClusterStartError("unshared folders need a mount namespace per worker, and "
                                 f"`unshare --mount` is not permitted here: {done.stderr.strip()}"
                                 " (run as root, or without unshared folders)")
-
-
-def _is_alive(proc_dir: Path) -> bool:
-    """Not a zombie (a process that has exited but not been reaped yet)."""
-    with contextlib.suppress(OSError):
-        return ") Z " not in (proc_dir / "stat").read_text()
-    return False
 
 
 def local_cluster(workers: int = 2, cores: int = 1, memory: str = "1g", *,

@@ -87,3 +87,34 @@ def test_docstring_examples():
     import doctest
 
     assert doctest.testmod(peer).failed == 0
+
+
+QUIX_TREE = """
+import runpy, subprocess, sys
+quix = runpy.run_path(sys.argv[1], run_name="peer_quix")
+busy = ("import time\\nend = time.process_time() + 0.4\\n"
+        "while time.process_time() < end: pass\\nprint(flush=True)\\ntime.sleep(60)")
+before = quix["tree_cpu_seconds"]()
+child = subprocess.Popen([sys.executable, "-c", busy], stdout=subprocess.PIPE)
+child.stdout.readline()
+print(quix["tree_cpu_seconds"]() - before)
+child.kill()
+"""
+
+
+def test_the_quix_child_counts_the_cpu_of_its_process_tree():
+    """peer_quix.py loads statekit/processes.py by its path (its interpreter has no statekit):
+    that file imports only the standard library, and the CPU of a child it started counts."""
+    import subprocess
+
+    processes = peer.REPO / "statekit" / "processes.py"
+    tree = ast.parse(processes.read_text())
+    roots = {alias.name.split(".")[0] for node in ast.walk(tree)
+             if isinstance(node, ast.Import) for alias in node.names}
+    roots |= {node.module.split(".")[0] for node in ast.walk(tree)
+              if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+    assert roots <= sys.stdlib_module_names
+    out = subprocess.run([sys.executable, "-I", "-c", QUIX_TREE, str(peer.QUIX_SCRIPT)],
+                         capture_output=True, text=True, timeout=50)
+    assert out.returncode == 0, out.stderr
+    assert 0.35 <= float(out.stdout) < 30

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,25 +15,16 @@ from statekit.errors import BrokerUnreachable, StatekitError
 from statekit.kafka import EmbeddedBroker, create_topic, list_topics
 from statekit.kafka.topics import check_reachable
 from statekit.ports import free_port
-
-
-def _alive(pid: int) -> bool:
-    """True while ``pid`` is a live (not zombie) process."""
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        state = stat.read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
+from statekit.processes import is_alive
 
 
 def _gone_within(pid: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not is_alive(pid):
             return True
         time.sleep(0.05)
-    return not _alive(pid)
+    return not is_alive(pid)
 
 
 def test_start_answers_and_stop_ends_the_process():
@@ -54,7 +44,7 @@ def test_start_answers_and_stop_ends_the_process():
 def test_with_block_leaves_no_process():
     with EmbeddedBroker() as broker:
         pid = broker.pid
-        assert _alive(pid)
+        assert is_alive(pid)
         create_topic(broker.bootstrap_servers, "inside", partitions=2)
         assert list_topics(broker.bootstrap_servers) == {"inside": 2}
     assert not broker.running
@@ -85,7 +75,7 @@ def test_broker_dies_when_its_parent_is_killed():
         line = child.stdout.readline()
         assert line.strip().isdigit(), f"child printed {line!r}"
         broker_pid = int(line)
-        assert _alive(broker_pid)
+        assert is_alive(broker_pid)
         os.kill(child.pid, signal.SIGKILL)
         child.wait(10)
         assert _gone_within(broker_pid, 10), f"broker pid {broker_pid} outlived its parent"

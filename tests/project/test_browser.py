@@ -35,7 +35,7 @@ import pytest
 from helpers.chromium import chromium
 
 from statekit.ports import free_port
-from statekit.processes import spawn, stop
+from statekit.processes import descendants, is_alive, spawn, stop
 from statekit.workshop.magic import ENV as SOLUTIONS_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,32 +61,6 @@ def _get(url: str) -> int:
     except OSError:
         return 0
 
-
-def _descendants(pid: int) -> set[int]:
-    """Every live process under ``pid`` (kernels, their JVMs and brokers), from /proc."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            parents.setdefault(ppid, []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 @pytest.fixture(scope="module")
@@ -134,15 +108,15 @@ def lab(tmp_path_factory):
     finally:
         # Shut the kernels down through the server, then the server itself; then nothing
         # that it started (kernels, their Spark JVMs and brokers) may still run.
-        started = _descendants(server.pid)
+        started = set(descendants(server.pid))
         for kernel in _kernels(base, token):
             _request(f"{base}/api/kernels/{kernel}?token={token}", "DELETE")
         stop(server, timeout=30)
         log.close()
         deadline = time.monotonic() + 60
-        while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        while any(is_alive(p) for p in started) and time.monotonic() < deadline:
             time.sleep(0.5)
-        left = sorted(p for p in started if _alive(p))
+        left = sorted(p for p in started if is_alive(p))
         for pid in left:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)

@@ -24,6 +24,7 @@ from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC, game_events, parse_g
 from statekit.drills.worker import query_config, start_worker
 from statekit.kafka.topics import create_topic, delete_topic
 from statekit.model.query_options import RunOptions, SourceOptions
+from statekit.processes import process_table
 from statekit.reference.aggregates import windowed_reference
 from statekit.restore import RestoreListener, compacted_copy, restore_stores
 from statekit.restore.worker import STOP_GRACE_S
@@ -300,18 +301,8 @@ def test_a_restore_to_a_batch_stops_every_partition_there(synthetic, broker):
 # --- worker processes (consumers="processes") ------------------------------------------
 def _children() -> dict[int, str]:
     """This process's child processes (zombies too): pid → command line."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:   # it ended meanwhile
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
-            found[int(entry.name)] = cmdline
-    return found
+    return {pid: info.cmdline for pid, info in process_table().items()
+            if info.ppid == os.getpid()}
 
 
 def _workers() -> dict[int, str]:

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 import statekit as sk
+from statekit.processes import is_alive
 from statekit.serve import PartitionUnavailable, ServingClient, serve
 from statekit.serve.results import ResultTooLarge, TableResult
 
@@ -225,14 +226,6 @@ time.sleep(600)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split()[2] != "Z"  # a zombie has ended
-    except FileNotFoundError:
-        return False
-
-
 def test_no_instance_outlives_a_parent_killed_with_sigkill(logged, broker, tmp_path):
     import signal
     import subprocess
@@ -244,14 +237,14 @@ def test_no_instance_outlives_a_parent_killed_with_sigkill(logged, broker, tmp_p
                               stdout=subprocess.PIPE, text=True)
     try:
         pids = [int(p) for p in parent.stdout.readline().split()]
-        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        assert len(pids) == 2 and all(is_alive(p) for p in pids)
     finally:
         parent.send_signal(signal.SIGKILL)
         parent.wait(30)
     deadline = time.monotonic() + 30
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(is_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(_alive(p) for p in pids), "a serving instance outlived its parent"
+    assert not any(is_alive(p) for p in pids), "a serving instance outlived its parent"
 
 
 def test_an_exception_in_a_with_block_stops_every_instance(logged, broker, tmp_path):

@@ -69,29 +69,18 @@ def test_a_failure_in_the_background_is_logged_never_raised():
 
 
 _CHILD = """
-import os, threading, time
+import threading
 import statekit as sk
 from pyspark import SparkContext
+from statekit.processes import descendants, process_table
 spark = sk.spark_session('local[2]', app_name='statekit-test-early'{kwargs})
 for thread in threading.enumerate():
     if thread.name == 'statekit-early-workers':
         thread.join(120)
-def descendants(pid):
-    out = []
-    for task in os.listdir(f'/proc/{{pid}}/task'):
-        try:
-            children = open(f'/proc/{{pid}}/task/{{task}}/children').read().split()
-        except OSError:
-            continue
-        for child in children:
-            out += [int(child)] + descendants(int(child))
-    return out
+table = process_table()
 modules = set()
-for pid in descendants(SparkContext._gateway.proc.pid):
-    try:
-        args = open(f'/proc/{{pid}}/cmdline').read().split(chr(0))
-    except OSError:
-        continue
+for pid in descendants(SparkContext._gateway.proc.pid, table):
+    args = table[pid].cmdline.split()
     if 'pyspark.daemon' in args:
         modules.add(args[args.index('pyspark.daemon') + 1])
 print('DAEMONS', sorted(modules))

@@ -11,7 +11,6 @@ changelog the cluster's query shipped. Nothing may be left running afterwards.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -27,6 +26,7 @@ from helpers.plainrun import assert_same_rows
 
 from statekit.changelog.reader import read_changelog
 from statekit.errors import BadArgument
+from statekit.processes import is_alive, process_table
 from statekit.restore import restore_stores
 from statekit.serve import serve
 from statekit.spark.standalone import LocalCluster, local_cluster
@@ -229,12 +229,7 @@ def test_stopping_leaves_no_master_worker_or_executor_running(cluster, on_cluste
 
 
 def _processes() -> list[str]:
-    lines = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                lines.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-    return lines
+    return [info.cmdline for info in process_table().values()]
 
 
 CRASHING_PARENT = r'''
@@ -264,12 +259,7 @@ def test_a_parent_killed_with_sigkill_leaves_no_jvm_behind(tmp_path):
 
 
 def _alive(pids: list[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            if ") Z " not in Path(f"/proc/{pid}/stat").read_text():
-                alive.append(pid)
-    return alive
+    return [pid for pid in pids if is_alive(pid)]
 
 
 @pytest.mark.parametrize("kwargs, named", [
