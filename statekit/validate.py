@@ -3,8 +3,9 @@
 Whole numbers (batch ids, partitions, offsets, counts) accept Python ints and
 NumPy integers — a batch id read out of a pandas frame is an ``np.int64`` —
 and refuse bools, floats and strings; frames must carry the columns a function
-reads; Kafka topic and store names use Kafka's alphabet. Each failure is a
-``BadArgument`` naming the bad value and what would be accepted.
+reads; Kafka topic and store names use Kafka's alphabet; a switch is True or
+False. Each failure is a ``BadArgument`` naming the bad value and what would be
+accepted.
 
 Example:
     >>> import numpy as np
@@ -125,6 +126,26 @@ milliseconds >= 0
             not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
         raise BadArgument(what, value, accepted)
     return value
+
+
+def flag(value: object, what: str) -> bool:
+    """A yes/no switch: True or False (a NumPy bool, as read out of a frame, too), never a
+    string or a number, whose truth would say yes to ``"no"`` and to ``2``.
+
+    Example:
+        >>> import numpy as np
+        >>> flag(np.bool_(False), "early_workers")
+        False
+        >>> flag("no", "early_workers")
+        Traceback (most recent call last):
+        ...
+        statekit.errors.BadArgument: bad early_workers: 'no'; accepted: True or False
+    """
+    if isinstance(value, bool):
+        return value
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
+        return bool(value)
+    raise BadArgument(what, value, "True or False")
 
 
 def kafka_name(value: object, what: str) -> str:

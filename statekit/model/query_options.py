@@ -29,7 +29,7 @@ from statekit.durations import spark_interval
 from statekit.errors import BadArgument
 from statekit.model.connection import KafkaConnection, connect
 from statekit.options import Options, codec
-from statekit.validate import optional_whole_number
+from statekit.validate import flag, optional_whole_number
 
 SINKS = ("noop", "memory", "console")
 OUTPUT_MODES = ("update", "append")
@@ -102,8 +102,8 @@ class SourceOptions(Options):
         object.__setattr__(self, "max_offsets_per_trigger", optional_whole_number(
             self.max_offsets_per_trigger, "max_offsets_per_trigger", minimum=1,
             accepted="a positive whole number of records, or None for no limit"))
-        if not isinstance(self.fail_on_data_loss, bool):
-            raise BadArgument("fail_on_data_loss", self.fail_on_data_loss, "True or False")
+        object.__setattr__(self, "fail_on_data_loss",
+                           flag(self.fail_on_data_loss, "fail_on_data_loss"))
 
 
 def _trigger_kwargs(trigger: object) -> dict:

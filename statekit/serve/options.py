@@ -25,6 +25,7 @@ from statekit.errors import BadArgument
 from statekit.options import Options, codec
 from statekit.serve.auth import ServingSecurity
 from statekit.serve.global_store import GlobalTable
+from statekit.validate import flag
 
 
 def _tables_to_dicts(tables: Sequence[GlobalTable]) -> list[dict]:
@@ -52,8 +53,7 @@ class ServeOptions(Options):
     def __post_init__(self):
         if not isinstance(self.host, str):
             raise BadArgument("host", self.host, "an address such as 127.0.0.1")
-        if not isinstance(self.allow_remote, bool):
-            raise BadArgument("allow_remote", self.allow_remote, "True or False")
+        object.__setattr__(self, "allow_remote", flag(self.allow_remote, "allow_remote"))
         if self.security is not None and not isinstance(self.security, ServingSecurity):
             raise BadArgument("security", self.security,
                               "a ServingSecurity(token, certfile, keyfile, cafile) or None")

@@ -69,6 +69,7 @@ from pyspark.sql import SparkSession
 from statekit.cache import cache_dir
 from statekit.errors import BadArgument
 from statekit.options import Options, route, settle
+from statekit.validate import flag
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -208,6 +209,9 @@ alone) or "full" (C1, then C2)
     native_libraries: bool = True
 
     def __post_init__(self) -> None:
+        for name in ("cached_worker_imports", "class_archive", "early_workers",
+                     "native_libraries"):
+            object.__setattr__(self, name, flag(getattr(self, name), name))
         if not isinstance(self.jit, str) or self.jit not in JIT_OPTIONS:
             raise BadArgument("jit", self.jit,
                               '"quick" (the C1 compiler alone) or "full" (C1, then C2)')

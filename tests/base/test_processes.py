@@ -47,13 +47,16 @@ def test_a_child_and_its_grandchild_are_found_parents_first_with_their_command_l
         stop(child)
 
 
+def _spawn_sleep(started: list[subprocess.Popen]) -> None:
+    started.append(spawn(["sleep", "30"]))
+
+
 def test_children_of_threads_that_have_just_exited_are_all_found():
     """What the per-thread ``children`` files miss: a JVM thread that started a Python daemon
     and is exiting as the table is read (``tests/spark/test_early_workers.py`` saw it)."""
     for _ in range(5):
         started: list[subprocess.Popen] = []
-        threads = [threading.Thread(target=lambda: started.append(spawn(["sleep", "30"])))
-                   for _ in range(8)]
+        threads = [threading.Thread(target=_spawn_sleep, args=(started,)) for _ in range(8)]
         for thread in threads:
             thread.start()
         for thread in threads:

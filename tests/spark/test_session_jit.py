@@ -37,6 +37,30 @@ def test_a_keyword_that_is_no_start_field_is_named_with_the_ones_it_takes(keywor
     assert all(name in str(caught.value) for name in DriverStart.field_names())
 
 
+SWITCHES = ["cached_worker_imports", "class_archive", "early_workers", "native_libraries"]
+
+
+@pytest.mark.parametrize("name", SWITCHES)
+@pytest.mark.parametrize("bad", ["no", "False", 0, 1, None, [True]],
+                         ids=["no", "False-text", "zero", "one", "None", "a-list"])
+def test_a_switch_given_anything_but_true_or_false_is_refused_before_any_jvm_starts(name, bad):
+    """``early_workers="no"`` would be truthy: it is refused with its name, not taken as yes."""
+    with pytest.raises(BadArgument) as caught:
+        spark_session(**{name: bad})
+    assert caught.value.value == bad
+    assert str(caught.value) == f"bad {name}: {bad!r}; accepted: True or False"
+
+
+@pytest.mark.parametrize("name", SWITCHES)
+def test_a_switch_given_as_a_numpy_bool_is_a_plain_bool(name):
+    import numpy as np
+
+    for value in (True, False):
+        start = DriverStart(**{name: np.bool_(value)})
+        assert getattr(start, name) is value
+        assert DriverStart.from_dict(start.to_dict()) == start
+
+
 def test_start_options_given_both_ways_are_refused():
     with pytest.raises(BadArgument, match="each setting once"):
         spark_session(start=DriverStart(jit="full"), jit="quick")
