@@ -31,7 +31,8 @@ taken at the start and end of every run. Every side is measured the same way:
   of the first checkpoint commit after its last record, which flushes the changelog
   producer and commits the offsets).
 - *records per CPU-second*: the CPU of each child's whole process tree (statekit: the Python
-  driver, the JVM and Spark's Python workers; Quix: its process(es)), read from /proc at
+  driver, the JVM and Spark's Python workers, from /proc; Quix: its process(es), which
+  start no processes, from ``os.times``, each checked for child processes at its end) at
   those two marks. The broker's CPU over the same window is reported apart.
 - *restore*: Quix's ``RecoveryManager.do_recovery`` (first start to last end) against
   ``restore_stores`` (call to return), each into empty state.

@@ -90,21 +90,29 @@ def test_docstring_examples():
 
 
 QUIX_TREE = """
-import runpy, subprocess, sys
+import runpy, subprocess, sys, time
 quix = runpy.run_path(sys.argv[1], run_name="peer_quix")
-busy = ("import time\\nend = time.process_time() + 0.4\\n"
-        "while time.process_time() < end: pass\\nprint(flush=True)\\ntime.sleep(60)")
 before = quix["tree_cpu_seconds"]()
-child = subprocess.Popen([sys.executable, "-c", busy], stdout=subprocess.PIPE)
-child.stdout.readline()
+end = time.process_time() + 0.4
+while time.process_time() < end:
+    pass
+reaped = subprocess.run([sys.executable, "-c", sys.argv[2]])   # its CPU counts once reaped
 print(quix["tree_cpu_seconds"]() - before)
+quix["refuse_child_processes"]()          # none left: no error
+child = subprocess.Popen(["sleep", "30"])
+try:
+    quix["refuse_child_processes"]()
+except RuntimeError as error:
+    print(child.pid, error)
 child.kill()
 """
+BUSY = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass"
 
 
-def test_the_quix_child_counts_the_cpu_of_its_process_tree():
-    """peer_quix.py loads statekit/processes.py by its path (its interpreter has no statekit):
-    that file imports only the standard library, and the CPU of a child it started counts."""
+def test_the_quix_child_counts_its_cpu_and_refuses_to_leave_a_child_process_out():
+    """peer_quix.py counts its own CPU and its reaped children's, and refuses to report when
+    a child process runs whose CPU that leaves out; it loads statekit/processes.py by its
+    path (its interpreter has no statekit): that file imports only the standard library."""
     import subprocess
 
     processes = peer.REPO / "statekit" / "processes.py"
@@ -114,7 +122,11 @@ def test_the_quix_child_counts_the_cpu_of_its_process_tree():
     roots |= {node.module.split(".")[0] for node in ast.walk(tree)
               if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
     assert roots <= sys.stdlib_module_names
-    out = subprocess.run([sys.executable, "-I", "-c", QUIX_TREE, str(peer.QUIX_SCRIPT)],
+    out = subprocess.run([sys.executable, "-I", "-c", QUIX_TREE, str(peer.QUIX_SCRIPT), BUSY],
                          capture_output=True, text=True, timeout=50)
     assert out.returncode == 0, out.stderr
-    assert 0.35 <= float(out.stdout) < 30
+    spent, refused = out.stdout.splitlines()
+    assert 0.75 <= float(spent) < 30   # its own 0.4 s and its reaped child's 0.4 s
+    pid, message = refused.split(" ", 1)
+    assert message == (f"the Quix process has child processes, whose CPU its figures would "
+                       f"leave out: {pid} (sleep 30)")
