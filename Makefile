@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-report peer-venv doctor java chromium jvm-classes html lab docs clean
+.PHONY: demo test test-fast lint bench bench-report peer-venv doctor java kafka-jars chromium jvm-classes html lab docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,6 +14,12 @@ $(STAMP): pyproject.toml
 
 java:
 	@bash .ci/ensure-java
+
+# Apache Kafka's jars for the embedded broker (statekit/kafka/jars.py): fetched once per machine
+# from Maven Central with mvn (about 45 MB) into statekit's cache, never committed.
+kafka-jars: java $(STAMP)
+	@bash .ci/ensure-maven
+	@$(PY) -m statekit.kafka.jars
 
 # The driver JVM's class-data archive (statekit/spark/class_archive.py): built once per machine
 # (about a minute, ~180 MB under ~/.cache/statekit), it saves seconds on every fresh Spark
@@ -28,11 +34,11 @@ chromium:
 
 # Every notebook executed into self-contained HTML handouts (charts included, no network).
 NOTEBOOKS ?=
-html: java $(STAMP) jvm-classes
+html: java $(STAMP) jvm-classes kafka-jars
 	$(PY) -m statekit.workshop.handouts $(NOTEBOOKS) --out build/handouts
 
 # JupyterLab on the notebooks, with this project's environment as the kernel.
-lab: java $(STAMP) jvm-classes
+lab: java $(STAMP) jvm-classes kafka-jars
 	$(PY) -m jupyter lab --ServerApp.root_dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # The documentation site (docs/, Sphinx) into build/docs, offline, warnings as errors. It reads
@@ -41,7 +47,7 @@ docs: $(STAMP)
 	$(PY) -m sphinx -j auto -b html -W --keep-going -d build/.docs-doctrees docs build/docs
 	@echo "open build/docs/index.html"
 
-demo: java $(STAMP) jvm-classes
+demo: java $(STAMP) jvm-classes kafka-jars
 	$(PY) -m statekit demo
 
 # Every test has a timeout (pyproject.toml: [tool.pytest.ini_options] timeout); a notebook cell
@@ -59,19 +65,19 @@ timed = start=$$(date +%s); $(2); status=$$?; took=$$(( $$(date +%s) - start ));
 
 # Everything: all tests, slow ones included, every docstring example in statekit/
 # (--doctest-modules, pyproject.toml) and the notebooks (what CI runs).
-test: java chromium $(STAMP) jvm-classes
+test: java chromium $(STAMP) jvm-classes kafka-jars
 	$(PY) -m ruff check .
 	@$(call timed,make test,$(PYTEST) tests statekit --nbmake notebooks --nbmake-timeout=$(NB_CELL_TIMEOUT) -v --durations=25)
 
 # For development: no tests marked slow (subprocess queries, crash drills, long streams), no
 # notebooks.
-test-fast: java $(STAMP)
+test-fast: java $(STAMP) kafka-jars
 	$(PY) -m ruff check .
 	@$(call timed,make test-fast,$(PYTEST) tests statekit -m "not slow" --durations=10)
 
 # Each benchmark writes bench/results/<name>.json (bench/results.py); the tables of
 # bench/README.md are then regenerated from those files.
-bench: java $(STAMP) jvm-classes
+bench: java $(STAMP) jvm-classes kafka-jars
 	$(PY) -m bench
 	$(PY) -m bench.report
 

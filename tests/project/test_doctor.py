@@ -15,7 +15,8 @@ from statekit.doctor import Check, parse_java_version, run_checks
 def test_every_check_passes_on_this_machine():
     checks = run_checks()
     assert [c.name for c in checks] == [
-        "java", "java module jdk.incubator.vector", "pyspark", "tansu broker", "loopback port"]
+        "java", "java module jdk.incubator.vector", "pyspark", "apache kafka jars",
+        "tansu broker (the alternative without Java)", "loopback port"]
     failed = [c.line() for c in checks if not c.ok]
     assert failed == []
     assert "Java 17" in checks[0].detail or "Java 2" in checks[0].detail
