@@ -44,11 +44,15 @@ _LIVE: weakref.WeakSet[BrokerProcess] = weakref.WeakSet()
 
 #: the broker's own settings statekit sets (anything else is Kafka's default); ``overrides=``
 #: adds to or replaces these. Chosen for one laptop: internal topics of one replica and few
-#: partitions, a group's first join not delayed 3 s, and a log cleaner that looks for work
+#: partitions, no time retention by default, a group's first join not delayed 3 s, a
+#: restarted node back without waiting out a 9 s session, and a log cleaner that looks for work
 #: every half second instead of every 15 s (topics' own settings say how soon to compact:
 #: ``statekit.changelog.naming`` chooses them per store kind).
 BROKER_SETTINGS: dict[str, str] = {
     "num.partitions": "1",
+    # time retention off unless a topic sets its own (windowed changelogs do): Kafka counts it
+    # from each record's timestamp, and the datasets' events are months old (Kafka: 7 days)
+    "log.retention.ms": "-1",
     "auto.create.topics.enable": "false",
     "offsets.topic.replication.factor": "1",
     "offsets.topic.num.partitions": "4",

@@ -25,6 +25,11 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from statekit.errors import BadArgument, StatekitError
 from statekit.kafka.topics import check_reachable, create_topic, partition_count
+
+#: A replayed topic keeps its records whatever their timestamps: Apache Kafka deletes a
+#: segment once its newest record's timestamp is ``retention.ms`` (7 days by default) old,
+#: and a historical dataset's events are months old the moment they are written.
+KEEP_HISTORY = {"retention.ms": "-1"}
 from statekit.model.connection import Kafka, connect
 from statekit.options import Options, route, settle
 from statekit.validate import kafka_name, non_negative_number, whole_number
@@ -156,7 +161,9 @@ def replay(dataset, kafka: Kafka, topic: str, *, options: ReplayOptions | None =
         progress: show a tqdm progress bar.
         config: extra librdkafka producer settings (override statekit's and the connection's).
         topic_config: configs of a topic this call creates (``{"cleanup.policy": "compact"}``
-            for a reference table).
+            for a reference table), over ``KEEP_HISTORY`` (``retention.ms=-1``: the datasets'
+            events carry their own, past, times, which a broker's time retention, counted
+            from the record's timestamp, would delete at its next check).
         flush_timeout: seconds to wait for outstanding delivery reports at the end.
 
     Raises:
@@ -175,7 +182,7 @@ def replay(dataset, kafka: Kafka, topic: str, *, options: ReplayOptions | None =
     bootstrap_servers = admin.bootstrap_servers
     check_reachable(admin, timeout=5.0)  # BrokerUnreachable
     if create:
-        create_topic(admin, topic, partitions, options.topic_config)
+        create_topic(admin, topic, partitions, {**KEEP_HISTORY, **(options.topic_config or {})})
     else:
         partition_count(admin, topic)  # TopicNotFound
 

@@ -228,48 +228,56 @@ def test_a_round_cut_short_by_a_stalled_broker_is_shipped_once_when_it_is_back(
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_after_a_broker_restart_nothing_comes_back_by_itself_and_the_remedy_works(
+def test_a_broker_killed_mid_round_comes_back_with_its_log_and_the_rest_ships_once(
         state, kafka, monkeypatch):
-    """The broker stalls mid-round, then restarts empty (memory storage) on its port: the
-    failed writer must not recreate the topics (wrong partition count) nor deliver its
-    round there; the ledger's error then says what to do, and doing it works."""
+    """The broker stalls mid-round and is killed (kill -9), then starts again from its own log
+    directory: every committed batch is still there, the cut round's transaction never becomes
+    readable, and the restarted query's writer ships the rest once, with no remedy."""
     first = ChangelogWriter(state, kafka, TOPIC, flush_timeout=3)
     assert first.ship(through=2) == 2
+    before = committed_ends(kafka)
     stall_when_shipping(monkeypatch, kafka)
     with pytest.raises(ChangelogError, match="not committed"):
         first.ship()
     monkeypatch.undo()
-    kafka.stop()  # SIGTERM waits on a stopped process; stop() then kills it
-    kafka.start()  # the same port: nothing but what writers create
-    deadline = time.monotonic() + 12  # a live producer reconnects within its 10 s backoff
-    while time.monotonic() < deadline:
-        assert list_topics(kafka) == {}, "a topic came back by itself"
-        time.sleep(0.5)
+    kafka.kill()  # SIGKILL ends a stopped process too
+    kafka.start()  # the same ports, the same log directory
+    assert list_topics(kafka) == {TOPIC: 3, f"{TOPIC}-meta": 1}
+    assert committed_ends(kafka) == before  # batches 0..2, nothing of the cut round
     again = ChangelogWriter(state, kafka, TOPIC)  # the restarted query
-    with pytest.raises(ChangelogError, match=r"says batches up to 2 were shipped to topic "
-                                             r"'faults-aggregate-changelog', but the broker has "
-                                             r"no topic .* delete the ledger '(.*)' and the topic"
-                       ) as info:
-        again.ship()
-    os.remove(ledger_of(state))  # as the error says (the topic is not there)
     ships_the_rest_once(again, kafka, state)
-    assert list_topics(kafka)[f"{TOPIC}-meta"] == 1
-    assert str(ledger_of(state)) in str(info.value)
+    assert again.skipped == 0  # the cut round was never committed: nothing to skip
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_writer_alive_through_a_broker_restart_follows_the_remedy_in_one_step(state, kafka):
-    """Its producer's transaction state died with the broker: the remedy must not lead to a
-    second error."""
+def test_a_writer_alive_through_a_broker_restart_ships_the_rest_once(state, kafka):
+    """Its producer reconnects to the restarted broker, whose transaction coordinator kept the
+    producer's id and epoch on disk: no remedy, no second writer."""
     writer = ChangelogWriter(state, kafka, TOPIC)
     assert writer.ship(through=2) == 2
     kafka.stop()
-    kafka.start()  # empty, on the same port
-    with pytest.raises(ChangelogError, match="broker has no topic .* delete the ledger"):
-        writer.ship()
-    os.remove(ledger_of(state))
+    kafka.start()
     ships_the_rest_once(writer, kafka, state)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_topic_deleted_under_its_ledger_is_named_and_the_remedy_works(state, kafka):
+    """Someone deletes the changelog topic: the ledger says batches were shipped there, the
+    error says so and what to do, and doing it works."""
+    writer = ChangelogWriter(state, kafka, TOPIC)
+    assert writer.ship(through=2) == 2
+    delete_topic(kafka, TOPIC)
+    with pytest.raises(ChangelogError, match=r"says batches up to 2 were shipped to topic "
+                                             r"'faults-aggregate-changelog', but the broker has "
+                                             r"no topic .* delete the ledger '(.*)' and the topic"
+                       ) as info:
+        writer.ship()
+    assert str(ledger_of(state)) in str(info.value)
+    os.remove(ledger_of(state))  # as the error says (the topic is not there)
+    ships_the_rest_once(writer, kafka, state)
+    assert list_topics(kafka)[f"{TOPIC}-meta"] == 1
 
 
 # --- two writers on one topic --------------------------------------------------------------
