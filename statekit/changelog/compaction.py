@@ -136,6 +136,8 @@ def compact(
     if frame.empty:
         return same_kind(changelog, frame.copy())
     stamps = frame["timestamp"]
+    if getattr(stamps.dtype, "tz", None) is not None:  # compared as UTC datetime64 below
+        stamps = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
     at = _now(now, stamps)
     ts = stamps.to_numpy()
     part = frame["partition"].to_numpy()

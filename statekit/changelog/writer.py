@@ -233,8 +233,11 @@ class ChangelogWriter(BackgroundLoop):
     """
 
     def __init__(self, state: StateReader | ChangeSource, kafka: Kafka, topic: str, *,
-                 poll_interval: float = 0.2, flush_timeout: float = 60.0, nice: int = 0):
+                 poll_interval: float = 0.2, flush_timeout: float = 60.0, nice: int = 0,
+                 topic_config: Mapping[str, object] | None = None):
         super().__init__(f"ship-{topic}")
+        #: settings over the source's own for a topic this writer creates
+        self.topic_overrides = {k: str(v) for k, v in (topic_config or {}).items()}
         self.state, self.topic = state, topic
         #: how much lower the background thread's CPU priority is (``lower_priority``)
         self.nice = whole_number(nice, "nice", minimum=0, maximum=19,
@@ -316,7 +319,8 @@ class ChangelogWriter(BackgroundLoop):
 
     def _ensure_topic(self, existing: Mapping[str, int], partitions: int) -> None:
         if self.topic not in existing:
-            create_topic(self.kafka, self.topic, partitions, self.source.topic_config())
+            create_topic(self.kafka, self.topic, partitions,
+                         {**self.source.topic_config(), **self.topic_overrides})
             return
         if existing[self.topic] != partitions:
             raise ChangelogError(
@@ -386,7 +390,7 @@ class ChangelogWriter(BackgroundLoop):
         consumer = plain_consumer(self.kafka)
         found: set[tuple[int, int, int]] = set()
         try:
-            ends = end_offsets(consumer, self.topic, list(ledger.next_offset))
+            ends = self._readable_ends(consumer, ledger.next_offset)
             for p, (lo, hi) in ends.items():
                 if hi < ledger.next_offset[p] or lo > ledger.next_offset[p]:
                     raise ChangelogError(
@@ -414,6 +418,29 @@ class ChangelogWriter(BackgroundLoop):
                 f"{other.describe()}, not this checkpoint's: two checkpoints cannot share one "
                 f"changelog topic; name another store, or {self._start_over()}")
         return found, {p: hi for p, (_, hi) in ends.items()}
+
+    def _readable_ends(self, consumer, expected: Mapping[int, int]
+                       ) -> dict[int, tuple[int, int]]:
+        """Each partition's (low, readable end), once every end has reached ``expected`` or
+        ``flush_timeout`` has passed. Apache Kafka acknowledges a commit once its coordinator
+        has logged it and writes the commit markers into the partitions just after: until
+        they land, a ``read_committed`` reader stops before the round's records."""
+        deadline = time.monotonic() + self.flush_timeout
+        while True:
+            ends = end_offsets(consumer, self.topic, list(expected))
+            if (all(hi >= expected[p] for p, (_, hi) in ends.items())
+                    or time.monotonic() > deadline):
+                return ends
+            time.sleep(0.02)
+
+    def _wait_readable(self, expected: Mapping[int, int]) -> None:
+        """Return once a ``read_committed`` reader sees the round just committed (its commit
+        markers written), so that what ``ship()`` returned is what ``read_changelog`` reads."""
+        consumer = plain_consumer(self.kafka)
+        try:
+            self._readable_ends(consumer, expected)
+        finally:
+            consumer.close()
 
     # --- shipping -------------------------------------------------------------------
     def _encoded_changes(self, first: int, last: int) -> pa.Table:
@@ -520,6 +547,7 @@ class ChangelogWriter(BackgroundLoop):
                                ) from None
         self.skipped += shipped.skipped
         self.ledger.write(after[0])
+        self._wait_readable(after[0].next_offset)
 
     @staticmethod
     def _position_records(ledger: LedgerState) -> list[tuple[bytes, bytes]]:

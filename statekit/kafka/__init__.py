@@ -17,8 +17,8 @@ _NAMES = {
     "ReplayReport": "statekit.kafka.dataset_replay",
     "replay": "statekit.kafka.dataset_replay",
     **{name: "statekit.kafka.topics" for name in (
-        "create_topic", "delete_topic", "describe_topic_config", "end_offsets", "list_topics",
-        "partition_count", "watermarks")},
+        "alter_topic_config", "create_topic", "delete_topic", "describe_topic_config",
+        "end_offsets", "list_topics", "partition_count", "watermarks")},
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

@@ -292,6 +292,18 @@ class EmbeddedBroker(BrokerProcess):
     def _ports(self) -> dict[str, int]:
         return {"client": self.port, "controller": self.controller_port}
 
+    def cleaned_offsets(self, topic: str) -> dict[int, int]:
+        """Partition → the offset this broker's log cleaner has compacted ``topic`` up to
+        (read from its ``cleaner-offset-checkpoint``); partitions not cleaned yet left out.
+
+        Example:
+            >>> broker.cleaned_offsets("board-counts-changelog")      # doctest: +SKIP
+            {0: 1180, 1: 1422, 2: 977}
+        """
+        from statekit.kafka.cleaner_checkpoint import cleaned_offsets
+
+        return cleaned_offsets(self.data_dir, topic) if self.data_dir else {}
+
     def settings(self) -> dict[str, str]:
         """The broker's ``server.properties``, as this broker writes them."""
         voters = self._voters or f"{self.node_id}@{self.host}:{self.controller_port}"

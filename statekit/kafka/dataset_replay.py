@@ -25,14 +25,14 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from statekit.errors import BadArgument, StatekitError
 from statekit.kafka.topics import check_reachable, create_topic, partition_count
+from statekit.model.connection import Kafka, connect
+from statekit.options import Options, route, settle
+from statekit.validate import kafka_name, non_negative_number, whole_number
 
 #: A replayed topic keeps its records whatever their timestamps: Apache Kafka deletes a
 #: segment once its newest record's timestamp is ``retention.ms`` (7 days by default) old,
 #: and a historical dataset's events are months old the moment they are written.
 KEEP_HISTORY = {"retention.ms": "-1"}
-from statekit.model.connection import Kafka, connect
-from statekit.options import Options, route, settle
-from statekit.validate import kafka_name, non_negative_number, whole_number
 
 if TYPE_CHECKING:  # pandas is imported where used: Spark workers import this module
     import pandas as pd

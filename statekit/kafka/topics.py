@@ -176,6 +176,27 @@ def delete_topic(kafka: Kafka, topic: str, config: Config = None,
         _wait_for_metadata(conn, topic, present=False)
 
 
+def alter_topic_config(kafka: Kafka, topic: str, settings: Mapping[str, object],
+                       config: Config = None) -> None:
+    """Set topic-level ``settings`` on ``topic`` (the others stay as they are), as
+    ``kafka-configs --alter --add-config`` does; TopicNotFound naming it when it is missing,
+    BadArgument naming the setting the broker refused."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    from statekit.errors import BadArgument
+
+    conn = connect(kafka, config)
+    partition_count(conn, topic)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry(str(name), str(value), incremental_operation=AlterConfigOpType.SET)
+        for name, value in settings.items()])
+    try:
+        admin_client(conn).incremental_alter_configs([resource])[resource].result(30)
+    except KafkaException as exc:
+        raise BadArgument(f"settings of topic {topic!r}", dict(settings),
+                          f"topic settings the broker takes ({exc.args[0].str()})") from None
+
+
 def describe_topic_config(kafka: Kafka, topic: str, config: Config = None) -> dict[str, str]:
     """The topic's configuration as the broker reports it (name → value)."""
     conn = connect(kafka, config)

@@ -132,6 +132,11 @@ class RunOptions(Options):
             ``<name>-<store_name>-changelog``; None: on when a Kafka cluster is given
             (``start_query`` only).
         store_name: the store's name in its changelog topic.
+        changelog_topic_config: topic settings of a changelog topic statekit creates, over
+            its own (``statekit.changelog.naming``: the policy, a windowed store's
+            retention, and ``QUICK_CLEANING``, the laptop's cleaner pace): a real
+            cluster's pace, e.g. ``{"segment.ms": "3600000", "delete.retention.ms":
+            "86400000"}``.
     """
 
     name: str | None = None
@@ -141,6 +146,7 @@ class RunOptions(Options):
     output_mode: str | None = None
     changelog: bool | None = None
     store_name: str = "aggregate"
+    changelog_topic_config: Mapping[str, object] | None = None
 
     def __post_init__(self):
         if self.name is not None and (not isinstance(self.name, str) or not self.name):
@@ -158,6 +164,13 @@ class RunOptions(Options):
             raise BadArgument("changelog", self.changelog, "True, False or None")
         if not isinstance(self.store_name, str) or not self.store_name:
             raise BadArgument("store_name", self.store_name, "a non-empty store name")
+        settings = self.changelog_topic_config
+        if settings is not None and not (isinstance(settings, Mapping) and all(
+                isinstance(k, str) and k and isinstance(v, (str, int, float)) and
+                not isinstance(v, bool) for k, v in settings.items())):
+            raise BadArgument("changelog_topic_config", settings,
+                              "a mapping of Kafka topic setting names to values (strings or "
+                              "numbers), or None")
 
     def trigger_kwargs(self) -> dict:
         """``DataStreamWriter.trigger``'s keyword arguments for ``trigger``."""

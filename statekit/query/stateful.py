@@ -875,7 +875,8 @@ def start_query(
             ``starting_offsets``, ``ending_offsets``, ``max_offsets_per_trigger``,
             ``fail_on_data_loss`` the ``SourceOptions`` (not with ``source_options``);
             ``name``, ``checkpoint``, ``trigger``, ``sink``, ``output_mode``,
-            ``changelog``, ``store_name`` the ``RunOptions`` (not with ``run``).
+            ``changelog``, ``store_name``, ``changelog_topic_config`` the ``RunOptions`` (not with
+            ``run``).
 
     The null rule: an event is malformed (counted, kept aside in ``malformed()``) when its
     value is not UTF-8 or not a JSON object, when a field holds a value of the wrong type,
@@ -943,7 +944,8 @@ def start_query(
                                    available_now="availableNow" in trigger_kwargs),
                            kafka_input=kafka_input)
     if topic:
-        handle.changelog = ChangelogWriter(handle.state, conn, topic).start()
+        handle.changelog = ChangelogWriter(handle.state, conn, topic,
+                                           topic_config=run.changelog_topic_config).start()
     return handle
 
 
