@@ -82,30 +82,15 @@ def serve_leaderboard(servers: str, query, snapshot: pd.DataFrame, out: Path) ->
         return cluster.assignment.to_frame()
 
 
-#: The demo's changelog waits for the log cleaner until the demo has read it whole (a broker
-#: that compacts at once would hand back a log already cleaned): then ``broker_cleaned`` lets
-#: the cleaner go.
-HOLD_COMPACTION = {"min.compaction.lag.ms": str(3_600_000)}
+def broker_cleaned(servers: str, log, broker=None) -> str:
+    """Let the broker's log cleaner compact the changelog ``log`` was read from, and say what
+    it kept beside what statekit predicts for the same point."""
+    from statekit.changelog.broker_compaction import clean_and_compare
 
-
-def broker_cleaned(servers: str, log, broker=None, wait_s: float = 30.0) -> str:
-    """Let the broker's log cleaner compact the changelog ``log`` was read from, wait for its
-    first pass, and say what it kept beside what statekit predicts for the same point."""
-    from statekit.changelog.broker_compaction import check_broker
-    from statekit.kafka.topics import alter_topic_config
-
-    alter_topic_config(servers, log.topic, {"min.compaction.lag.ms": "0"})
-    deadline = time.monotonic() + wait_s
-    while True:
-        check = check_broker(servers, log, broker)
-        cleaned = (len(check.cleaned_to) == log.records["partition"].nunique()
-                   if broker is not None else len(check.kept) < len(check.shipped))
-        if cleaned or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    if not cleaned:
-        return (f"the broker's log cleaner has not compacted {log.topic!r} within "
-                f"{wait_s:.0f} s (its own pace: segment.ms, min.cleanable.dirty.ratio)")
+    try:
+        check = clean_and_compare(servers, log, broker, timeout=30)
+    except TimeoutError as exc:
+        return str(exc)
     return f"the broker's log cleaner on {log.topic!r}: {check.summary()}"
 
 
@@ -155,6 +140,7 @@ def attach_own_job(spark, dataset, servers: str, out: Path) -> None:
 
 def main(args: Namespace) -> int:
     from statekit.changelog import compaction_stats
+    from statekit.changelog.naming import HOLD_COMPACTION
     from statekit.charts import (
         change_feed_chart,
         compaction_stats_chart,

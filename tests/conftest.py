@@ -71,6 +71,23 @@ def no_query_outlives_its_module():
                       f"{', '.join(str(q.name or q.id) for q in left)}", stacklevel=1)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def changelogs_read_whole():
+    """Changelog topics made in this process keep every record until a test lets the broker's
+    log cleaner go: the tests compare a changelog with Spark's change feed record for record,
+    and Apache Kafka's cleaner would otherwise compact it within seconds
+    (``QUICK_CLEANING``). The cleaner has tests of its own
+    (``tests/changelog/test_broker_compaction.py``, which sets ``min.compaction.lag.ms=0``);
+    a worker process gets the same setting through its ``RunOptions``."""
+    from statekit.changelog import naming
+
+    quick = dict(naming.QUICK_CLEANING)
+    naming.QUICK_CLEANING.update(naming.HOLD_COMPACTION)
+    yield
+    naming.QUICK_CLEANING.clear()
+    naming.QUICK_CLEANING.update(quick)
+
+
 @pytest.fixture(scope="session")
 def spark():
     session = spark_session("local[2]", app_name="statekit-tests", shuffle_partitions=3)

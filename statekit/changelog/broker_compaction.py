@@ -192,3 +192,36 @@ def check_broker(kafka, shipped: Log, broker=None, now: TimeLike | None = None
     return compare(shipped, kept, cleaned, now=now,
                    delete_retention_ms=float(settings.get("delete.retention.ms", 86_400_000)),
                    retention_ms=retention if delete_policy and retention >= 0 else None)
+
+
+def clean_and_compare(kafka, shipped: Log, broker=None, timeout: float = 60.0
+                      ) -> BrokerCompaction:
+    """Let the broker's log cleaner compact the topic ``shipped`` was read from (whose
+    compaction ``naming.HOLD_COMPACTION`` held back), wait for its pass over every partition
+    (the embedded ``broker``'s record; on a remote cluster, until something is gone), and
+    ``check_broker``. TimeoutError naming the topic when the cleaner has not run in
+    ``timeout`` seconds.
+
+    Example:
+        >>> clean_and_compare(broker, log, broker).agrees           # doctest: +SKIP
+        True
+    """
+    import time
+
+    from statekit.kafka.topics import alter_topic_config
+
+    alter_topic_config(kafka, shipped.topic, {"min.compaction.lag.ms": "0"})
+    parts = _records(shipped, REQUIRED, "shipped changelog")["partition"].nunique()
+    deadline = time.monotonic() + timeout
+    while True:
+        check = check_broker(kafka, shipped, broker)
+        done = (len(check.cleaned_to) == parts if check.cleaned_known
+                else len(check.kept) < len(check.shipped))
+        if done:
+            return check
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"the broker's log cleaner has not compacted {shipped.topic!r} within "
+                f"{timeout:g} s (its pace: the topic's segment.ms and "
+                f"min.cleanable.dirty.ratio, the broker's log.cleaner.backoff.ms)")
+        time.sleep(0.5)

@@ -41,6 +41,11 @@ QUICK_CLEANING: dict[str, str] = {
     "delete.retention.ms": "10000",
 }
 
+#: Over ``QUICK_CLEANING``, for a changelog to be read whole before the broker compacts it (the
+#: demo and notebook 3): no record is compactable for an hour, until
+#: ``broker_compaction.clean_and_compare`` lets the cleaner go.
+HOLD_COMPACTION: dict[str, str] = {"min.compaction.lag.ms": str(3_600_000)}
+
 
 def changelog_topic(app: str, store: str) -> str:
     """The changelog topic name of ``store`` in application ``app``, as Kafka Streams names it."""

@@ -9,6 +9,7 @@ Example:
 """
 
 from statekit.charts.changelog import (
+    broker_compaction_chart,
     compaction_stats_chart,
     key_history_chart,
     log_vs_compacted_chart,
@@ -51,6 +52,7 @@ from statekit.charts.serving import (
 )
 
 __all__ = [
+    "broker_compaction_chart",
     "cache_hit_ratio_chart",
     "change_feed_chart",
     "changelog_growth_chart",

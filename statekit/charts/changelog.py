@@ -298,6 +298,41 @@ def compaction_stats_chart(
         width=max(160, 90 * len(stats)), height=220)
 
 
+def broker_compaction_chart(check, title: str = "What the broker's log cleaner kept"
+                            ) -> alt.LayerChart:
+    """Per partition: records shipped, what statekit predicts the broker keeps at its cleaned
+    point, and what it kept (``BrokerCompaction`` from ``check_broker``), with the verdict.
+
+    Example:
+        >>> broker_compaction_chart(check_broker(broker, log, broker))  # doctest: +SKIP
+    """
+    counts = check.per_partition()
+    require_columns(counts, ("partition", "shipped", "predicted", "kept", "cleaned_to"),
+                    "broker compaction frame", "as BrokerCompaction.per_partition() gives")
+    order = ["shipped", "statekit predicts", "the broker kept"]
+    long = counts.rename(columns={"predicted": order[1], "kept": order[2]}).melt(
+        id_vars=["partition", "cleaned_to"], value_vars=order, var_name="what",
+        value_name="records")
+    bars = alt.Chart(inline(long)).mark_bar().encode(
+        x=alt.X("partition:O", title="partition", axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("what:N", sort=order),
+        y=alt.Y("records:Q", title="records in the topic"),
+        color=alt.Color("what:N", title=None, sort=order,
+                        scale=alt.Scale(domain=order, range=["#c6dbef", "#6baed6", BLUE])),
+        tooltip=["partition:O", "what:N", alt.Tooltip("records:Q", format=","),
+                 alt.Tooltip("cleaned_to:Q", title="cleaned up to offset")])
+    verdict = ("agree record for record" if check.agrees else
+               f"differ: {len(check.missing)} missing, {len(check.unexpected)} unexpected")
+    waiting = len(check.tombstones_waiting)
+    return alt.layer(bars).properties(
+        title=alt.Title(title, subtitle=[
+            f"statekit's prediction and the broker {verdict}"
+            + (f"; {waiting} tombstones wait for the cleaner's next pass" if waiting else ""),
+            "predicted = compaction below the offset each partition is cleaned up to, "
+            "every record from it on"]),
+        width=max(180, 110 * len(counts)), height=220)
+
+
 # --- (d) Spark state files: snapshots and deltas ---------------------------------------
 def state_files_chart(files: pd.DataFrame, title: str | None = None) -> alt.Chart:
     """Spark's state files per partition over versions; the files a restore reads stand out.

@@ -157,7 +157,8 @@ def test_a_topic_cleaned_by_the_broker_holds_exactly_what_statekit_predicts(
     state = StateReader(spark, str(copy), GAME_SPEC)
     topic = "cleaned-aggregate-changelog"
     last = state.batch_range()[1]
-    writer = ChangelogWriter(state, broker, topic, topic_config={"delete.retention.ms": "1000"})
+    writer = ChangelogWriter(state, broker, topic, topic_config={  # the cleaner at its pace
+        "delete.retention.ms": "1000", "min.compaction.lag.ms": "0"})
     # the last batches evict windows behind the watermark (tombstones): three rounds, each
     # followed by a cleaning pass; the passes after the first drop its expired tombstones
     rounds = [last - 3, last - 1, last]

@@ -18,6 +18,7 @@ import statekit as sk
 from statekit.changelog import naming
 from statekit.changelog.compaction import compact
 from statekit.changelog.log import Changelog, materialize
+from statekit.changelog.naming import HOLD_COMPACTION
 from statekit.changelog.reader import read_changelog
 from statekit.changelog.writer import ChangelogWriter
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
@@ -187,7 +188,8 @@ def test_reshipping_after_a_lost_ledger_round_skips_what_is_there(spark, broker,
 def _worker(broker, topic, checkpoint, name, mode) -> subprocess.Popen:
     source = SourceOptions(kafka=broker, event_schema=GAME_EVENT_SCHEMA,
                            max_offsets_per_trigger=250)
-    run = RunOptions(name=name, checkpoint=str(checkpoint), trigger="200 milliseconds")
+    run = RunOptions(name=name, checkpoint=str(checkpoint), trigger="200 milliseconds",
+                     changelog_topic_config=HOLD_COMPACTION)
     return start_worker("query", query_config(topic, GAME_SPEC, source, run, mode=mode))
 
 

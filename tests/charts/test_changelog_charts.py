@@ -166,6 +166,21 @@ def test_compaction_stats_chart_has_before_and_after_bars_and_the_ratio():
                                              "records_after": [1]}))
 
 
+def test_broker_compaction_chart_has_three_bars_per_partition_and_the_verdict():
+    from statekit.changelog.broker_compaction import compare
+    from statekit.charts import broker_compaction_chart
+
+    raw = log([(0, 0, 0, "a", False), (0, 1, 1, "a", False), (1, 0, 0, "b", False)])
+    agreeing = compare(raw, raw.iloc[[1, 2]], {0: 2})  # a@0 superseded, cleaned away
+    spec = broker_compaction_chart(agreeing).to_dict()
+    bars = sorted((r["partition"], r["what"], r["records"]) for r in rows(spec))
+    assert bars == [(0, "shipped", 2), (0, "statekit predicts", 1), (0, "the broker kept", 1),
+                    (1, "shipped", 1), (1, "statekit predicts", 1), (1, "the broker kept", 1)]
+    assert "agree record for record" in spec["title"]["subtitle"][0]
+    wrong = broker_compaction_chart(compare(raw, raw, {0: 2})).to_dict()  # nothing cleaned
+    assert "differ: 0 missing, 1 unexpected" in wrong["title"]["subtitle"][0]
+
+
 # --- (d) state files --------------------------------------------------------------------------
 def test_state_files_chart_highlights_the_files_a_restore_reads():
     files = pd.DataFrame({

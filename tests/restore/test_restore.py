@@ -19,6 +19,7 @@ from helpers.plainrun import assert_same_rows
 
 import statekit as sk
 from statekit.changelog.log import materialize
+from statekit.changelog.naming import HOLD_COMPACTION
 from statekit.changelog.reader import read_changelog
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC, game_events, parse_game_events
 from statekit.drills.worker import query_config, start_worker
@@ -604,7 +605,8 @@ def test_bad_arguments_are_named_before_anything_is_read(synthetic, broker, tmp_
 def _worker(broker, topic, checkpoint, mode) -> subprocess.Popen:
     source = SourceOptions(kafka=broker, event_schema=GAME_EVENT_SCHEMA,
                            max_offsets_per_trigger=250)
-    run = RunOptions(name="drill", checkpoint=str(checkpoint), trigger="200 milliseconds")
+    run = RunOptions(name="drill", checkpoint=str(checkpoint), trigger="200 milliseconds",
+                     changelog_topic_config=HOLD_COMPACTION)
     return start_worker("query", query_config(topic, GAME_SPEC, source, run, mode=mode))
 
 
