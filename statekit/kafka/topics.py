@@ -105,13 +105,16 @@ def create_topic(
     topic: str,
     partitions: int = 1,
     config: Mapping[str, str] | None = None,
-    replication_factor: int = 1,
+    replication_factor: int = -1,
     exist_ok: bool = True,
     client_config: Config = None,
     timeout: float = 30.0,
 ) -> bool:
     """Create ``topic`` with topic-level ``config``; True if created, False if it existed.
 
+    ``replication_factor``: copies of each partition; -1 (the default) takes the cluster's
+    ``default.replication.factor`` (1 on an ``EmbeddedBroker``, 3 on a ``KafkaCluster`` of
+    three nodes), as Kafka Streams creates its changelogs.
     ``client_config``: extra librdkafka settings for the admin client.
     """
     conn = connect(kafka, client_config)
