@@ -63,12 +63,14 @@ from statekit.errors import (
 )
 from statekit.kafka.background import BackgroundLoop
 from statekit.kafka.topics import (
+    UNAVAILABLE,
     consume_ranges,
     create_topic,
     describe_topic_config,
     end_offsets,
     list_topics,
     plain_consumer,
+    why_unavailable,
 )
 from statekit.kafka.transactions import discard, is_fenced, transactional_producer
 from statekit.model import changelog_record as codec
@@ -499,7 +501,10 @@ class ChangelogWriter(BackgroundLoop):
         if ledger is None:
             ledger = self._fresh_ledger(partitions)
             self.ledger.write(ledger)  # so a first round cut short is found past it
-        done, ends = self._already_shipped(ledger)
+        try:
+            done, ends = self._already_shipped(ledger)
+        except (KafkaException, TimeoutError) as exc:  # the cluster did not serve the read
+            raise self._failed(exc, f"reading {self.topic!r} past the ledger") from None
         if self.identity is None:
             self._announce(last)
         first = ledger.last_batch + 1
@@ -568,7 +573,7 @@ class ChangelogWriter(BackgroundLoop):
         self._drop_producer()
         if is_fenced(exc):
             return self._fenced(self._newer_writer())
-        if not isinstance(exc, (KafkaException, ChangelogError)):
+        if not isinstance(exc, (KafkaException, ChangelogError, TimeoutError)):
             return exc
         if isinstance(exc, KafkaException) and exc.args[0].code() == KafkaError._FATAL:
             # librdkafka makes fencing a fatal error, and may report only "fatal": fenced if
@@ -581,7 +586,24 @@ class ChangelogWriter(BackgroundLoop):
             f"{what} failed: {detail}. The round's transaction is not committed and this "
             f"writer's producer is closed, so nothing more of it can be written; the next "
             f"ship() takes the topic over again and ships the round (records already in the "
-            f"topic are not repeated)")
+            f"topic are not repeated){self._unavailable(exc)}")
+
+    def _unavailable(self, exc: BaseException) -> str:
+        """Why the cluster did not take the round, when it did not serve it (no leader, too
+        few replicas in sync, brokers down): a sentence for its error, or ""."""
+        if isinstance(exc, KafkaException) and exc.args[0].code() not in UNAVAILABLE:
+            return ""
+        try:
+            found = why_unavailable(self.kafka, self.topic)
+        except Exception:  # noqa: BLE001 - the diagnosis is best effort
+            return ""
+        if not found:
+            return ""
+        return (f". The Kafka cluster cannot take it now: {found}. Every changelog record is "
+                f"written with acks=all: each partition needs its leader and "
+                f"min.insync.replicas in-sync replicas on brokers that answer (and a KRaft "
+                f"cluster a majority of its controllers): start the brokers that are down, "
+                f"then ship() again")
 
     def _fenced(self, other: meta.WriterInfo | None) -> ChangelogFenced:
         mine = f"the writer of checkpoint {self._checkpoint_path!r} (pid {os.getpid()})"

@@ -1,4 +1,5 @@
-"""Kafka side of statekit: connections, the embedded broker, topic helpers and dataset replay.
+"""Kafka side of statekit: connections, the embedded broker (and a cluster of them), topic
+helpers and dataset replay.
 
 Names resolve on first use, so ``statekit.model.connection`` alone does not load
 confluent-kafka's clients.
@@ -8,6 +9,7 @@ from statekit._lazy import lazy_exports
 
 _NAMES = {
     "EmbeddedBroker": "statekit.kafka.broker",
+    "KafkaCluster": "statekit.kafka.cluster",
     "TansuBroker": "statekit.kafka.tansu",
     "KafkaJarsMissing": "statekit.kafka.jars",
     "KafkaConnection": "statekit.model.connection",

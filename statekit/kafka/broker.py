@@ -159,6 +159,20 @@ class BrokerProcess:
         """Start the broker and wait until it answers; returns self."""
         if self.running:
             return self
+        self._launch()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _launch(self) -> None:
+        """Start the child process without waiting for it to answer (``start`` waits).
+
+        Call it on a thread that outlives the broker (the main thread, say): Linux sends the
+        child its parent-death signal when the *thread* that started it ends, not the process.
+        """
         for what, port in self._ports().items():
             _bind_check(self.host, port, what, f"the embedded {self.kind}")
         cmd, env = self._command()  # may raise, naming what is missing, before any child
@@ -169,12 +183,6 @@ class BrokerProcess:
                            env={**os.environ, **env})
         log.close()
         _LIVE.add(self)
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
     def log_tail(self, chars: int = 2000) -> str:
         """The end of the broker's own output (where it says why it stopped)."""
@@ -370,10 +378,15 @@ class EmbeddedBroker(BrokerProcess):
                 f"could not format the Apache Kafka log folder {self.data_dir} (exit "
                 f"{done.returncode}): {(done.stdout + done.stderr).strip()[-1500:]}")
 
-    def _command(self) -> tuple[list[str], Mapping[str, str]]:
+    def _prepare(self) -> list[str]:
+        """Write its settings, format its log folder (once); the ``java`` command to run it."""
         self._prepare_dir()
         java = self._java()
         self._format(java)
+        return java
+
+    def _command(self) -> tuple[list[str], Mapping[str, str]]:
+        java = self._prepare()
         return [*java, "kafka.Kafka", str(self.log_dir / "server.properties")], {}
 
     def close(self) -> None:
