@@ -6,6 +6,7 @@ import argparse
 
 from bench import (
     attach,
+    broker,
     changelog,
     curves,
     inspect,
@@ -36,10 +37,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore",
                                            "serving", "serving_load", "tuning", "inspect",
                                            "processor", "curves", "peer", "source", "tail",
-                                           "attach"],
+                                           "attach", "broker"],
                         help="run just one (curves, peer: only when asked for)")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
+    if args.only in (None, "broker"):
+        broker.main(repeats)  # its own sizes: see bench/broker.py
     if args.only in (None, "snapshot"):
         snapshot.main(["--keys", str(args.keys), *repeats])
     if args.only in (None, "throughput"):

@@ -64,10 +64,10 @@ def _process_kind(cmdline: str) -> str:
     """What a process of this benchmark is, from its command line."""
     if not cmdline.strip():
         return "exited"
+    if "kafka.Kafka" in cmdline.split() or "tansu" in cmdline:  # Apache Kafka, or Tansu
+        return "broker"
     if "java" in os.path.basename(cmdline.split()[0]):
         return "jvm"
-    if "tansu" in cmdline:
-        return "broker"
     if "python_streaming_source_runner" in cmdline:
         return "py_source_runner"
     if "pyspark.daemon" in cmdline or "pyspark.worker" in cmdline:

@@ -170,21 +170,22 @@ def main(args: Namespace) -> int:
     with contextlib.ExitStack() as stack:
         servers = args.bootstrap_servers
         if servers is None:
-            broker = stack.enter_context(EmbeddedBroker())
+            # it boots while Spark's JVM does; the first call given the broker waits for it
+            broker = EmbeddedBroker().start(wait=False)
+            stack.callback(broker.close)
             servers = broker.bootstrap_servers
             _say(f"embedded Apache Kafka broker (KRaft, log on disk) on {servers}")
         else:
             _say(f"using Kafka at {servers}")
             broker = None
-        dataset = game_events()
-        report = replay(dataset, servers, TOPIC, partitions=4)
-        _say(f"replayed {report.records} game events into topic {TOPIC!r} "
-             f"({report.records_per_second:,.0f} records/s), "
-             f"per partition {report.partition_counts}")
-
         spark = spark_session(args.master)
         _say(f"Spark {spark.version} on {spark.sparkContext.master}, RocksDB state store, "
              "changelog checkpointing on")
+        dataset = game_events()
+        report = replay(dataset, broker or servers, TOPIC, partitions=4)
+        _say(f"replayed {report.records} game events into topic {TOPIC!r} "
+             f"({report.records_per_second:,.0f} records/s), "
+             f"per partition {report.partition_counts}")
         query = start_query(
             TOPIC, dataset.spec, spark=spark,
             source_options=SourceOptions(kafka=servers, event_schema=dataset.schema,

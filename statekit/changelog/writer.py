@@ -69,6 +69,7 @@ from statekit.kafka.topics import (
     describe_topic_config,
     end_offsets,
     list_topics,
+    offset_bounds,
     plain_consumer,
     why_unavailable,
 )
@@ -389,10 +390,10 @@ class ChangelogWriter(BackgroundLoop):
         """(partition, batch, seq) of the records past the ledger (a round a crash cut short,
         or one not recorded), and each partition's end. Called once no other writer can
         write, so nothing lands past the ledger later."""
+        ends = self._settled_bounds(ledger.next_offset)
         consumer = plain_consumer(self.kafka)
         found: set[tuple[int, int, int]] = set()
         try:
-            ends = self._readable_ends(consumer, ledger.next_offset)
             for p, (lo, hi) in ends.items():
                 if hi < ledger.next_offset[p] or lo > ledger.next_offset[p]:
                     raise ChangelogError(
@@ -421,28 +422,41 @@ class ChangelogWriter(BackgroundLoop):
                 f"changelog topic; name another store, or {self._start_over()}")
         return found, {p: hi for p, (_, hi) in ends.items()}
 
-    def _readable_ends(self, consumer, expected: Mapping[int, int]
-                       ) -> dict[int, tuple[int, int]]:
-        """Each partition's (low, readable end), once every end has reached ``expected`` or
-        ``flush_timeout`` has passed. Apache Kafka acknowledges a commit once its coordinator
-        has logged it and writes the commit markers into the partitions just after: until
-        they land, a ``read_committed`` reader stops before the round's records."""
+    def _settled_bounds(self, expected: Mapping[int, int]) -> dict[int, tuple[int, int]]:
+        """Partition → (log start, log end) once no transaction is open and every commit
+        marker is written (the last stable offset has reached the log end), or at once when a
+        log ends before ``expected`` (records gone: the caller says so), or after
+        ``flush_timeout``. The log end counts commit markers and does not move back when the
+        log cleaner removes the last records, which a "last readable record" end would."""
+        parts = list(expected)
         deadline = time.monotonic() + self.flush_timeout
         while True:
-            ends = end_offsets(consumer, self.topic, list(expected))
-            if (all(hi >= expected[p] for p, (_, hi) in ends.items())
+            bounds = offset_bounds(self.kafka, self.topic, parts, committed=False)
+            if any(hi < expected[p] for p, (_, hi) in bounds.items()):
+                # a broker whose watermark is not the log end (Tansu reports the first offset
+                # of the last record batch + 1): the last record it holds decides
+                consumer = plain_consumer(self.kafka)
+                try:
+                    read = end_offsets(consumer, self.topic, parts)
+                finally:
+                    consumer.close()
+                return {p: (lo, max(hi, read[p][1])) for p, (lo, hi) in bounds.items()}
+            stable = offset_bounds(self.kafka, self.topic, parts, committed=True)
+            if (all(stable[p][1] >= hi for p, (_, hi) in bounds.items())
                     or time.monotonic() > deadline):
-                return ends
+                return bounds
             time.sleep(0.02)
 
     def _wait_readable(self, expected: Mapping[int, int]) -> None:
         """Return once a ``read_committed`` reader sees the round just committed (its commit
         markers written), so that what ``ship()`` returned is what ``read_changelog`` reads."""
-        consumer = plain_consumer(self.kafka)
-        try:
-            self._readable_ends(consumer, expected)
-        finally:
-            consumer.close()
+        deadline = time.monotonic() + self.flush_timeout
+        parts = list(expected)
+        while time.monotonic() < deadline:
+            stable = offset_bounds(self.kafka, self.topic, parts, committed=True)
+            if all(stable[p][1] >= expected[p] for p in parts):
+                return
+            time.sleep(0.02)
 
     # --- shipping -------------------------------------------------------------------
     def _encoded_changes(self, first: int, last: int) -> pa.Table:

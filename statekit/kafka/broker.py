@@ -128,6 +128,7 @@ class BrokerProcess:
         self.startup_timeout = startup_timeout
         self.log_path = Path(log_path) if log_path else None
         self._proc: subprocess.Popen | None = None
+        self._ready = False
 
     @property
     def bootstrap_servers(self) -> str:
@@ -136,9 +137,13 @@ class BrokerProcess:
 
     @property
     def connection(self):
-        """The broker as a ``KafkaConnection`` (what every statekit Kafka call accepts)."""
+        """The broker as a ``KafkaConnection`` (what every statekit Kafka call accepts); a
+        broker started with ``start(wait=False)`` is waited for here, so a statekit call given
+        the broker itself never finds it still booting."""
         from statekit.model.connection import KafkaConnection
 
+        if self._proc is not None and not self._ready:
+            self.wait_ready()
         return KafkaConnection(self.bootstrap_servers)
 
     @property
@@ -155,16 +160,38 @@ class BrokerProcess:
     def _command(self) -> tuple[list[str], Mapping[str, str]]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def start(self) -> BrokerProcess:
-        """Start the broker and wait until it answers; returns self."""
+    def start(self, wait: bool = True) -> BrokerProcess:
+        """Start the broker and wait until it answers; returns self.
+
+        ``wait=False`` returns once the process is started, so that the broker boots while
+        something else does (a Spark session: ``sk.spark_session`` takes seconds too); the
+        first statekit call given the broker, or ``wait_ready()``, then waits for it.
+
+        Example:
+            >>> broker = EmbeddedBroker().start(wait=False)         # doctest: +SKIP
+            >>> spark = sk.spark_session()                          # both boot at once
+            >>> replay(game_events(), broker, "games")              # waits for the broker
+        """
         if self.running:
-            return self
+            return self.wait_ready() if wait else self
+        self._ready = False
         self._launch()
+        return self.wait_ready() if wait else self
+
+    def wait_ready(self) -> BrokerProcess:
+        """Wait until a broker started with ``start(wait=False)`` answers; returns self. A
+        broker that exits or does not answer in ``startup_timeout`` is stopped and named."""
+        if self._ready:
+            return self
+        if self._proc is None:
+            raise StatekitError(f"the embedded {self.kind} on {self.bootstrap_servers} is not "
+                                "started: call start()")
         try:
             self._wait_ready()
         except BaseException:
             self.stop()
             raise
+        self._ready = True
         return self
 
     def _launch(self) -> None:
@@ -218,7 +245,7 @@ class BrokerProcess:
         """Stop the broker (SIGTERM, then SIGKILL after ``timeout`` seconds). Idempotent."""
         from statekit.kafka.topics import forget_clients
 
-        proc, self._proc = self._proc, None
+        proc, self._proc, self._ready = self._proc, None, False
         forget_clients(self.bootstrap_servers)
         if proc is None or proc.poll() is not None:
             return
@@ -233,7 +260,7 @@ class BrokerProcess:
         """``kill -9`` the broker (a crash drill): nothing flushed, nothing shut down."""
         from statekit.kafka.topics import forget_clients
 
-        proc, self._proc = self._proc, None
+        proc, self._proc, self._ready = self._proc, None, False
         forget_clients(self.bootstrap_servers)
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGKILL)

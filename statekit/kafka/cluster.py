@@ -207,7 +207,7 @@ class KafkaCluster:
                     n._launch()
                 except StatekitError as exc:
                     raise self._node_error(n, "did not start", exc) from None
-            self._each(todo, lambda n: n._wait_ready(), "did not answer")
+            self._each(todo, lambda n: n.wait_ready(), "did not answer")
             self.wait_for_brokers(timeout=self.startup_timeout)
         except BaseException:
             for n in todo:

@@ -73,6 +73,23 @@ def plain_consumer(kafka: Kafka, config: Config = None, **extra) -> Consumer:
     return Consumer(settings)
 
 
+def offset_bounds(kafka: Kafka, topic: str, partitions: list[int], committed: bool,
+                  timeout: float = 10.0) -> dict[int, tuple[int, int]]:
+    """Partition → (log start, end) as the broker reports them, no record read: with
+    ``committed`` the last stable offset (a ``read_committed`` reader's end: before any
+    transaction still open, and before a commit whose markers are not written yet), else the
+    high watermark (one past the last offset written, commit markers included). Apache Kafka
+    acknowledges a commit before it writes the commit markers into the partitions, so for a
+    moment the first lags the second."""
+    isolation = "read_committed" if committed else "read_uncommitted"
+    consumer = plain_consumer(kafka, **{"isolation.level": isolation})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout,
+                                                  cached=False) for p in partitions}
+    finally:
+        consumer.close()
+
+
 def check_reachable(kafka: Kafka, timeout: float = 5.0, config: Config = None) -> None:
     """Raise BrokerUnreachable (naming the address) unless a broker answers within timeout."""
     conn = connect(kafka, config)

@@ -193,3 +193,18 @@ def test_port_in_use_is_an_error_naming_the_port(broker):
             second.start()
     finally:
         second.stop()
+
+
+def test_a_broker_started_without_waiting_is_waited_for_by_its_first_use():
+    """It boots while something else does (a Spark session); statekit calls given the broker
+    wait for it, and a broker that is not started says so."""
+    broker = EmbeddedBroker().start(wait=False)
+    try:
+        assert broker.pid is not None and is_alive(broker.pid)
+        create_topic(broker, "first-use", partitions=2)  # waits on broker.connection
+        assert list_topics(broker) == {"first-use": 2}
+        assert broker.wait_ready() is broker  # ready: returns at once
+    finally:
+        broker.close()
+    with pytest.raises(StatekitError, match="is not started: call start"):
+        broker.wait_ready()
