@@ -79,7 +79,12 @@ def start_job(spark, config: dict):
 
 def _main(config: dict) -> None:
     import statekit as sk
+    from statekit.changelog import naming
     from statekit.spark.session import spark_session
+
+    # as in the suite's own process (tests/conftest.py): the topics keep every record until a
+    # test lets the broker's log cleaner go, so that they can be compared with the change feed
+    naming.QUICK_CLEANING.update(naming.HOLD_COMPACTION)
 
     spark = spark_session("local[2]", app_name="livejob", shuffle_partitions=3)
     query = start_job(spark, config)
