@@ -115,7 +115,22 @@ def _bind_check(host: str, port: int, what: str, who: str) -> None:
             f"({exc.strerror}); pass another port, or port=None for a free one") from None
 
 
-class BrokerProcess:
+class ClosedOnExit:
+    """``with`` starts it and closes it; so does garbage collection, quietly (the
+    broker, the cluster)."""
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+class BrokerProcess(ClosedOnExit):
     """What every embedded broker shares: a child process on 127.0.0.1 that answers Kafka's
     protocol on ``bootstrap_servers`` and dies with its parent. Subclasses say how to start it
     (``_command``) and what it is called (``kind``)."""
@@ -269,16 +284,6 @@ class BrokerProcess:
     def close(self) -> None:
         """Stop the broker for good (what ``with`` and interpreter exit do)."""
         self.stop()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.close()
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

@@ -50,7 +50,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ClusterMetadata
 
 from statekit.errors import StatekitError, TopicNotFound
-from statekit.kafka.broker import EmbeddedBroker, cluster_id
+from statekit.kafka.broker import ClosedOnExit, EmbeddedBroker, cluster_id
 from statekit.kafka.topics import admin_client, forget_clients, list_topics
 from statekit.model.connection import KafkaConnection
 from statekit.validate import whole_number
@@ -109,7 +109,7 @@ def replication_settings(brokers: int) -> dict[str, str]:
 Node = int | EmbeddedBroker
 
 
-class KafkaCluster:
+class KafkaCluster(ClosedOnExit):
     """``brokers`` Apache Kafka KRaft nodes on 127.0.0.1, each a broker and a controller.
 
     Args:
@@ -276,16 +276,6 @@ class KafkaCluster:
         _LIVE.discard(self)
         if self._owns_folder:
             shutil.rmtree(self.folder, ignore_errors=True)
-
-    def __enter__(self) -> KafkaCluster:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.close()
 
     def __repr__(self) -> str:
         up = sum(node.running for node in self.nodes)

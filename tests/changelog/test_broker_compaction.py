@@ -3,20 +3,17 @@ on a real cleaned topic, and the comparison itself with right and wrong inputs."
 
 from __future__ import annotations
 
-import shutil
 import time
 
 import pandas as pd
 import pytest
+from helpers.shipping import finished_checkpoint, state_copy, wait_for
 
-import statekit as sk
 from statekit.changelog.broker_compaction import check_broker, compare, infer_cleaned_to
 from statekit.changelog.reader import read_changelog
 from statekit.changelog.writer import ChangelogWriter
-from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
 from statekit.errors import StatekitError
 from statekit.kafka.cleaner_checkpoint import cleaned_offsets, parse_cleaner_checkpoint
-from statekit.spark_state.state_reader import StateReader
 
 
 def frame(rows) -> pd.DataFrame:
@@ -126,35 +123,17 @@ def test_the_cleaner_checkpoint_file_is_read_and_bad_ones_are_named(tmp_path):
 
 
 # --- a real topic, cleaned by Apache Kafka's log cleaner -------------------------------------
-def _wait(condition, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what}: not within {seconds} s"
-        time.sleep(0.5)
-
-
 @pytest.fixture(scope="module")
 def finished(spark, broker, games, tmp_path_factory):
-    checkpoint = tmp_path_factory.mktemp("cleaned") / "ck"
-    query = sk.start_query(games, GAME_SPEC, spark=spark, kafka=broker,
-                           event_schema=GAME_EVENT_SCHEMA, checkpoint=str(checkpoint),
-                           name="cleaned", changelog=False, trigger="available-now",
-                           max_offsets_per_trigger=500)
-    query.query.awaitTermination(300)
-    query.stop()
-    return checkpoint
+    return finished_checkpoint(spark, broker, games, tmp_path_factory.mktemp("cleaned"),
+                               "cleaned")
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_topic_cleaned_by_the_broker_holds_exactly_what_statekit_predicts(
         spark, broker, finished, tmp_path):
-    copy = tmp_path / "ck"
-    shutil.copytree(finished, copy)
-    state = StateReader(spark, str(copy), GAME_SPEC)
+    state = state_copy(spark, finished, tmp_path)
     topic = "cleaned-aggregate-changelog"
     last = state.batch_range()[1]
     writer = ChangelogWriter(state, broker, topic, topic_config={  # the cleaner at its pace
@@ -176,12 +155,13 @@ def test_a_topic_cleaned_by_the_broker_holds_exactly_what_statekit_predicts(
             done = broker.cleaned_offsets(topic)
             return len(done) == 3 and all(done[p] > before.get(p, -1) for p in done) and done
 
-        passes.append(_wait(cleaned_again, 90, f"cleaning pass {i + 1}"))
+        passes.append(wait_for(cleaned_again, 90, f"cleaning pass {i + 1}", every=0.5))
     first = passes[0]
     shipped = reads[-1].with_records(pd.concat([r.records for r in reads]).drop_duplicates(
         ["partition", "offset"]).sort_values(["partition", "offset"]))
-    check = _wait(lambda: (c := check_broker(broker, shipped, broker)).agrees and
-                  c.cleaned_to == broker.cleaned_offsets(topic) and c, 30, "a settled read")
+    check = wait_for(lambda: (c := check_broker(broker, shipped, broker)).agrees and
+                  c.cleaned_to == broker.cleaned_offsets(topic) and c, 30, "a settled read",
+                     every=0.5)
     assert check.cleaned_known and check.agrees
     waiting = check.tombstones_waiting
     assert len(check.kept) == len(check.predicted) + len(waiting) < len(check.shipped)

@@ -12,14 +12,14 @@ import threading
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
+from helpers.shipping import assert_each_batch_once as each_batch_once
+from helpers.shipping import finished_checkpoint, state_copy
 
 import statekit as sk
 from statekit.atomic import VersionedJsonFile
 from statekit.changelog import writer as writer_module
-from statekit.changelog.log import materialize
-from statekit.changelog.reader import read_changelog, read_meta
+from statekit.changelog.reader import read_meta
 from statekit.changelog.writer import ChangelogWriter, transactional_id
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
 from statekit.errors import ChangelogError, ChangelogFenced, CheckpointError, DataLoss, DiskFull
@@ -39,21 +39,13 @@ from statekit.spark_state.state_reader import StateReader
 def finished(spark, broker, games, tmp_path_factory) -> Path:
     """The checkpoint of a query that read the game events in 500-record batches
     (changelog off: each test ships a copy of it with writers of its own)."""
-    checkpoint = tmp_path_factory.mktemp("faults") / "ck"
-    query = sk.start_query(games, GAME_SPEC, spark=spark, kafka=broker,
-                           event_schema=GAME_EVENT_SCHEMA, checkpoint=str(checkpoint),
-                           name="faults", changelog=False, trigger="available-now",
-                           max_offsets_per_trigger=500)
-    query.query.awaitTermination(300)
-    query.stop()
-    return checkpoint
+    return finished_checkpoint(spark, broker, games, tmp_path_factory.mktemp("faults"),
+                               "faults")
 
 
 @pytest.fixture()
 def state(spark, finished, tmp_path) -> StateReader:
-    copy = tmp_path / "ck"
-    shutil.copytree(finished, copy)
-    return StateReader(spark, str(copy), GAME_SPEC)
+    return state_copy(spark, finished, tmp_path)
 
 
 @pytest.fixture()
@@ -69,17 +61,7 @@ TOPIC = "faults-aggregate-changelog"
 
 
 def assert_each_batch_once(kafka, state: StateReader, topic: str = TOPIC) -> None:
-    """The topic holds each change of each batch exactly once and replays to the state."""
-    log = read_changelog(kafka, topic)  # refuses a gap or a repeat
-    last = state.batch_range()[1]
-    changes = state.changes(0, last)
-    assert len(log) == len(changes) > 0
-    assert not log.records.duplicated(["partition", "batch", "seq"]).any()
-    keys = ["player", "window_start", "window_end"]
-    table = materialize(log).sort_values(keys, ignore_index=True)
-    snapshot = state.snapshot(last)[table.columns].sort_values(keys, ignore_index=True)
-    pd.testing.assert_frame_equal(table, snapshot, check_dtype=False)
-    assert list_topics(kafka)[topic] == state.checkpoint.shuffle_partitions()
+    each_batch_once(kafka, state, topic)
 
 
 def ships_the_rest_once(writer: ChangelogWriter, kafka, state: StateReader) -> None:

@@ -20,17 +20,21 @@ import threading
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from confluent_kafka.admin import ConfigResource
 from helpers.plainrun import assert_same_rows
+from helpers.shipping import (
+    KEYS,
+    assert_each_batch_once,
+    finished_checkpoint,
+    state_copy,
+    wait_for,
+)
 
-import statekit as sk
 from statekit.changelog import writer as writer_module
-from statekit.changelog.log import materialize
 from statekit.changelog.reader import read_changelog
 from statekit.changelog.writer import ChangelogWriter
-from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC, game_events
+from statekit.datasets import GAME_SPEC, game_events
 from statekit.errors import BadArgument, ChangelogError, StatekitError
 from statekit.kafka import KafkaCluster
 from statekit.kafka.dataset_replay import replay
@@ -43,7 +47,6 @@ from statekit.spark_state.state_reader import StateReader
 
 pytestmark = pytest.mark.slow
 
-KEYS = ["player", "window_start", "window_end"]
 
 
 @pytest.fixture(scope="module")
@@ -69,39 +72,13 @@ def finished(spark, cluster, tmp_path_factory) -> Path:
     # (7 days): kept, or the broker deletes them ~30 s after it started (its first check)
     replay(game_events(), cluster, "cluster-games", partitions=4, progress=False,
            topic_config={"retention.ms": "-1"})
-    checkpoint = tmp_path_factory.mktemp("cluster") / "ck"
-    query = sk.start_query("cluster-games", GAME_SPEC, spark=spark, kafka=cluster,
-                           event_schema=GAME_EVENT_SCHEMA, checkpoint=str(checkpoint),
-                           name="cluster", changelog=False, trigger="available-now",
-                           max_offsets_per_trigger=500)
-    query.query.awaitTermination(300)
-    query.stop()
-    return checkpoint
+    return finished_checkpoint(spark, cluster, "cluster-games",
+                               tmp_path_factory.mktemp("cluster"), "cluster")
 
 
 @pytest.fixture()
 def state(spark, finished, tmp_path) -> StateReader:
-    copy = tmp_path / "ck"
-    shutil.copytree(finished, copy)
-    return StateReader(spark, str(copy), GAME_SPEC)
-
-
-def assert_each_batch_once(kafka, state: StateReader, topic: str) -> None:
-    """The topic holds each change of each batch exactly once and replays to the state."""
-    log = read_changelog(kafka, topic)  # refuses a gap or a repeat
-    last = state.batch_range()[1]
-    assert len(log) == len(state.changes(0, last)) > 0
-    assert not log.records.duplicated(["partition", "batch", "seq"]).any()
-    table = materialize(log).sort_values(KEYS, ignore_index=True)
-    snapshot = state.snapshot(last)[table.columns].sort_values(KEYS, ignore_index=True)
-    pd.testing.assert_frame_equal(table, snapshot, check_dtype=False)
-
-
-def wait_for(condition, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {seconds} s"
-        time.sleep(0.05)
+    return state_copy(spark, finished, tmp_path)
 
 
 class KillAfter:
