@@ -102,6 +102,34 @@ def cluster_id() -> str:
             return text
 
 
+def why_stopped(address: str) -> str:
+    """Why an embedded broker of this process listening on ``address`` has stopped (or is
+    stopping after a fatal fault), from its exit code and its own log: "" when none there has
+    (or none is this process's).
+
+    Example:
+        >>> why_stopped("127.0.0.1:1")
+        ''
+    """
+    for broker in list(_LIVE):
+        proc = broker._proc
+        if broker.bootstrap_servers != address or proc is None:
+            continue
+        tail = broker.log_tail(20_000)
+        if proc.poll() is None and "fatal" not in tail.lower():
+            continue
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a fatal fault: it is exiting
+            proc.wait(5)
+        causes = [line.strip() for line in tail.splitlines()
+                  if line.startswith(("Caused by:", "org.apache")) or " in dir " in line]
+        said = "; ".join(dict.fromkeys(causes[-3:])) or "its log says nothing more"
+        ended = (f"exited with code {proc.returncode}" if proc.poll() is not None
+                 else "met a fatal fault")
+        return f"the embedded {broker.kind} on {address} {ended} ({said}; its log: " \
+               f"{broker.log_path})"
+    return ""
+
+
 def _bind_check(host: str, port: int, what: str, who: str) -> None:
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:

@@ -123,20 +123,18 @@ def test_a_state_file_removed_while_its_round_reads_is_named_and_nothing_is_ship
 
 
 # --- a full disk ------------------------------------------------------------------------
-@pytest.fixture()
-def tiny_fs(tmp_path):
-    """A 64 KiB tmpfs mounted on a folder of ``tmp_path`` (the tests run as root on Linux);
-    ``fill()`` takes all its space, ``free()`` gives it back."""
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+def small_fs(folder: Path, size: str):
+    """A tmpfs of ``size`` mounted on ``folder`` (the tests run as root on Linux): an object
+    whose ``fill()`` takes all its space and ``free()`` gives it back; ``umount()`` at the end."""
+    folder.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
                           capture_output=True, text=True)
     if done.returncode:
         pytest.skip(f"cannot mount a small tmpfs here (needs root): {done.stderr.strip()}")
-    filler = mount / "filler"
+    filler = folder / "filler"
 
-    class Tiny:
-        path = mount
+    class Small:
+        path = folder
 
         @staticmethod
         def fill() -> None:
@@ -148,10 +146,21 @@ def tiny_fs(tmp_path):
         def free() -> None:
             filler.unlink(missing_ok=True)
 
+        @staticmethod
+        def umount() -> None:
+            subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+    return Small
+
+
+@pytest.fixture()
+def tiny_fs(tmp_path):
+    """A 64 KiB tmpfs on a folder of ``tmp_path``."""
+    tiny = small_fs(tmp_path / "tiny", "64k")
     try:
-        yield Tiny
+        yield tiny
     finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+        tiny.umount()
 
 
 @pytest.mark.timeout(30)
@@ -438,3 +447,35 @@ def test_a_full_disk_under_the_ledger_is_named_and_shipping_again_keeps_each_bat
         assert_each_batch_once(kafka, state)
     finally:
         subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_full_disk_under_the_broker_fails_the_round_and_after_room_is_made_the_rest_ships_once(
+        state, tmp_path):
+    """The broker's log folder fills up mid-query: Kafka takes its only log folder offline and
+    stops; the round fails (nothing of it readable), the error names the broker; once there is
+    room again the broker starts from its own log and the rest ships, each batch once."""
+    disk = small_fs(tmp_path / "kafka-disk", "48m")
+    broker = EmbeddedBroker(log_dir=disk.path / "kafka")
+    try:
+        broker.start()
+        writer = ChangelogWriter(state, broker, TOPIC, flush_timeout=5)
+        assert writer.ship(through=2) == 2
+        before = committed_ends(broker)
+        disk.fill()
+        with pytest.raises(ChangelogError, match=rf"shipping batches 3\.\.\d+ to '{TOPIC}' "
+                                                 rf"failed.*not committed") as info:
+            writer.ship()
+        said = str(info.value)  # the broker, why it stopped (its folder), and what to do
+        assert f"{broker.bootstrap_servers} does not answer" in said
+        assert (f"the embedded Apache Kafka broker on {broker.bootstrap_servers} exited" in said
+                and "No space left on device" in said and str(broker.data_dir) in said)
+        disk.free()  # as a person would: make room, start the broker again
+        broker.stop()
+        broker.start()
+        assert committed_ends(broker) == before  # batches 0..2, nothing of the failed round
+        ships_the_rest_once(writer, broker, state)
+    finally:
+        broker.close()
+        disk.umount()
