@@ -388,8 +388,8 @@ class ChangelogWriter(BackgroundLoop):
     def _already_shipped(self, ledger: LedgerState
                          ) -> tuple[set[tuple[int, int, int]], dict[int, int]]:
         """(partition, batch, seq) of the records past the ledger (a round a crash cut short,
-        or one not recorded), and each partition's end. Called once no other writer can
-        write, so nothing lands past the ledger later."""
+        or one not recorded), and one past each partition's last record. Called once no other
+        writer can write, so nothing lands past the ledger later."""
         ends = self._settled_bounds(ledger.next_offset)
         consumer = plain_consumer(self.kafka)
         found: set[tuple[int, int, int]] = set()
@@ -402,8 +402,12 @@ class ChangelogWriter(BackgroundLoop):
                         f"{ledger.next_offset[p]}: was the topic deleted or recreated? "
                         f"{self._start_over()}")
             ranges = {p: (ledger.next_offset[p], hi) for p, (_, hi) in ends.items()}
+            # one past each partition's last record (the ledger's, or of a round it missed):
+            # not the log end, which counts commit markers a reader never reaches
+            after = dict(ledger.next_offset)
             for chunk in consume_ranges(consumer, self.topic, ranges):
                 for msg in chunk:
+                    after[msg.partition()] = max(after[msg.partition()], msg.offset() + 1)
                     head = codec.RecordHeaders.parse(msg.headers())
                     if head is None:
                         raise ChangelogError(
@@ -420,7 +424,7 @@ class ChangelogWriter(BackgroundLoop):
                 f"{self._shipped_to(ledger)}, and the last writer of the topic was "
                 f"{other.describe()}, not this checkpoint's: two checkpoints cannot share one "
                 f"changelog topic; name another store, or {self._start_over()}")
-        return found, {p: hi for p, (_, hi) in ends.items()}
+        return found, after
 
     def _settled_bounds(self, expected: Mapping[int, int]) -> dict[int, tuple[int, int]]:
         """Partition → (log start, log end) once no transaction is open and every commit

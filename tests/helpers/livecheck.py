@@ -7,6 +7,7 @@ import json
 
 import pandas as pd
 
+from statekit.errors import StatekitError
 from statekit.model.changelog_record import decode_json, encode_json
 
 
@@ -51,6 +52,19 @@ def expected_entries(snapshot: pd.DataFrame, shape) -> list[tuple[dict, dict, in
     return entries
 
 
+def topic_bounds(live, part: str) -> str:
+    """The part's changelog topic's offsets as the broker reports them: the log end and the
+    last stable offset (a ``read_committed`` reader's end) of each partition."""
+    from statekit.kafka.topics import offset_bounds, partition_count
+
+    writer = live.changelogs[part]
+    parts = list(range(partition_count(writer.kafka, writer.topic)))
+    written = offset_bounds(writer.kafka, writer.topic, parts, committed=False)
+    stable = offset_bounds(writer.kafka, writer.topic, parts, committed=True)
+    return (f"{writer.topic!r} (log start, log end) per partition: {written}; last stable "
+            f"offsets: { {p: hi for p, (_, hi) in stable.items()} }")
+
+
 def assert_routed_gets_equal_snapshot(live, part: str, workdir, then=None) -> None:
     """Serve ``part`` on two instances; a routed ``get`` of every key of its snapshot
     answers the key's entry, from the partition Spark placed it in, and ``all`` answers
@@ -63,7 +77,10 @@ def assert_routed_gets_equal_snapshot(live, part: str, workdir, then=None) -> No
         client = cluster.client()
         answered = set()
         for key, entry, partition in entries:
-            answer = client.get(key, min_batch=last, timeout=30)
+            try:
+                answer = client.get(key, min_batch=last, timeout=30)
+            except StatekitError as exc:  # say where the topic stood, for the next reader
+                raise AssertionError(f"{exc}; {topic_bounds(live, part)}") from exc
             got = answer.rows
             if shape.lists:
                 got = [r | {"rows": sorted(r["rows"], key=json.dumps)} for r in got]

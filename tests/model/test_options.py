@@ -135,7 +135,8 @@ def test_shortcut_table_covers_every_field_once():
 def test_start_query_refuses_unknown_and_doubled_keywords():
     # refused before any Spark session or broker is needed
     with pytest.raises(sk.BadArgument, match="bad keyword argument of start_query: 'triger'; "
-                                             "accepted: aggregates, changelog, checkpoint"):
+                                             "accepted: aggregates, changelog, "
+                                             "changelog_topic_config, checkpoint"):
         start_query("games", GAME_SPEC, triger="1 second")
     with pytest.raises(sk.BadArgument, match="bad trigger with run=: \\['trigger'\\]; accepted: "
                                              "each setting once"):
