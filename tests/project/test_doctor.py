@@ -83,7 +83,7 @@ def test_doctor_command_prints_one_line_per_check_and_exits_0():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.strip().splitlines()
-    assert len(lines) == 5
+    assert len(lines) == 6
     assert all(line.startswith("OK   ") for line in lines)
 
 
