@@ -51,7 +51,9 @@ spark = sk.spark_session(master, app_name="statekit-on-cluster", shuffle_partiti
 query = sk.start_query(topic, GAME_SPEC, spark=spark, kafka=bootstrap,
                        event_schema=GAME_EVENT_SCHEMA, checkpoint=str(out / "checkpoint"),
                        name="board-on-cluster", store_name="counts",
-                       max_offsets_per_trigger=500, trigger="100 milliseconds")
+                       max_offsets_per_trigger=500, trigger="100 milliseconds",
+                       # compared record for record with the local run's log
+                       changelog_topic_config=sk.changelog.HOLD_COMPACTION)
 query.wait_until_drained(timeout=1500)
 with urllib.request.urlopen(web_url + "/json", timeout=10) as answer:
     apps = json.load(answer)["activeapps"]

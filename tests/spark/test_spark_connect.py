@@ -47,7 +47,9 @@ spark = connect_session(url)
 query = sk.start_query(topic, GAME_SPEC, spark=spark, kafka=bootstrap,
                        event_schema=GAME_EVENT_SCHEMA, checkpoint=str(out / "checkpoint"),
                        name="board-over-connect", store_name="counts",
-                       max_offsets_per_trigger=500, trigger="100 milliseconds")
+                       max_offsets_per_trigger=500, trigger="100 milliseconds",
+                       # compared record for record with the local run's log
+                       changelog_topic_config=sk.changelog.HOLD_COMPACTION)
 query.wait_until_drained(timeout=1500)
 query.snapshot().to_pickle(out / "snapshot.pkl")
 query.changes(0).to_pickle(out / "changes.pkl")
