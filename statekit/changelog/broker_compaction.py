@@ -31,11 +31,11 @@ Example:
     >>> shipped = pd.DataFrame({"partition": [0, 0, 0, 0], "offset": [0, 1, 2, 3],
     ...     "key": ["a", "b", "a", "b"], "tombstone": [False] * 4,
     ...     "timestamp": pd.to_datetime(["2026-01-05 10:00"] * 4)})
-    >>> kept = shipped[shipped["offset"] != 0]              # cleaned up to offset 2
-    >>> check = compare(shipped, kept, cleaned_to={0: 2})
+    >>> kept = shipped[shipped["offset"] != 0]              # cleaned up to offset 3: a@0 gone
+    >>> check = compare(shipped, kept, cleaned_to={0: 3})
     >>> check.agrees, check.predicted["offset"].tolist()
     (True, [1, 2, 3])
-    >>> compare(shipped, shipped.iloc[2:], cleaned_to={0: 2}).missing["offset"].tolist()
+    >>> compare(shipped, shipped.iloc[2:], cleaned_to={0: 3}).missing["offset"].tolist()
     [1]
 """
 

@@ -211,9 +211,9 @@ class BrokerProcess(ClosedOnExit):
         first statekit call given the broker, or ``wait_ready()``, then waits for it.
 
         Example:
-            >>> broker = EmbeddedBroker().start(wait=False)         # doctest: +SKIP
-            >>> spark = sk.spark_session()                          # both boot at once
-            >>> replay(game_events(), broker, "games")              # waits for the broker
+            >>> broker = EmbeddedBroker().start(wait=False)           # doctest: +SKIP
+            >>> spark = sk.spark_session()    # both boot at once     # doctest: +SKIP
+            >>> replay(game_events(), broker, "games")  # waits for it  # doctest: +SKIP
         """
         if self.running:
             return self.wait_ready() if wait else self
