@@ -196,6 +196,9 @@ def replay(dataset, kafka: Kafka, topic: str, *, options: ReplayOptions | None =
             counts[msg.partition()] = counts.get(msg.partition(), 0) + 1
 
     settings = connect(kafka).client_config(**{
+        # in order, once: a retried request (Apache Kafka refuses one now and then while a new
+        # topic's leaders settle) would otherwise land behind the ones sent after it
+        "enable.idempotence": True,
         "partitioner": "murmur2_random",
         "linger.ms": 5,
         "batch.num.messages": 10_000,
