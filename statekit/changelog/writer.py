@@ -441,7 +441,8 @@ class ChangelogWriter(BackgroundLoop):
                 # of the last record batch + 1): the last record it holds decides
                 consumer = plain_consumer(self.kafka)
                 try:
-                    read = end_offsets(consumer, self.topic, parts)
+                    read = end_offsets(consumer, self.topic, parts,
+                                       timeout=self.flush_timeout)
                 finally:
                     consumer.close()
                 return {p: (lo, max(hi, read[p][1])) for p, (lo, hi) in bounds.items()}

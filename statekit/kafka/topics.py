@@ -84,10 +84,45 @@ def offset_bounds(kafka: Kafka, topic: str, partitions: list[int], committed: bo
     isolation = "read_committed" if committed else "read_uncommitted"
     consumer = plain_consumer(kafka, **{"isolation.level": isolation})
     try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout,
-                                                  cached=False) for p in partitions}
+        return {p: watermarks_of(consumer, topic, p, timeout) for p in partitions}
     finally:
         consumer.close()
+
+
+#: what Apache Kafka answers for a moment after a topic is created (or recreated under the same
+#: name) or a partition's leader moves: worth asking again
+_SETTLING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                       KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.OFFSET_NOT_AVAILABLE,
+                       KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH})
+
+
+def watermarks_of(consumer: Consumer, topic: str, partition: int, timeout: float = 10.0
+                  ) -> tuple[int, int]:
+    """``consumer.get_watermark_offsets`` of one partition, asked again while the broker's
+    answer is a retriable error (Apache Kafka answers "not leader" for a moment after a topic
+    is created or a leader moves) until ``timeout`` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    where = TopicPartition(topic, partition)
+    while True:
+        try:
+            return consumer.get_watermark_offsets(
+                where, timeout=max(0.5, deadline - time.monotonic()), cached=False)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not (error.retriable() or error.code() in _SETTLING) \
+                    or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
+def unreachable(conn: KafkaConnection, detail: str) -> BrokerUnreachable:
+    """BrokerUnreachable naming ``conn``'s address, with why an embedded broker there stopped
+    when this process ran it (its exit and the cause its log gives: a full disk, say)."""
+    from statekit.kafka.broker import why_stopped
+
+    addresses = [a.strip() for a in conn.bootstrap_servers.split(",") if a.strip()]
+    reasons = [reason for reason in map(why_stopped, addresses) if reason]
+    return BrokerUnreachable(conn.bootstrap_servers, "; ".join([detail, *reasons]))
 
 
 def check_reachable(kafka: Kafka, timeout: float = 5.0, config: Config = None) -> None:
@@ -96,7 +131,7 @@ def check_reachable(kafka: Kafka, timeout: float = 5.0, config: Config = None) -
     try:
         admin_client(conn).list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise BrokerUnreachable(conn.bootstrap_servers, str(exc.args[0])) from None
+        raise unreachable(conn, str(exc.args[0])) from None
 
 
 def list_topics(kafka: Kafka, config: Config = None, timeout: float = 10.0) -> dict[str, int]:
@@ -105,7 +140,7 @@ def list_topics(kafka: Kafka, config: Config = None, timeout: float = 10.0) -> d
     try:
         meta = admin_client(conn).list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise BrokerUnreachable(conn.bootstrap_servers, str(exc.args[0])) from None
+        raise unreachable(conn, str(exc.args[0])) from None
     return {name: len(t.partitions) for name, t in sorted(meta.topics.items())
             if not name.startswith("__") and t.error is None}
 
@@ -151,17 +186,17 @@ def create_topic(
         if exist_ok and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return False
         if err.code() == KafkaError._TRANSPORT or err.code() == KafkaError._TIMED_OUT:
-            raise BrokerUnreachable(conn.bootstrap_servers, str(err)) from None
+            raise unreachable(conn, str(err)) from None
         raise
     _wait_for_metadata(conn, topic, present=True)
     return True
 
 
 def _wait_for_metadata(conn: KafkaConnection, topic: str, present: bool,
-                       timeout: float = 10.0) -> None:
+                       timeout: float = 30.0) -> None:
     """Wait until the cluster's metadata lists ``topic`` with a leader for every partition
     (Apache Kafka answers CreateTopics before its partitions have leaders), or no longer lists
-    it."""
+    it; BrokerUnreachable naming the topic when that takes over ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -177,6 +212,9 @@ def _wait_for_metadata(conn: KafkaConnection, topic: str, present: bool,
                                           for p in found.partitions.values()):
                 return
         time.sleep(0.05)
+    what = "a leader for every partition of" if present else "the deletion of"
+    raise unreachable(conn, f"the cluster's metadata did not show {what} topic {topic!r} "
+                            f"within {timeout:g} s")
 
 
 def delete_topic(kafka: Kafka, topic: str, config: Config = None,
@@ -250,8 +288,7 @@ def end_offsets(
     is no record to read. TimeoutError (naming the partitions) when the broker sends
     nothing for ``timeout`` seconds.
     """
-    marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout,
-                                               cached=False) for p in partitions}
+    marks = {p: watermarks_of(consumer, topic, p, timeout) for p in partitions}
     ends = {p: lo for p, (lo, _) in marks.items()}
     start = {p: max(lo, hi - 2) for p, (lo, hi) in marks.items()}
     step = dict.fromkeys(partitions, 8)
