@@ -120,9 +120,14 @@ def why_stopped(address: str) -> str:
             continue
         with contextlib.suppress(subprocess.TimeoutExpired):  # a fatal fault: it is exiting
             proc.wait(5)
-        causes = [line.strip() for line in tail.splitlines()
-                  if line.startswith(("Caused by:", "org.apache")) or " in dir " in line]
-        said = "; ".join(dict.fromkeys(causes[-3:])) or "its log says nothing more"
+        lines = [line.strip() for line in tail.splitlines()]
+        # the root cause (Java's "Caused by:", an OS error such as a full disk), then what the
+        # broker made of it (the log folder it took offline, the fault that stopped it)
+        roots = [line for line in lines if line.startswith("Caused by:")
+                 or "No space left on device" in line or "Read-only file system" in line]
+        effects = [line for line in lines if line.startswith("org.apache") or " in dir " in line
+                   or "log dirs" in line]
+        said = "; ".join(dict.fromkeys(roots[-1:] + effects[-2:])) or "its log says nothing more"
         ended = (f"exited with code {proc.returncode}" if proc.poll() is not None
                  else "met a fatal fault")
         return f"the embedded {broker.kind} on {address} {ended} ({said}; its log: " \
