@@ -189,6 +189,13 @@ def create_topic(
             raise unreachable(conn, str(err)) from None
         raise
     _wait_for_metadata(conn, topic, present=True)
+    # and every partition's leader answers for it (for a moment it may still say "not leader")
+    consumer = plain_consumer(conn)
+    try:
+        for p in range(partitions):
+            watermarks_of(consumer, topic, p, timeout)
+    finally:
+        consumer.close()
     return True
 
 
