@@ -13,7 +13,9 @@ It answers Kafka Streams' query shapes over the partitions it holds — ``get``,
 for ``min_batch``: it waits up to ``timeout`` for the store to reach it (woken by
 the changelog's progress, no polling), else ``PositionNotReached`` names the
 batch it has; ``position`` answers just the batch each partition reflects. A
-partition still restoring is ``PartitionUnavailable`` (how far along it is); one
+partition still restoring is ``PartitionUnavailable`` (how far along it is), as a
+store Kafka Streams is restoring refuses queries, unless the query asked for a
+``min_batch`` with a ``timeout``: the restore is then part of the wait; one
 it does not hold is ``PartitionNotHeld`` (naming its owners: ``statekit.serve.client``
 routes).
 
@@ -186,16 +188,17 @@ class ServingInstance:
         if role is None:
             raise PartitionNotHeld(self.name, partition, self.assignment.owners(partition))
         status = self.tail.status(partition)
+        if min_batch is not None and timeout > 0 and (
+                status.state != RUNNING or status.batch < min_batch):
+            # a position asked: a restore is on the way there, so it is waited for too
+            status = self.tail.wait_for_batch(partition, min_batch, timeout)
+            if status is None:  # reassigned away while it waited
+                raise PartitionNotHeld(self.name, partition, self.assignment.owners(partition))
         if status.state != RUNNING:
             raise PartitionUnavailable(partition, f"instance {self.name!r} holds it but is "
                                                   f"{status.describe()}", retry_after=1.0)
         if min_batch is not None and status.batch < min_batch:
-            status = self.tail.wait_for_batch(partition, min_batch, timeout) if timeout > 0 \
-                else status
-            if status is None:  # reassigned away while it waited
-                raise PartitionNotHeld(self.name, partition, self.assignment.owners(partition))
-            if status.batch < min_batch:
-                raise PositionNotReached(partition, min_batch, status.batch, self.name)
+            raise PositionNotReached(partition, min_batch, status.batch, self.name)
         return self.tail.store(partition), status
 
     async def wait_for_batch_async(self, partition: int, batch: int, timeout: float) -> bool:

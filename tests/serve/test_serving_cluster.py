@@ -217,6 +217,21 @@ def test_without_standbys_a_dead_owner_fails_fast_naming_the_partition(logged, b
     assert isinstance(sk.serve.serve, object)
 
 
+def test_a_get_for_a_batch_asked_as_soon_as_instances_answer_waits_for_their_restore(
+        logged, broker, tmp_path):
+    """``serve`` returns once the instances answer, before they have restored: a query that
+    asks for a batch waits for the restore (over REST, the instance's own wait)."""
+    query, _ = logged
+    snapshot = query.snapshot()
+    with serve(broker, query.changelog_topic, instances=2, standbys=0,
+               workdir=tmp_path) as running:
+        client = ServingClient(dict(running.urls), timeout=5.0)
+        for _, row in snapshot.groupby("partition").head(1).iterrows():
+            answer = client.get(key_of(row), min_batch=query.last_batch, timeout=30)
+            assert answer.batch >= query.last_batch
+            assert answer.value["count"] == row["count"]
+
+
 ORPHAN_SCRIPT = """
 import sys, time
 from statekit.serve import serve

@@ -207,3 +207,28 @@ def test_partitions_not_held_or_restoring_are_named(logged, broker, tmp_path):
             instance.all()
     finally:
         instance.close()
+
+
+def test_a_query_asking_for_a_batch_waits_through_the_restore(logged, broker, tmp_path):
+    """Asked with ``min_batch`` and a timeout, a restoring partition is waited for (the
+    restore is on the way to that batch); asked without, it is refused at once, as Kafka
+    Streams refuses a store it is restoring; a timeout that ends first says how far along."""
+    query, _ = logged
+    instance = ServingInstance("i0", broker, query.changelog_topic, tmp_path,
+                               assign(3, ["i0"], standbys=0))
+    try:
+        with pytest.raises(PartitionUnavailable, match="holds it but is restoring, 0 of"):
+            instance.all(min_batch=query.last_batch, timeout=0.2)  # not started: no progress
+        answers = []
+        waiting = threading.Thread(target=lambda: answers.append(
+            instance.all(min_batch=query.last_batch, timeout=120)))
+        waiting.start()
+        instance.start()  # the restore begins only now: the query above waits for it
+        waiting.join(150)
+        assert not waiting.is_alive()
+        (answer,) = answers
+        assert answer.batch == query.last_batch
+        assert len(answer.rows) == len(query.snapshot())
+        assert set(answer.report()["state"]) == {"running"}
+    finally:
+        instance.close()

@@ -26,7 +26,13 @@ from statekit.serve.client import ARROW_STREAM, ServingClient, call_local
 from statekit.serve.instance import QUERIES, ServingInstance
 from statekit.serve.rest.http_errors import ANSWERED, as_http_error, bad_argument_as_400, fail
 from statekit.serve.rest.limits import MAX_WAIT, QUERY_THREADS
-from statekit.serve.results import PositionNotReached, QueryResult, ResultTooLarge, TableResult
+from statekit.serve.results import (
+    PartitionUnavailable,
+    PositionNotReached,
+    QueryResult,
+    ResultTooLarge,
+    TableResult,
+)
 from statekit.serve.rows_text import RowsText, encode
 
 _MILLIS = re.compile(r"-?[0-9]{1,19}")
@@ -134,9 +140,9 @@ class StoreQueries:
                      *, inline: bool = False, respond: Callable = json_response
                      ) -> Response:
         """``respond(run(...))`` asked without waiting, again each time a partition it needs
-        moves on, until ``params["timeout"]``: a wait for ``min_batch`` is a coroutine
-        awaiting that partition's progress (here, or ``position`` on the instance that
-        answered), holding no thread. ``inline``: on the event loop (a lookup here:
+        moves on, until ``params["timeout"]``: a wait for ``min_batch`` (through a restore
+        too) is a coroutine awaiting that partition's progress (here, or ``position`` on the
+        instance that answered), holding no thread. ``inline``: on the event loop (a lookup here:
         microseconds), else in one of the query threads, the answer's body written there
         too (a large one would hold the event loop for milliseconds)."""
         def ask() -> Response:
@@ -160,6 +166,12 @@ class StoreQueries:
                                                     remaining)
                 if not waited:  # (not held there, or no answer): asked again, not at once
                     await asyncio.sleep(min(remaining, 0.05))
+            except PartitionUnavailable as exc:  # restoring here: with a position asked, the
+                remaining = deadline - time.monotonic()  # restore is part of the wait
+                wanted = params.get("min_batch")
+                if wanted is None or remaining <= 0 or not await \
+                        instance.wait_for_batch_async(exc.partition, wanted, remaining):
+                    raise as_http_error(exc) from None
             except ANSWERED as exc:
                 raise as_http_error(exc) from None
 
