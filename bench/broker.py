@@ -15,7 +15,7 @@ import argparse
 import subprocess
 import time
 
-from bench.common import median, print_table, write_result
+from bench.common import embedded_kafka, median, print_table, write_result
 from bench.results import Figure, Run
 
 RECORDS = 10_000
@@ -94,7 +94,7 @@ def run(repeats: int = 3) -> dict:
         result[key] = median(r[key] for r in rounds)
     result["bare_jvm_median_s"] = median(bare)
     result["ratio_fresh_over_bare_jvm"] = result["fresh_s"] / result["bare_jvm_median_s"]
-    write_result(started, figures_of(result), result)
+    write_result(started, figures_of(result), result, broker=embedded_kafka())
     report(result)
     return result
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from bench.common import median, print_table, timed, write_result
+from bench.common import embedded_kafka, median, print_table, timed, write_result
 from bench.results import Figure, Run
 
 PARTITIONS = 3
@@ -191,7 +191,7 @@ def ship_main(args) -> dict:
         Figure("ship_round (the writer's Kafka side)", figures["ship"], "s", baseline=base,
                ratio=result["ship_vs_baseline"]),
         Figure("records shipped", table.num_rows, "records"),
-    ], result)
+    ], result, broker=embedded_kafka())
     return result
 
 
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> dict:
                baseline=base, ratio=read_ratio),
         Figure("compact + compaction_stats", figures["compact"], "s"),
         Figure("chart (a) build + to_dict", figures["chart"], "s", target="value < 2"),
-    ], result)
+    ], result, broker=embedded_kafka())
     return result
 
 

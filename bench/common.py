@@ -42,10 +42,21 @@ def machine() -> dict:
             "pyspark": pyspark.__version__, "platform": platform.platform()}
 
 
-def write_result(run: Run, figures: list[Figure], details: dict) -> Path:
-    """Write ``figures`` (and ``details``: settings, every repetition, the machine) to
-    ``bench/results/<run.bench>.json`` through ``bench.results``."""
-    return run.write(figures, {"machine": machine(), **details})
+def embedded_kafka() -> str:
+    """What a benchmark that starts ``EmbeddedBroker()`` measured against (its results and
+    ``bench/README.md`` say it: figures measured before 2026-12-04 used Tansu)."""
+    from statekit.kafka.jars import KAFKA_VERSION
+
+    return f"Apache Kafka {KAFKA_VERSION}, embedded (one KRaft node)"
+
+
+def write_result(run: Run, figures: list[Figure], details: dict, *,
+                 broker: str | None = None) -> Path:
+    """Write ``figures`` (and ``details``: settings, every repetition, the machine, the
+    ``broker`` the run used, if any) to ``bench/results/<run.bench>.json`` through
+    ``bench.results``."""
+    extra = {} if broker is None else {"broker": broker}
+    return run.write(figures, {"machine": machine(), **extra, **details})
 
 
 def print_table(title: str, rows: list[tuple[str, str]]) -> None:

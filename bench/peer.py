@@ -64,7 +64,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import cpu_by_kind, cpu_snapshot, median, print_table, write_result
+from bench.common import (
+    cpu_by_kind,
+    cpu_snapshot,
+    embedded_kafka,
+    median,
+    print_table,
+    write_result,
+)
 from bench.results import REPO, Figure, Run, load_average
 from bench.throughput import EVENT_SCHEMA, PLAYERS, produce
 from statekit.processes import process_info
@@ -582,7 +589,7 @@ def run(records: int, batch: int, repeats: int, python: Path) -> dict:
     figures, spread = figures_of(runs, agreement)
     result["spread"] = spread
     _print(result, figures, spread)
-    write_result(started, figures, result)
+    write_result(started, figures, result, broker=embedded_kafka())
     return result
 
 

@@ -47,7 +47,7 @@ import threading
 from pathlib import Path
 
 from bench.changelog import PARTITIONS, produce
-from bench.common import median, print_table, timed, verdict, write_result
+from bench.common import embedded_kafka, median, print_table, timed, verdict, write_result
 from bench.results import Figure, Run
 
 TARGET = 0.9
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> dict:
         ("load average before → after", f"{load_before} → {load_after} (2 cores, shared)"),
     ]
     print_table(f"restore of a {written:,}-record changelog into rocksdict", rows)
-    write_result(started, figures_of(result), result)
+    write_result(started, figures_of(result), result, broker=embedded_kafka())
     return result
 
 

@@ -26,7 +26,15 @@ import argparse
 import os
 import time
 
-from bench.common import cpu_by_kind, cpu_snapshot, median, print_table, session, write_result
+from bench.common import (
+    cpu_by_kind,
+    cpu_snapshot,
+    embedded_kafka,
+    median,
+    print_table,
+    session,
+    write_result,
+)
 from bench.results import Figure, Run
 from bench.throughput import produce
 
@@ -122,7 +130,7 @@ def run(records: int = 1_000_000, batch: int = 100_000, repeats: int = 3,
             [s / p for s, p in zip(broker["source"], broker["plain"], strict=True)]),
         "runs": runs,
     }
-    write_result(started, figures_of(result), result)
+    write_result(started, figures_of(result), result, broker=embedded_kafka())
     report(result)
     return result
 
