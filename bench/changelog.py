@@ -41,7 +41,9 @@ def produce(bootstrap: str, topic: str, records: int, keys: int, batches: int) -
     from statekit.kafka.topics import create_topic
     from statekit.model import changelog_record as codec
 
-    create_topic(bootstrap, topic, PARTITIONS, naming.topic_config(True, 7 * 24 * 3600 * 1000))
+    # the cleaner held: the whole log is what is measured (the broker would compact it)
+    create_topic(bootstrap, topic, PARTITIONS, naming.topic_config(True, 7 * 24 * 3600 * 1000,
+                                                                 naming.HOLD_COMPACTION))
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "queue.buffering.max.messages": 2_000_000, "batch.size": 1_000_000})
     per_batch = max(1, records // batches)
@@ -131,7 +133,9 @@ def ship_rounds(bootstrap: str, topic: str, table, per_round: int, statekit: boo
     from statekit.kafka.topics import create_topic
     from statekit.model import changelog_record as codec
 
-    create_topic(bootstrap, topic, PARTITIONS, naming.topic_config(True, 7 * 24 * 3600 * 1000))
+    # the cleaner held: the whole log is what is measured (the broker would compact it)
+    create_topic(bootstrap, topic, PARTITIONS, naming.topic_config(True, 7 * 24 * 3600 * 1000,
+                                                                 naming.HOLD_COMPACTION))
     producer = (changelog_producer(bootstrap, topic) if statekit else
                 Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                           "acks": "all", "linger.ms": 5,
