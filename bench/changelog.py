@@ -33,17 +33,23 @@ from bench.results import Figure, Run
 PARTITIONS = 3
 
 
+def create_changelog_topic(bootstrap: str, topic: str) -> None:
+    """A windowed changelog topic of ``PARTITIONS`` partitions with the broker's cleaner held:
+    the whole log is what the benchmarks measure (the broker would compact it under them)."""
+    from statekit.changelog import naming
+    from statekit.kafka.topics import create_topic
+
+    create_topic(bootstrap, topic, PARTITIONS, naming.topic_config(
+        True, 7 * 24 * 3600 * 1000, naming.HOLD_COMPACTION))
+
+
 def produce(bootstrap: str, topic: str, records: int, keys: int, batches: int) -> int:
     """Produce ``records`` changelog records; returns how many were written."""
     from confluent_kafka import Producer
 
-    from statekit.changelog import naming
-    from statekit.kafka.topics import create_topic
     from statekit.model import changelog_record as codec
 
-    # the cleaner held: the whole log is what is measured (the broker would compact it)
-    create_topic(bootstrap, topic, PARTITIONS, naming.topic_config(True, 7 * 24 * 3600 * 1000,
-                                                                 naming.HOLD_COMPACTION))
+    create_changelog_topic(bootstrap, topic)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "queue.buffering.max.messages": 2_000_000, "batch.size": 1_000_000})
     per_batch = max(1, records // batches)
@@ -128,14 +134,10 @@ def ship_rounds(bootstrap: str, topic: str, table, per_round: int, statekit: boo
     import pyarrow.compute as pc
     from confluent_kafka import Producer
 
-    from statekit.changelog import naming
     from statekit.changelog.writer import changelog_producer, ship_round
-    from statekit.kafka.topics import create_topic
     from statekit.model import changelog_record as codec
 
-    # the cleaner held: the whole log is what is measured (the broker would compact it)
-    create_topic(bootstrap, topic, PARTITIONS, naming.topic_config(True, 7 * 24 * 3600 * 1000,
-                                                                 naming.HOLD_COMPACTION))
+    create_changelog_topic(bootstrap, topic)
     producer = (changelog_producer(bootstrap, topic) if statekit else
                 Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                           "acks": "all", "linger.ms": 5,

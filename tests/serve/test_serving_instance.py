@@ -211,8 +211,8 @@ def test_partitions_not_held_or_restoring_are_named(logged, broker, tmp_path):
 
 def test_a_query_asking_for_a_batch_waits_through_the_restore(logged, broker, tmp_path):
     """Asked with ``min_batch`` and a timeout, a restoring partition is waited for (the
-    restore is on the way to that batch); asked without, it is refused at once, as Kafka
-    Streams refuses a store it is restoring; a timeout that ends first says how far along."""
+    restore is on the way to that batch); a timeout that ends first says how far along.
+    (Asked without ``min_batch`` it is refused at once: the test above.)"""
     query, _ = logged
     instance = ServingInstance("i0", broker, query.changelog_topic, tmp_path,
                                assign(3, ["i0"], standbys=0))
