@@ -169,6 +169,10 @@ def compare(shipped: Log, kept: Log, cleaned_to: Mapping[int, int] | None = None
         tombstones_waiting=extra[tombstone].reset_index(drop=True))
 
 
+#: reads of the log and the cleaner's record until they agree (``check_broker``)
+_CONSISTENT_READS = 5
+
+
 def check_broker(kafka, shipped: Log, broker=None, now: TimeLike | None = None
                  ) -> BrokerCompaction:
     """Read the changelog ``shipped`` came from as the broker holds it now and ``compare``,
@@ -187,8 +191,20 @@ def check_broker(kafka, shipped: Log, broker=None, now: TimeLike | None = None
     settings = describe_topic_config(kafka, topic)
     retention = int(settings.get("retention.ms", "-1"))
     delete_policy = "delete" in settings.get("cleanup.policy", "")
-    kept = read_changelog(kafka, topic, progress=False)
-    cleaned = broker.cleaned_offsets(topic) if hasattr(broker, "cleaned_offsets") else None
+
+    def cleaner_record() -> dict[int, int] | None:
+        return broker.cleaned_offsets(topic) if hasattr(broker, "cleaned_offsets") else None
+
+    # the cleaner swaps a partition's cleaned segments in before it records how far it
+    # cleaned: its record is read first, so the log read after holds at least that much
+    # cleaning; read again until a pass did not land between the two reads
+    cleaned = cleaner_record()
+    for _ in range(_CONSISTENT_READS):
+        kept = read_changelog(kafka, topic, progress=False)
+        after = cleaner_record()
+        if after == cleaned:
+            break
+        cleaned = after
     return compare(shipped, kept, cleaned, now=now,
                    delete_retention_ms=float(settings.get("delete.retention.ms", 86_400_000)),
                    retention_ms=retention if delete_policy and retention >= 0 else None)
