@@ -67,7 +67,7 @@ timed = start=$$(date +%s); $(2); status=$$?; took=$$(( $$(date +%s) - start ));
 # (--doctest-modules, pyproject.toml) and the notebooks (what CI runs).
 test: java chromium $(STAMP) jvm-classes kafka-jars
 	$(PY) -m ruff check .
-	@$(call timed,make test,$(PYTEST) tests statekit --nbmake notebooks --nbmake-timeout=$(NB_CELL_TIMEOUT) -v --durations=25)
+	@$(call timed,make test,$(PYTEST) tests statekit --nbmake notebooks --nbmake-timeout=$(NB_CELL_TIMEOUT) -v --durations=10)
 
 # For development: no tests marked slow (subprocess queries, crash drills, long streams), no
 # notebooks.

@@ -49,7 +49,10 @@ class _NotebooksRunOnce:
 
 
 def pytest_configure(config):
+    from helpers.suite_times import SuiteTimes
+
     config.pluginmanager.register(_NotebooksRunOnce(), "statekit-notebooks-run-once")
+    config.pluginmanager.register(SuiteTimes(), "statekit-suite-times")
 
 
 @pytest.fixture(scope="module", autouse=True)
