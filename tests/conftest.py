@@ -52,7 +52,8 @@ def pytest_configure(config):
     from helpers.suite_times import SuiteTimes
 
     config.pluginmanager.register(_NotebooksRunOnce(), "statekit-notebooks-run-once")
-    config.pluginmanager.register(SuiteTimes(), "statekit-suite-times")
+    if not hasattr(config, "workerinput"):  # pytest-xdist's workers report to the controller
+        config.pluginmanager.register(SuiteTimes(), "statekit-suite-times")
 
 
 @pytest.fixture(scope="module", autouse=True)
