@@ -17,7 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from helpers.filestream import add_events_file, build_snapshot_checkpoint, start_windowed_count
+from helpers.plainrun import session_conf
 
+from statekit.drills.spark_restart import MIN_DELTAS
 from statekit.errors import CheckpointError
 from statekit.inspect import open_checkpoint
 from statekit.spark_state.checkpoint import Checkpoint
@@ -98,10 +100,6 @@ def test_log_holes_and_missing_folders_are_found_from_listings(tmp_path):
 
 
 # --- a real query, damaged one way per test -------------------------------------------------------
-#: Spark's setting for how many deltas its RocksDB store writes before a snapshot ``N.zip``
-MIN_DELTAS = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
-
-
 @pytest.fixture(scope="module")
 def query(spark, tmp_path_factory):
     """The query, with no snapshot file: a delta test damages the newest delta, which a read
@@ -111,12 +109,8 @@ def query(spark, tmp_path_factory):
     load as 'DID NOT RAISE'). The setting is read when the query starts."""
     base = tmp_path_factory.mktemp("damaged")
     (base / "in").mkdir()
-    before = spark.conf.get(MIN_DELTAS, None)
-    spark.conf.set(MIN_DELTAS, "1000")
-    try:
+    with session_conf(spark, {MIN_DELTAS: "1000"}):
         running = start_windowed_count(spark, base / "in", base / "ck", "damaged")
-    finally:
-        spark.conf.unset(MIN_DELTAS) if before is None else spark.conf.set(MIN_DELTAS, before)
     for i in range(FILES):
         add_events_file(base / "in", i, players=4, rows=10)
         running.wait_until_drained()
