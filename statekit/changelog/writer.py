@@ -233,11 +233,15 @@ class ChangelogWriter(BackgroundLoop):
         poll_interval: seconds between looks at the commit log when idle.
         flush_timeout: seconds each step of a shipping round (delivering its records,
             committing its transaction) may take before the round fails.
+        lock: shared by writers whose rounds should run one at a time (an attached
+            query's parts: one Spark job of theirs at a time beside the query's); by
+            default each writer has its own.
     """
 
     def __init__(self, state: StateReader | ChangeSource, kafka: Kafka, topic: str, *,
                  poll_interval: float = 0.2, flush_timeout: float = 60.0, nice: int = 0,
-                 topic_config: Mapping[str, object] | None = None):
+                 topic_config: Mapping[str, object] | None = None,
+                 lock: threading.Lock | None = None):
         super().__init__(f"ship-{topic}")
         #: settings over the source's own for a topic this writer creates
         self.topic_overrides = {k: str(v) for k, v in (topic_config or {}).items()}
@@ -263,8 +267,12 @@ class ChangelogWriter(BackgroundLoop):
         self.rounds: deque[tuple[int, int, int, float]] = deque(maxlen=ROUNDS_KEPT)
         self._producer: Producer | None = None
         self._previous: meta.WriterInfo | None = None  # the writer before this one
+        #: the ledger after the last round this writer's open producer committed: while the
+        #: ledger still says so, no record lies past it (no other writer could write, and
+        #: one that fences this producer makes its next round fail)
+        self._committed: LedgerState | None = None
         self._own_ids: set[str] = set()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock() if lock is None else lock
 
     @property
     def bootstrap_servers(self) -> str:
@@ -426,6 +434,16 @@ class ChangelogWriter(BackgroundLoop):
                 f"changelog topic; name another store, or {self._start_over()}")
         return found, after
 
+    def _topic_as_left(self, ledger: LedgerState) -> bool:
+        """Whether every partition still spans the ledger's offsets (one offsets request; a
+        topic deleted or recreated since does not: ``_already_shipped`` then says so)."""
+        try:
+            bounds = offset_bounds(self.kafka, self.topic, list(ledger.next_offset),
+                                   committed=False)
+        except (KafkaException, TimeoutError):
+            return False
+        return all(lo <= ledger.next_offset[p] <= hi for p, (lo, hi) in bounds.items())
+
     def _settled_bounds(self, expected: Mapping[int, int]) -> dict[int, tuple[int, int]]:
         """Partition → (log start, log end) once no transaction is open and every commit
         marker is written (the last stable offset has reached the log end), or at once when a
@@ -520,10 +538,13 @@ class ChangelogWriter(BackgroundLoop):
         if ledger is None:
             ledger = self._fresh_ledger(partitions)
             self.ledger.write(ledger)  # so a first round cut short is found past it
-        try:
-            done, ends = self._already_shipped(ledger)
-        except (KafkaException, TimeoutError) as exc:  # the cluster did not serve the read
-            raise self._failed(exc, f"reading {self.topic!r} past the ledger") from None
+        if ledger == self._committed and self._topic_as_left(ledger):
+            done, ends = set(), dict(ledger.next_offset)  # this producer's own round: no more
+        else:
+            try:
+                done, ends = self._already_shipped(ledger)
+            except (KafkaException, TimeoutError) as exc:  # the cluster did not serve it
+                raise self._failed(exc, f"reading {self.topic!r} past the ledger") from None
         if self.identity is None:
             self._announce(last)
         first = ledger.last_batch + 1
@@ -555,6 +576,7 @@ class ChangelogWriter(BackgroundLoop):
                  done: set[tuple[int, int, int]], ends: Mapping[int, int],
                  stamps: Mapping[int, int]) -> None:
         after: list[LedgerState] = []
+        self._committed = None  # set again only once the round's ledger is written
 
         def positions(shipped: Round) -> None:  # in the round's transaction
             state = ledger.after_round(last, shipped.prev, {
@@ -571,6 +593,7 @@ class ChangelogWriter(BackgroundLoop):
                                ) from None
         self.skipped += shipped.skipped
         self.ledger.write(after[0])
+        self._committed = after[0]
         self._wait_readable(after[0].next_offset)
 
     @staticmethod
@@ -584,7 +607,7 @@ class ChangelogWriter(BackgroundLoop):
         """Purge, abort and close the producer: nothing it was sending can land later."""
         if self._producer is not None:
             discard(self._producer)
-        self._producer, self.identity = None, None
+        self._producer, self.identity, self._committed = None, None, None
 
     def _failed(self, exc: BaseException, what: str) -> BaseException:
         """The error to raise for a round that failed with ``exc``, its producer discarded:
@@ -668,7 +691,8 @@ class ChangelogWriter(BackgroundLoop):
         lower_priority(self.nice)
         while not self.stop_requested:
             before = self.shipped_batch
-            if self.ship() == before:
+            # idle: two local reads (commit log, ledger), no round and no call to the broker
+            if self.source.checkpoint.last_batch <= before or self.ship() == before:
                 self.wait_stop(self.poll_interval)
 
     def _loop_failed(self, exc: BaseException) -> None:  # surfaced by wait_shipped() / stop()
@@ -708,7 +732,8 @@ class ChangelogWriter(BackgroundLoop):
         """Stop the background thread after shipping what is committed; raise its error."""
         self.stop_background()
         self.ship()
-        self._producer, self.identity = None, None  # every round is committed: just close
+        # every round is committed: just close
+        self._producer, self.identity, self._committed = None, None, None
 
     def __repr__(self) -> str:
         return f"ChangelogWriter({self.topic!r}, shipped_batch={self.shipped_batch})"
