@@ -59,18 +59,22 @@ def meta_properties(node_id: int, cluster: str, directory: str) -> str:
 
 
 def template_key(java: Sequence[str], settings: Mapping[str, str]) -> str:
-    """What a template is built from: the java command (its class path says which Kafka) and
-    the settings that are not the node's own (``NODE_SETTINGS``), hashed.
+    """What a template is built from: the java command (its class path says which Kafka; its
+    ``-D`` properties, such as the broker's own log configuration file, left out) and the
+    settings that are not the node's own (``NODE_SETTINGS``), hashed.
 
     Example:
         >>> a = template_key(["java", "-cp", "k/*"], {"node.id": "1", "num.partitions": "1"})
         >>> a == template_key(["java", "-cp", "k/*"], {"node.id": "2", "num.partitions": "1"})
         True
+        >>> a == template_key(["java", "-Dlog4j2.configurationFile=/b", "-cp", "k/*"],
+        ...                   {"node.id": "1", "num.partitions": "1"})
+        True
         >>> a == template_key(["java", "-cp", "k2/*"], {"node.id": "1", "num.partitions": "1"})
         False
     """
     shared = {k: v for k, v in settings.items() if k not in NODE_SETTINGS}
-    text = json.dumps([list(java), sorted(shared.items())])
+    text = json.dumps([[a for a in java if not a.startswith("-D")], sorted(shared.items())])
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 

@@ -87,6 +87,8 @@ def test_the_template_is_built_once_and_reused(tmp_path):
     stamp = (first / META).stat().st_mtime_ns
     again = ensure_template(java, {**settings, "node.id": "9", "log.dirs": "/x"}, tmp_path)
     assert again == first and (again / META).stat().st_mtime_ns == stamp
+    elsewhere = EmbeddedBroker(log_dir=tmp_path / "k2")  # its own log configuration file
+    assert ensure_template(elsewhere._java(), elsewhere.settings(), tmp_path) == first
     other = ensure_template(java, {**settings, "num.partitions": "3"}, tmp_path)
     assert other != first
     assert sorted(p.name for p in (tmp_path / "kafka-format").iterdir()) == \
