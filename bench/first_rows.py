@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 from bench.common import cpu_by_kind, cpu_snapshot, median, print_table, write_result
@@ -94,7 +95,16 @@ def example_child(variant: str, born: float) -> dict:
     return {"variant": variant, "first_rows_s": marks[-1][1], "marks": marks,
             "rows": len(rows), "first_batch_ms": dict(first.durationMs),
             "cpu_s": cpu_by_kind({}, cpu_snapshot()),
+            "batch_times": [_batch_times(p, born) for p in query.query.recentProgress],
             "batches": query.last_batch + 1, "archive_mapped": _archive_mapped()}
+
+
+def _batch_times(progress, born: float) -> dict:
+    """A progress report's batch: its start and end in seconds from ``born``, its rows."""
+    start = datetime.fromisoformat(progress.timestamp.replace("Z", "+00:00")).timestamp()
+    took = progress.durationMs["triggerExecution"] / 1000
+    return {"batch": progress.batchId, "rows": progress.numInputRows,
+            "start_s": round(start - born, 3), "end_s": round(start + took - born, 3)}
 
 
 def floor_child(born: float) -> dict:
