@@ -23,11 +23,6 @@ Variants (each a fresh process, alternated over ``--repeats`` rounds):
 - ``no_early_workers``: ``spark_session(early_workers=False)``: the default but Spark's
   Python planner and read workers started by the first query, not in the background
   (``statekit.spark.early_workers``);
-- ``jar_libraries``: ``spark_session(native_libraries=False)``: the default but the JVM
-  unpacks RocksDB's and lz4-java's native libraries from their jars into ``/tmp`` itself, in
-  its first micro-batch, instead of loading the copies unpacked once per machine
-  (``statekit.spark.native_libraries``);
-
 - ``connect_warm_server``: no JVM in the fresh process: it connects to a Spark Connect server
   (``statekit.spark.connect``) that the parent started before the runs and warmed with one
   discarded run, as a workshop's server would be; ``spark_session`` is then the Connect
@@ -66,7 +61,6 @@ from bench.results import Figure, Run
 VARIANTS = {"zip": {"cached_worker_imports": False, "class_archive": False},
             "no_archive": {"class_archive": False}, "default": {}, "full_jit": {"jit": "full"},
             "no_early_workers": {"early_workers": False},
-            "jar_libraries": {"native_libraries": False},
             "connect_warm_server": {}}
 CONNECT = "connect_warm_server"
 FIRST_RESULT_TARGET_S = 6.0
@@ -277,7 +271,7 @@ def report(r: dict) -> None:
 
 
 #: the variants whose driver JVM should map the class-data archive
-ARCHIVE_VARIANTS = ("default", "full_jit", "no_early_workers", "jar_libraries")
+ARCHIVE_VARIANTS = ("default", "full_jit", "no_early_workers")
 
 
 def unmapped_warnings(runs: dict[str, list[dict]]) -> list[str]:

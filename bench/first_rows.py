@@ -12,7 +12,7 @@ variants alternate in rounds so a busy minute of the machine falls on all of the
 
 The example's variants switch one of ``spark_session``'s start-up measures off (issue 39
 item 5: keep those whose gain is larger than their run-to-run spread): ``no_archive``
-(``class_archive=False``), ``no_early_workers``, ``jar_libraries`` (``native_libraries=False``),
+(``class_archive=False``), ``no_early_workers``,
 ``zip`` (``cached_worker_imports=False``), ``full_jit`` (``jit="full"``).
 
     python -m bench.coldstart --repeats 5
@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 #: example variants: spark_session's keywords (the README's call plus these)
 EXAMPLE_VARIANTS: dict[str, dict] = {
     "example": {}, "no_archive": {"class_archive": False},
-    "no_early_workers": {"early_workers": False}, "jar_libraries": {"native_libraries": False},
+    "no_early_workers": {"early_workers": False},
     "zip": {"cached_worker_imports": False}, "full_jit": {"jit": "full"}}
 FLOOR = "floor"
 VARIANTS = (*EXAMPLE_VARIANTS, FLOOR)
