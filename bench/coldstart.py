@@ -23,11 +23,6 @@ Variants (each a fresh process, alternated over ``--repeats`` rounds):
 - ``no_early_workers``: ``spark_session(early_workers=False)``: the default but Spark's
   Python planner and read workers started by the first query, not in the background
   (``statekit.spark.early_workers``);
-- ``jar_libraries``: ``spark_session(native_libraries=False)``: the default but the JVM
-  unpacks RocksDB's and lz4-java's native libraries from their jars into ``/tmp`` itself, in
-  its first micro-batch, instead of loading the copies unpacked once per machine
-  (``statekit.spark.native_libraries``);
-
 - ``connect_warm_server``: no JVM in the fresh process: it connects to a Spark Connect server
   (``statekit.spark.connect``) that the parent started before the runs and warmed with one
   discarded run, as a workshop's server would be; ``spark_session`` is then the Connect
@@ -66,7 +61,6 @@ from bench.results import Figure, Run
 VARIANTS = {"zip": {"cached_worker_imports": False, "class_archive": False},
             "no_archive": {"class_archive": False}, "default": {}, "full_jit": {"jit": "full"},
             "no_early_workers": {"early_workers": False},
-            "jar_libraries": {"native_libraries": False},
             "connect_warm_server": {}}
 CONNECT = "connect_warm_server"
 FIRST_RESULT_TARGET_S = 6.0
@@ -277,7 +271,7 @@ def report(r: dict) -> None:
 
 
 #: the variants whose driver JVM should map the class-data archive
-ARCHIVE_VARIANTS = ("default", "full_jit", "no_early_workers", "jar_libraries")
+ARCHIVE_VARIANTS = ("default", "full_jit", "no_early_workers")
 
 
 def unmapped_warnings(runs: dict[str, list[dict]]) -> list[str]:
@@ -300,30 +294,42 @@ def unmapped_warnings(runs: dict[str, list[dict]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> dict | None:
+    from bench import first_rows
+
     parser = argparse.ArgumentParser(prog="python -m bench.coldstart", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--measure", choices=["first_rows", "first_batch"], default="first_rows",
+                        help="first_rows: the README example to its first non-empty snapshot "
+                             "against a bare PySpark process (bench.first_rows); first_batch: "
+                             "session, pause, the Kafka query's first batch")
     parser.add_argument("--records", type=int, default=200_000, help="events to process")
     parser.add_argument("--batch", type=int, default=50_000, help="records per micro-batch")
-    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per variant")
+    parser.add_argument("--repeats", type=int, help="fresh processes per variant (first_rows: "
+                                                    "5, first_batch: 3)")
     parser.add_argument("--pause", type=float, default=20.0,
                         help="seconds between the session and start_query (reading a cell)")
-    parser.add_argument("--variants", default=",".join(VARIANTS),
-                        help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--variants", help=f"comma-separated; first_rows: of "
+                        f"{', '.join(first_rows.VARIANTS)}; first_batch: of {', '.join(VARIANTS)}")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--first-rows-child", help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--born", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--connect-url", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        result = child(args.bootstrap, args.records, args.batch, args.pause, args.child,
-                       args.born, args.connect_url)
+    if args.child or args.first_rows_child:
+        result = (first_rows.child(args.first_rows_child, args.born) if args.first_rows_child
+                  else child(args.bootstrap, args.records, args.batch, args.pause, args.child,
+                             args.born, args.connect_url))
         print("RESULT " + json.dumps(result, default=str), flush=True)
         return None
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = [v for v in variants if v not in VARIANTS]
+    accepted = first_rows.VARIANTS if args.measure == "first_rows" else tuple(VARIANTS)
+    variants = [v.strip() for v in (args.variants or ",".join(accepted)).split(",") if v.strip()]
+    unknown = [v for v in variants if v not in accepted]
     if unknown:
-        parser.error(f"unknown variant {unknown[0]!r}; accepted: {', '.join(VARIANTS)}")
-    return run(args.records, args.batch, args.repeats, args.pause, variants)
+        parser.error(f"unknown variant {unknown[0]!r}; accepted: {', '.join(accepted)}")
+    if args.measure == "first_rows":
+        return first_rows.run(args.repeats or 5, variants)
+    return run(args.records, args.batch, args.repeats or 3, args.pause, variants)
 
 
 if __name__ == "__main__":

@@ -427,7 +427,10 @@ class EmbeddedBroker(BrokerProcess):
                 "-cp", kafka_classpath()]
 
     def _format(self, java: list[str]) -> None:
-        """Format the log folder as a new KRaft node, once (Kafka's ``kafka-storage format``)."""
+        """Format the log folder as a new KRaft node, once: Kafka's ``kafka-storage format``,
+        done by copying a template it made once per machine (``statekit.kafka.log_format``)."""
+        from statekit.kafka.log_format import format_log_dir
+
         meta = self.data_dir / "meta.properties"
         if meta.exists():
             for line in meta.read_text().splitlines():
@@ -435,13 +438,12 @@ class EmbeddedBroker(BrokerProcess):
                     self.cluster_id = line.split("=", 1)[1]
             return
         self.cluster_id = self.cluster_id or cluster_id()
-        cmd = [*java, "kafka.tools.StorageTool", "format", "--cluster-id", self.cluster_id,
-               "--config", str(self.log_dir / "server.properties"), "--ignore-formatted"]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-        if done.returncode != 0:
-            raise StatekitError(
-                f"could not format the Apache Kafka log folder {self.data_dir} (exit "
-                f"{done.returncode}): {(done.stdout + done.stderr).strip()[-1500:]}")
+        try:
+            format_log_dir(self.data_dir, java, self.settings(), node_id=self.node_id,
+                           cluster=self.cluster_id)
+        except OSError as exc:
+            raise StatekitError(f"could not format the Apache Kafka log folder "
+                                f"{self.data_dir}: {exc}") from None
 
     def _prepare(self) -> list[str]:
         """Write its settings, format its log folder (once); the ``java`` command to run it."""

@@ -1,6 +1,6 @@
 """A SparkSession set up for stateful streaming with RocksDB state and changelog checkpoints.
 
-Six things make a fresh session's first query start sooner (see ``bench/README.md``,
+Five things make a fresh session's first query start sooner (see ``bench/README.md``,
 "cold start"):
 
 - **Spark's Python processes import PySpark with cached bytecode.** Spark puts
@@ -36,9 +36,6 @@ Six things make a fresh session's first query start sooner (see ``bench/README.m
   run straight through, it competed with it for the two cores and gave nothing (11.2 vs
   11.3 s to the first result, ``bench/README.md``).
 - **pandas imported while the JVM starts** (``PRELOADED``): this process only waits then.
-- **Native libraries unpacked once per machine** (``native_libraries=True``): RocksDB's
-  14.7 MB JNI library and lz4-java's, which every fresh JVM otherwise copies out of their
-  jars into ``/tmp`` during its first micro-batch (``statekit.spark.native_libraries``).
 
 The driver JVM a session starts prints to the notebook only what is worth reading: its
 console goes through ``statekit.spark.console``, which leaves out known chatter (the JVM's
@@ -184,13 +181,9 @@ class DriverStart(Options):
         early_workers: register statekit's Kafka source and start Spark's Python planner
             and read workers in the background (``statekit.spark.early_workers``): the
             first query no longer waits for them.
-        native_libraries: put RocksDB's and lz4-java's native libraries, unpacked once per
-            machine (``statekit.spark.native_libraries``), on the JVM's library path, so
-            its first micro-batch does not unpack them from their jars into ``/tmp``.
 
     The archive and JIT options go on ``spark.driver.extraJavaOptions`` only when ``conf``
-    sets none of its own; the native libraries on ``spark.driver.extraLibraryPath`` only
-    when ``conf`` sets no library path.
+    sets none of its own.
 
     Example:
         >>> DriverStart(jit="full").to_dict()["jit"]
@@ -206,11 +199,9 @@ alone) or "full" (C1, then C2)
     class_archive: bool = True
     jit: str = "quick"
     early_workers: bool = True
-    native_libraries: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("cached_worker_imports", "class_archive", "early_workers",
-                     "native_libraries"):
+        for name in ("cached_worker_imports", "class_archive", "early_workers"):
             object.__setattr__(self, name, flag(getattr(self, name), name))
         if not isinstance(self.jit, str) or self.jit not in JIT_OPTIONS:
             raise BadArgument("jit", self.jit,
@@ -277,10 +268,6 @@ def spark_session(
             settings["spark.driver.extraJavaOptions"] = driver_java_options(
                 home, settings.get("spark.driver.extraClassPath", ""), start.class_archive,
                 start.jit)
-        if fresh and start.native_libraries and "spark.driver.extraLibraryPath" not in settings:
-            library_path = native_library_path(home)
-            if library_path:
-                settings["spark.driver.extraLibraryPath"] = library_path
         launched = False
         with _environ("SPARK_HOME", home):
             with _LAUNCH_LOCK:  # one JVM, even when two threads ask at once
@@ -323,22 +310,6 @@ def driver_java_options(home: str | None = None, extra_class_path: str = "",
                                                 extra_class_path)
         options.append(archive.java_option())
     return " ".join(option for option in options if option)
-
-
-def native_library_path(home: str | None = None) -> str:
-    """The folder of Spark's native libraries unpacked for the Spark under ``home`` (default
-    ``SPARK_HOME``, else the installed PySpark), unpacking them first if needed; ``""`` when
-    this machine is not covered or the cache cannot be written (that failure goes to
-    ``spark_log()``; the JVM then unpacks them itself, as it would have)."""
-    from statekit.spark.native_libraries import NativeLibraries
-
-    libraries = NativeLibraries.for_this_machine(home or os.environ.get("SPARK_HOME") or None)
-    try:
-        return libraries.library_path()
-    except OSError as exc:
-        log_failure(f"unpacking Spark's native libraries into {libraries.folder} (the JVM "
-                    "unpacks them itself)", exc)
-        return ""
 
 
 def _jvm_running() -> bool:

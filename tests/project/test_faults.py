@@ -121,26 +121,6 @@ def test_stop_on_a_full_disk_names_the_changelog_ledger_folder(spark, broker, to
     assert isinstance(err.value, OSError) and not query.is_active
 
 
-def test_native_libraries_on_a_full_disk_are_left_to_the_jvm_and_the_failure_logged(
-        small_disk, monkeypatch):
-    """The cache on a 4 MB disk cannot hold RocksDB's 14.7 MB library: ``spark_session``
-    gets no library path (its JVM unpacks the libraries itself), no half-written folder is
-    left, and why is in ``spark_log()``."""
-    from statekit.spark.native_libraries import NativeLibraries
-    from statekit.spark.session import native_library_path
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(small_disk))
-    libraries = NativeLibraries.for_this_machine()
-    if not libraries.supported:
-        pytest.skip("statekit does not unpack native libraries on this machine")
-    assert libraries.folder.is_relative_to(small_disk)
-    assert native_library_path() == ""
-    assert not libraries.folder.exists()
-    assert list(libraries.folder.parent.iterdir()) == []          # no staging left either
-    assert "unpacking Spark's native libraries" in spark_log().read_text()
-    assert str(libraries.folder) in spark_log().read_text()
-
-
 @pytest.mark.slow   # the source waits 30 s for the stopped broker
 @pytest.mark.timeout(600)
 def test_a_stalled_broker_is_named_and_the_query_resumes_from_its_checkpoint(spark, tmp_path):
