@@ -64,16 +64,21 @@ timed = start=$$(date +%s); $(2); status=$$?; took=$$(( $$(date +%s) - start ));
 	$$((took / 60)) $$((took % 60)) $$took $$status; exit $$status
 
 # Everything: all tests, slow ones included, every docstring example in statekit/
-# (--doctest-modules, pyproject.toml) and the notebooks (what CI runs).
+# (--doctest-modules, pyproject.toml) and the notebooks (what CI runs). TEST_WORKERS processes
+# (pytest-xdist) take whole files each (--dist loadfile: a file's module-scoped queries and
+# broker stay in one process); on the 2-core machine 2 workers measured against 1
+# (bench/README.md, "The suite"). TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
 test: java chromium $(STAMP) jvm-classes kafka-jars
 	$(PY) -m ruff check .
-	@$(call timed,make test,$(PYTEST) tests statekit --nbmake notebooks --nbmake-timeout=$(NB_CELL_TIMEOUT) -v --durations=10)
+	@$(call timed,make test,$(PYTEST) $(XDIST) tests statekit --nbmake notebooks --nbmake-timeout=$(NB_CELL_TIMEOUT) -v --durations=10)
 
 # For development: no tests marked slow (subprocess queries, crash drills, long streams), no
 # notebooks.
 test-fast: java $(STAMP) kafka-jars
 	$(PY) -m ruff check .
-	@$(call timed,make test-fast,$(PYTEST) tests statekit -m "not slow" --durations=10)
+	@$(call timed,make test-fast,$(PYTEST) $(XDIST) tests statekit -m "not slow" --durations=10)
 
 # Each benchmark writes bench/results/<name>.json (bench/results.py); the tables of
 # bench/README.md are then regenerated from those files.
