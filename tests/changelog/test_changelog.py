@@ -8,6 +8,7 @@ import random
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from statekit.kafka.topics import (
     create_topic,
     delete_topic,
     describe_topic_config,
+    partition_count,
     plain_consumer,
 )
 from statekit.model import changelog_record as codec
@@ -224,6 +226,54 @@ def test_kill_9_between_batches_then_restart_keeps_each_batch_once(spark, broker
     assert not log.records.duplicated(["partition", "batch", "seq"]).any()
     table, snapshot = aligned(materialize(log), state.snapshot(last))
     pd.testing.assert_frame_equal(table, snapshot, check_dtype=False)
+
+
+def _copy_unshipped(spark, query, tmp_path, name: str) -> StateReader:
+    """The drained query's checkpoint copied without its ledger: a state with nothing shipped."""
+    copy = tmp_path / name
+    shutil.copytree(query.checkpoint, copy)
+    shutil.rmtree(copy / "_statekit" / "changelog")
+    return StateReader(spark, str(copy), query.spec)
+
+
+def test_writers_sharing_a_lock_ship_one_round_at_a_time(spark, broker, logged, tmp_path):
+    query, log = logged
+    lock = threading.Lock()
+    first, second = (ChangelogWriter(_copy_unshipped(spark, query, tmp_path, f"ck{i}"),
+                                     broker.bootstrap_servers, f"lockstep{i}-changelog", lock=lock)
+                     for i in (1, 2))
+    assert first.ship(through=1) == 1  # the lock is free: a round runs at once
+    shipped: list[int] = []
+    with lock:  # held, as by another part's round
+        waiting = threading.Thread(target=lambda: shipped.append(second.ship()))
+        waiting.start()
+        waiting.join(3)
+        assert waiting.is_alive() and not shipped and second.shipped_batch == -1
+    waiting.join(120)
+    assert shipped == [log.last_batch] and second.shipped_batch == log.last_batch
+    assert len(read_changelog(broker.bootstrap_servers, "lockstep2-changelog")) == len(log)
+
+
+def test_a_topic_recreated_after_the_writers_own_round_is_named_not_written_past(
+        spark, broker, logged, tmp_path):
+    """After its own committed round a writer skips reading the topic past its ledger, but only
+    while every partition still spans the ledger's offsets."""
+    query, log = logged
+    topic = "recreated-changelog"
+    writer = ChangelogWriter(_copy_unshipped(spark, query, tmp_path, "ck"),
+                             broker.bootstrap_servers, topic)
+    assert writer.ship(through=2) == 2
+    assert writer.ship(through=4) == 4  # its own round before: rounds follow on, each batch once
+    shipped = read_changelog(broker.bootstrap_servers, topic)
+    assert shipped.last_batch <= 4 and not shipped.records.duplicated(
+        ["partition", "batch", "seq"]).any()
+    partitions = partition_count(broker.bootstrap_servers, topic)
+    delete_topic(broker.bootstrap_servers, topic)
+    create_topic(broker.bootstrap_servers, topic, partitions=partitions)
+    with pytest.raises(sk.ChangelogError, match=rf"changelog topic '{topic}' partition \d+ now "
+                                                r"spans offsets 0\.\.0.*deleted or recreated"):
+        writer.ship()
+    assert len(read_changelog(broker.bootstrap_servers, topic)) == 0  # nothing written past
 
 
 # --- bad input ------------------------------------------------------------------------
