@@ -19,10 +19,8 @@ the batch, so that compaction keeps the latest list and a ``get`` answers with a
    touched, each key's rows gathered in the order the store holds them.
 3. a touched key with no rows left is a ``delete`` (a tombstone in the changelog).
 
-A round of one batch (a writer that keeps up) is one Spark job: the change feeds, and the
-snapshot read for the keys they name. A round of several costs one read of the part's
-snapshot per batch with a touched key; a batch that touched none costs nothing beyond the
-change feed.
+Each batch with a touched key costs one read of the part's snapshot; a batch that
+touched none costs nothing beyond the change feed.
 
 Timers have no change feed at all (``inspect.limits.timer_changes``), nor stores that have
 one: ``snapshot_diff_frame`` compares each key's list after the last batch of a round with
@@ -102,12 +100,10 @@ def list_changes_frame(entries: StateView, changed: Sequence[StateView], first: 
     change feeds say which keys a batch touched (the part itself for a list state).
     """
     keys = entries.key_columns
-    touched = touched_keys(changed, keys, first, last).withColumn(_KEY, _key_text(keys))
-    if first == last:  # one batch (a writer that keeps up): no Spark job before the read
-        batches = [first]
-    else:  # read the change feeds once (not once per batch below)
-        touched = touched.localCheckpoint()
-        batches = sorted(int(r[0]) for r in touched.select("batch").distinct().collect())
+    # read the change feeds once (not once per batch below)
+    touched = (touched_keys(changed, keys, first, last).withColumn(_KEY, _key_text(keys))
+               .localCheckpoint())
+    batches = sorted(int(r[0]) for r in touched.select("batch").distinct().collect())
     lists = []
     for batch in batches:
         keys_then = touched.where(F.col("batch") == batch)

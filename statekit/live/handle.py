@@ -357,8 +357,6 @@ class AttachedQuery:
         app = app_name(self.name, self.id) if app is None else app
         folder = ledger_folder(self.id, ledger_dir)
         parts = self.parts()
-        # the parts' rounds run one at a time: one shipping job beside the query's, not eight
-        lock = threading.Lock()
         for part in parts:
             if part_id(part) in self.changelogs:
                 continue
@@ -368,8 +366,8 @@ class AttachedQuery:
             except UnsupportedRead:
                 continue
             topic = part_topic(app, part.operator_id, part.name)
-            self.changelogs[part_id(part)] = ChangelogWriter(source, conn, topic, nice=nice,
-                                                             lock=lock).start()
+            self.changelogs[part_id(part)] = ChangelogWriter(source, conn, topic,
+                                                             nice=nice).start()
         return self.changelog_topics()
 
     def _part_view(self, part: Part) -> StateView:
