@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from statekit.changelog.log import Changelog
 from statekit.errors import BadArgument
 from statekit.stores.migration import live_values
-from statekit.workshop.answers import count
+from statekit.workshop.answers import count, one_of
 from statekit.workshop.choices import Choices
 from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
@@ -164,9 +164,9 @@ EXPIRY = {
              "without writing a tombstone per window",
         "c": "an expired window is dropped, not zeroed"}),
 }
+# each read with answers.words: 'Kafka-Streams', 'kafka_streams', 'KafkaStreams' alike
 _ENGINES = {"statekit": "statekit", "spark": "statekit", "kafka streams": "kafka streams",
-            "kafka_streams": "kafka streams", "kafkastreams": "kafka streams",
-            "streams": "kafka streams"}
+            "kafkastreams": "kafka streams", "streams": "kafka streams"}
 
 
 @exercise("03.5", "The watermark evicts a window: what reaches the changelog, in each engine?",
@@ -177,8 +177,8 @@ def expiry(answer: object):
     if not isinstance(answer, Mapping):
         return [Point(False, f"answer with a dict, one letter per engine: {{'statekit': ..., "
                              f"'kafka streams': ...}}; got {answer!r}")]
-    given = {_ENGINES.get(str(k).strip().lower()): v for k, v in answer.items()}
-    unknown = [k for k in answer if _ENGINES.get(str(k).strip().lower()) is None]
+    given = {one_of(str(k), _ENGINES): v for k, v in answer.items()}
+    unknown = [k for k in answer if one_of(str(k), _ENGINES) is None]
     points = [Point(False, f"{k!r} is not an engine of this question: 'statekit', "
                            "'kafka streams'") for k in unknown]
     for engine, choices in EXPIRY.items():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from statekit.workshop.answers import count
+from statekit.workshop.answers import count, words
 from statekit.workshop.choices import Choices
 from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
@@ -25,7 +25,7 @@ FLAG_ROLES = {
 @exercise("10.1", "Which flag names the cause?", NOTEBOOK, "debug")
 def flag_of_the_cause(answer: object, flags: list[str] | None = None):
     """The flag (its name, as ``Description.flag_names`` lists it) that names the cause."""
-    name = str(answer).strip().strip("'\"").lower().replace(" ", "_")
+    name = (words(str(answer)) or "").replace(" ", "_")
     if name not in FLAG_ROLES:
         return [Point(False, f"{answer!r} is not a flag of describe(): "
                              f"{', '.join(FLAG_ROLES)}")]

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from statekit.errors import BadArgument
-from statekit.workshop.answers import number
+from statekit.workshop.answers import keyed, number, one_of
 from statekit.workshop.choices import Choices
 from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
@@ -111,6 +111,9 @@ def more_rows_held(answer: object, *, measured: float, instances: int, standbys:
 
 
 _WHICH = ("routed", "scatter-gather", "global")
+# each read with answers.words; the exercise title's own words count too
+_SPELLINGS = {"routed": "routed", "routed lookup": "routed", "scatter-gather": "scatter-gather",
+              "global": "global", "global store": "global"}
 QUESTIONS = {
     "a": ("one player's score in the current window, asked on every game end by 100,000 "
           "players", "routed",
@@ -135,20 +138,20 @@ def which_way(answer: object) -> list[Point]:
     if not isinstance(answer, Mapping):
         return [Point(False, f"answer with a dict, e.g. {{'a': 'routed', 'b': ...}}, one of "
                              f"{', '.join(_WHICH)} per question")]
+    answers, unknown = keyed(answer, QUESTIONS)  # 'A' or 'a'
     points = []
     for letter, (question, right, why) in QUESTIONS.items():
-        said = answer.get(letter)
-        said = said.strip().lower() if isinstance(said, str) else said
-        if said is None:
+        given = answers.get(letter)
+        said = one_of(given, _SPELLINGS)
+        if given is None:
             points.append(Point(False, f"{letter}) not answered: {question}"))
-        elif said not in _WHICH:
-            points.append(Point(False, f"{letter}) {said!r} is not one of {', '.join(_WHICH)}"))
+        elif said is None:
+            points.append(Point(False, f"{letter}) {given!r} is not one of {', '.join(_WHICH)}"))
         else:
             points.append(Point(said == right, f"{letter}) {said}: " + (
                 why if said == right else f"better {right} — {why}")))
-    unknown = sorted(set(map(str, answer)) - set(QUESTIONS))
     if unknown:
-        points.append(Point(False, f"no question {', '.join(unknown)}: the questions are "
+        points.append(Point(False, f"no question {', '.join(map(str, unknown))}: the questions are "
                                    f"{', '.join(QUESTIONS)}"))
     return points
 

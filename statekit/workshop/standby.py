@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from statekit.workshop.answers import count
+from statekit.workshop.answers import count, keyed
 from statekit.workshop.choices import Choices
 from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
@@ -95,8 +95,8 @@ def failover_records(answer: object, *, changelog_records: int, lag_at_kill: int
         return [Point(False, f"answer with a dict of scenario → records, e.g. "
                              f"{{'no standby': 1000, 'standby': 0, 'stale standby': 500}}; "
                              f"got {answer!r}")]
+    answer, extra = keyed(answer, SCENARIOS)  # 'No standby', 'stale-standby' alike
     missing = [s for s in SCENARIOS if s not in answer]
-    extra = [s for s in answer if s not in SCENARIOS]
     if missing or extra:
         return [Point(False, f"the dict needs exactly the keys {list(SCENARIOS)}; "
                              f"missing {missing}, unknown {extra}")]

@@ -91,3 +91,66 @@ def test_the_failover_dict_reads_its_numbers_alike():
         assert check("05.2", answer, **measured).right
     assert "not a number" in str(check("05.2", {"no standby": True, "standby": 0,
                                                  "stale standby": 300}, **measured))
+
+
+# --- named answers: one rule (answers.words) for case, quotes, hyphens, underscores, spaces --
+def _texts(verdict) -> str:
+    return " | ".join(p.text for p in verdict.points)
+
+
+@pytest.mark.parametrize("engine", ["kafka streams", "kafka-streams", "Kafka Streams",
+                                    "kafka_streams", "KafkaStreams", " 'Kafka--Streams' "])
+def test_an_engine_written_any_way_is_that_engine(engine):
+    assert check("03.5", {"statekit": "b", engine: "a"}).right
+
+
+@pytest.mark.parametrize("engine", ["kafka", "flink", "kafka streamz", ""])
+def test_an_engine_that_is_not_one_stays_unknown(engine):
+    judged = check("03.5", {"statekit": "b", engine: "a"})
+    assert not judged.right
+    assert f"{engine!r} is not an engine of this question" in _texts(judged)
+
+
+@pytest.mark.parametrize("flag", ["stalled_watermark", "stalled-watermark", "Stalled Watermark",
+                                  "'STALLED_WATERMARK'", " stalled  watermark "])
+def test_the_flag_written_any_way_is_the_flag(flag):
+    assert check("10.1", flag).right
+
+
+@pytest.mark.parametrize("flag", ["growing-state", "watermark", "stalled", 7])
+def test_other_flags_and_non_flags_stay_wrong(flag):
+    assert not check("10.1", flag).right
+
+
+DRILL_RIGHT = {"changelog_records": 11_722, "lag_at_kill": 0, "after_stale_batch": 5_709,
+               "stale_batch": 4}
+
+
+@pytest.mark.parametrize("keys", [("no standby", "standby", "stale standby"),
+                                  ("No standby", "Standby", "Stale Standby"),
+                                  ("no_standby", "STANDBY", "stale-standby")])
+def test_scenario_keys_written_any_way_are_read(keys):
+    answer = dict(zip(keys, (11_722, 0, 5_709), strict=True))
+    assert check("05.2", answer, **DRILL_RIGHT).right
+    wrong = dict(zip(keys, (5_709, 0, 11_722), strict=True))
+    assert not check("05.2", wrong, **DRILL_RIGHT).right
+
+
+RIGHT_WAYS = {"a": "routed", "b": "global", "c": "scatter-gather", "d": "scatter-gather"}
+
+
+@pytest.mark.parametrize("answer", [
+    RIGHT_WAYS,
+    {k.upper(): v for k, v in RIGHT_WAYS.items()},
+    {"a": "Routed Lookup", "b": "global store", "c": "scatter gather", "d": "Scatter_Gather"},
+])
+def test_the_ways_written_any_way_are_right(answer):
+    assert check("07.2", answer).right
+
+
+def test_a_wrong_way_or_an_unknown_word_stays_wrong_whatever_its_case():
+    judged = check("07.2", {"A": "Global", "b": "global", "c": "scatter gather",
+                            "d": "broadcast"})
+    assert [p.ok for p in judged.points] == [False, True, True, False]
+    assert "'broadcast' is not one of routed, scatter-gather, global" in _texts(judged)
+    assert "no question e" in _texts(check("07.2", {**RIGHT_WAYS, "e": "routed"}))
