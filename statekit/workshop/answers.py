@@ -3,9 +3,12 @@
 Numbers. Every check that asks for a number reads it with ``number`` (any real
 number) or ``whole`` (a whole number), so ``40``, ``40.0``, ``np.int64(40)`` (what
 a value read out of a DataFrame is), ``"40"``, ``" 40 "``, ``"1,200"`` and
-``"1_200"`` are all read alike. Not numbers: ``True``/``False`` (a bool is a yes or
+``"1_200"`` are all read alike; a fraction ``"5/3"`` is its quotient and a
+percentage ``"50%"`` a share of one (0.5). Not numbers: ``True``/``False`` (a bool is a yes or
 a no, not a count), ``NaN`` and infinities, text that is not a number, a
 collection of several values. A one-element array or Series is its element.
+``mebibytes`` reads a size: a number, or one with its unit (``"2176 MiB"``,
+``"2.125 GiB"``, ``"128 MB"``; MB is read as MiB, as Spark's settings do).
 
 Letters. A multiple-choice answer is one letter, however it is written: ``"b"``,
 ``"B"``, ``" b) "``, ``"(b)"``, ``"b) the micro-batch"``.
@@ -24,6 +27,10 @@ Example:
     (None, None, None, None)
     >>> number("0.5"), number(np.float32(0.25)), number(float("nan"))
     (0.5, 0.25, None)
+    >>> number("5/3") == 5 / 3, number("50%"), number("1/0"), number("50%%")
+    (True, 0.5, None, None)
+    >>> mebibytes("2176 MiB"), mebibytes("2.125 GiB"), mebibytes(128), mebibytes("3 apples")
+    (2176.0, 2176.0, 128.0, None)
     >>> letter("(B)"), letter("b) the micro-batch"), letter("all of them")
     ('b', 'b', None)
     >>> words(" Kafka-Streams "), words("'stalled_watermark'"), words(3)
@@ -47,6 +54,9 @@ _NUMBER = re.compile(r"[+-]?(?:(?:\d{1,3}(?:[,_]\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:
 # "b", "(b)", "b)", "b." alone, or followed by the option's text: "b) the micro-batch".
 _LETTER = re.compile(r"\(?([a-z])(?:\)|\.|:)?")
 _LETTER_AND_TEXT = re.compile(r"\(?([a-z])[).:]\s")
+# a size and its unit: "2176 MiB", "2.125GiB", "128 mb"
+_SIZE = re.compile(r"(.+?)\s*([kmg])(?:i?b)?", re.IGNORECASE)
+_UNIT_MIB = {"k": 1 / 1024, "m": 1.0, "g": 1024.0}
 # what separates the words of a named answer: hyphens, underscores, spaces, in any number
 _SEPARATORS = re.compile(r"[\s_-]+")
 
@@ -70,13 +80,40 @@ def number(answer: object) -> float | None:
     if isinstance(answer, numbers.Real | Decimal):
         value = float(answer)
     elif isinstance(answer, str):
-        text = answer.strip()
-        if _NUMBER.fullmatch(text) is None:
+        value = _text_number(answer.strip())
+        if value is None:
             return None
-        value = float(text.replace(",", "").replace("_", ""))
     else:
         return None
     return value if math.isfinite(value) else None
+
+
+def _text_number(text: str) -> float | None:
+    """A number written as text: plain, a fraction ``a/b`` or a percentage ``p%``."""
+    if text.endswith("%"):
+        share = text[:-1].rstrip()
+        plain = None if "%" in share or "/" in share else _text_number(share)
+        return None if plain is None else plain / 100
+    over, slash, under = text.partition("/")
+    if slash:
+        if "/" in under:
+            return None
+        top, bottom = _text_number(over.strip()), _text_number(under.strip())
+        return None if top is None or not bottom else top / bottom
+    if _NUMBER.fullmatch(text) is None:
+        return None
+    return float(text.replace(",", "").replace("_", ""))
+
+
+def mebibytes(answer: object) -> float | None:
+    """A size in MiB: a number, or a number with its unit (KiB, MiB, GiB; KB, MB, GB and K,
+    M, G read alike), or None."""
+    value = number(answer)
+    if value is not None or not isinstance(_scalar(answer), str):
+        return value
+    found = _SIZE.fullmatch(str(_scalar(answer)).strip())
+    size = number(found.group(1)) if found else None
+    return None if size is None else size * _UNIT_MIB[found.group(2).lower()]
 
 
 def whole(answer: object) -> int | None:

@@ -20,7 +20,7 @@ import re
 
 import pandas as pd
 
-from statekit.workshop.answers import whole
+from statekit.workshop.answers import one_of, whole, words
 from statekit.workshop.choices import Choices
 from statekit.workshop.registry import exercise, exercises, review
 from statekit.workshop.verdict import Point
@@ -81,12 +81,16 @@ review("00.1", "Where does Spark keep its state?", "00_index", WHERE_STATE_LIVES
 
 
 def _notebook(answer: object) -> str | None:
-    """The series' stem ``answer`` names: a stem, its number ("4", "04") or a prefix of it."""
+    """The series' stem ``answer`` names: a stem, its number ("4", "04"), a prefix of it, or
+    the start of its name ("restore")."""
     number = whole(answer)
     text = str(answer if number is None else number).strip().removesuffix(".ipynb").lower()
     if re.fullmatch(r"\d{1,2}", text):
         text = f"{int(text):02d}_"
     found = [stem for stem in SERIES if stem.startswith(text)] if text else []
+    if not found and text:  # its name without the number: "restore", "Global store"
+        name = words(text)
+        found = [stem for stem in SERIES if words(stem[3:]).startswith(name)]
     return found[0] if len(found) == 1 else None
 
 
@@ -114,6 +118,12 @@ def which_notebook(answer: object):
                          + hint.get(stem, "look for the notebook about rebuilding a store"))]
 
 
+# each read with answers.words; "fewer" is the prompt's own word
+_SIZES = {"smaller": "smaller", "fewer": "smaller", "less": "smaller", "equal": "equal",
+          "the same": "equal", "same": "equal", "larger": "larger", "more": "larger",
+          "bigger": "larger"}
+
+
 @exercise("00.3", "Predict, then run: state rows vs events", "00_index", "predict")
 def state_rows_vs_events(answer: object, events: int | None = None,
                          state_rows: int | None = None):
@@ -129,8 +139,8 @@ def state_rows_vs_events(answer: object, events: int | None = None,
         the store holds 41 rows for 300 events: one row per (window, player) sums all of
         that player's events in the window, so it is smaller
     """
-    said = str(answer).strip().lower()
-    if said not in ("smaller", "equal", "larger"):
+    said = one_of(answer, _SIZES)
+    if said is None:
         return [Point(False, f"{answer!r} is not one of: smaller, equal, larger")]
     if events is None or state_rows is None:
         return [Point(False, "run the tiny query first and pass events=... and "

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from statekit.monitor.rocksdb_stats import RocksDBSizes
 from statekit.spark.tuning import PREFIX, SPARK_DEFAULTS
-from statekit.workshop.answers import number
+from statekit.workshop.answers import mebibytes, number
 from statekit.workshop.choices import Choices
 from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
@@ -51,7 +51,7 @@ def memory_ceiling_mib(partitions: int = PARTITIONS, operators: int = OPERATORS,
 def memory_ceiling(answer: object):
     """``answer``: MiB that RocksDB may reach, 8 shuffle partitions × 2 stateful operators,
     Spark's defaults."""
-    value = number(answer)
+    value = mebibytes(answer)
     if value is None:
         return [Point(False, f"{answer!r} is not a number of MiB")]
     want = memory_ceiling_mib()
@@ -119,7 +119,7 @@ def memory_constrained(answer: object):
                         "without boundedMemoryUsage=true each store instance has its own "
                         "block cache and memtables, so memory grows with the partitions"))
     budget = settings.get(f"{PREFIX}maxMemoryUsageMB".lower())
-    budget_ok = number(budget) == BUDGET_MB
+    budget_ok = mebibytes(budget) == BUDGET_MB
     points.append(Point(budget_ok, f"maxMemoryUsageMB={BUDGET_MB}: the shared budget"
                         if budget_ok else
                         f"maxMemoryUsageMB must be {BUDGET_MB} (it is {budget!r}; Spark's "

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from statekit.workshop import check
-from statekit.workshop.answers import count, letter, number, whole
+from statekit.workshop.answers import count, letter, mebibytes, number, whole
 
 
 @pytest.mark.parametrize("given", [40, 40.0, np.int64(40), np.int32(40), np.float64(40.0),
@@ -154,3 +154,60 @@ def test_a_wrong_way_or_an_unknown_word_stays_wrong_whatever_its_case():
     assert [p.ok for p in judged.points] == [False, True, True, False]
     assert "'broadcast' is not one of routed, scatter-gather, global" in _texts(judged)
     assert "no question e" in _texts(check("07.2", {**RIGHT_WAYS, "e": "routed"}))
+
+
+@pytest.mark.parametrize(("given", "value"), [("5/3", 5 / 3), (" 5 / 3 ", 5 / 3), ("-1/4", -0.25),
+                                              ("50%", 0.5), ("12.5 %", 0.125)])
+def test_fractions_and_percentages_are_numbers(given, value):
+    assert number(given) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("given", ["1/0", "5/", "/3", "5/3/2", "50%%", "%", "half", "1/2%"])
+def test_broken_fractions_and_percentages_are_not(given):
+    assert number(given) is None
+
+
+def test_a_ratio_written_as_a_fraction_is_read_by_07_1():
+    assert check("07.1", "5/3", measured=5 / 3, instances=5, standbys=2).right
+    assert not check("07.1", "3/5", measured=5 / 3, instances=5, standbys=2).right
+
+
+@pytest.mark.parametrize("given", [2176, "2176", "2176 MiB", "2176MB", "2,176 mib",
+                                   "2.125 GiB", "2.125G"])
+def test_the_memory_ceiling_written_with_its_unit(given):
+    assert mebibytes(given) == 2176
+    assert check("09.2", given).right
+
+
+@pytest.mark.parametrize("given", ["2176 apples", "2176 TiB", "MiB", "2176 MiB MiB"])
+def test_a_size_with_an_unknown_unit_is_not_one(given):
+    assert mebibytes(given) is None
+    assert not check("09.2", given).right
+
+
+def test_a_budget_and_a_share_written_with_units_and_percent():
+    prefix = "spark.sql.streaming.stateStore.rocksdb."
+    settings = {prefix + "boundedMemoryUsage": "true", prefix + "maxMemoryUsageMB": "128 MiB",
+                prefix + "writeBufferCacheRatio": "50%"}
+    assert check("09.3", settings).right
+    assert not check("09.3", {**settings, prefix + "writeBufferCacheRatio": "25%"}).right
+
+
+@pytest.mark.parametrize("given", ["restore", "Restore", "04", 4, "04_restore"])
+def test_the_restore_notebook_named_any_way(given):
+    assert check("00.2", given).right
+
+
+@pytest.mark.parametrize("given", ["standby", "global store", "st"])
+def test_other_notebooks_and_ambiguous_names_stay_wrong(given):
+    assert not check("00.2", given).right
+
+
+@pytest.mark.parametrize("given", ["smaller", "Smaller", "fewer", "less", " FEWER "])
+def test_smaller_written_any_way(given):
+    assert check("00.3", given, events=300, state_rows=41).right
+
+
+@pytest.mark.parametrize("given", ["larger", "more", "equal", "same", "tiny"])
+def test_not_smaller_stays_wrong(given):
+    assert not check("00.3", given, events=300, state_rows=41).right

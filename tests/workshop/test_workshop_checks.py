@@ -67,7 +67,7 @@ CASES: dict[str, Case] = {
                         ("x", "names no notebook")]),
     "00.3": Case(right=["smaller", " Smaller "],
                  wrong=[("larger", "so it is smaller"), ("equal", "so it is smaller"),
-                        ("bigger", "is not one of")],
+                        ("huge", "is not one of"), ("bigger", "so it is smaller")],
                  measured={"events": 300, "state_rows": 41}),
     "01.1": Case(right=[False, "no", " No ", np.False_],
                  wrong=[(True, "hashing the window and the key together"),
