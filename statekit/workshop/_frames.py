@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from statekit.workshop.answers import instants
 from statekit.workshop.verdict import Point
 
 
@@ -31,6 +32,21 @@ def _same(a: pd.Series, b: pd.Series) -> np.ndarray:
     return both_na | close
 
 
+def _times_alike(given: pd.DataFrame, expected: pd.DataFrame
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both tables with every time column of ``expected`` read alike (UTC, no zone): a
+    learner's zone, epoch numbers or text become the same instants (``answers.instants``)."""
+    times = [c for c in expected.columns if c in given.columns and (
+        pd.api.types.is_datetime64_any_dtype(expected[c].dtype))]
+    if not times:
+        return given, expected
+    given, expected = given.copy(), expected.copy()
+    for column in times:
+        expected[column] = instants(expected[column]).astype("datetime64[ns]")
+        given[column] = instants(given[column]).astype("datetime64[ns]")
+    return given, expected
+
+
 def compare_rows(given: object, expected: pd.DataFrame, key_columns: Sequence[str],
                  value_columns: Sequence[str], what: str) -> list[Point]:
     """Points saying whether ``given`` holds exactly ``expected``'s rows (by key, values equal)."""
@@ -42,6 +58,7 @@ def compare_rows(given: object, expected: pd.DataFrame, key_columns: Sequence[st
         return [Point(False, f"your table lacks the column(s) {lacking}; {what} has "
                              f"{[*key_columns, *value_columns]}")]
     keys = list(key_columns)
+    given, expected = _times_alike(given, expected)
     both = expected[[*keys, *value_columns]].merge(
         given[[*keys, *value_columns]], on=keys, how="outer", suffixes=("", "_given"),
         indicator=True)

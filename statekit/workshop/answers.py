@@ -13,6 +13,11 @@ collection of several values. A one-element array or Series is its element.
 Letters. A multiple-choice answer is one letter, however it is written: ``"b"``,
 ``"B"``, ``" b) "``, ``"(b)"``, ``"b) the micro-batch"``.
 
+Times. A time in a learner's table is read with ``instants``: a time zone is
+converted to UTC (the zone statekit's frames are in), a number is epoch time in
+seconds, milliseconds, microseconds or nanoseconds (told apart by size, as times
+near today are), text is parsed.
+
 Words. A named answer (a flag, an engine, a scenario, a dict's keys) is read with
 ``words``: case, quotes around it, hyphens, underscores and runs of spaces do not
 count, so ``"Stalled Watermark"``, ``"stalled-watermark"`` and ``"'stalled_watermark'"``
@@ -33,6 +38,9 @@ Example:
     (2176.0, 2176.0, 128.0, None)
     >>> letter("(B)"), letter("b) the micro-batch"), letter("all of them")
     ('b', 'b', None)
+    >>> import pandas as pd
+    >>> list(instants(pd.Series([1_767_225_600_000, "2026-01-01T01:00:00+01:00"])))
+    [Timestamp('2026-01-01 00:00:00'), Timestamp('2026-01-01 00:00:00')]
     >>> words(" Kafka-Streams "), words("'stalled_watermark'"), words(3)
     ('kafka streams', 'stalled watermark', None)
     >>> one_of("Scatter Gather", {"scatter-gather": "scatter-gather", "routed": "routed"})
@@ -48,6 +56,8 @@ import numbers
 import re
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
+
+import pandas as pd
 
 # "1200", "-3", "0.5", ".5", "1e3", with "," or "_" between groups of three digits.
 _NUMBER = re.compile(r"[+-]?(?:(?:\d{1,3}(?:[,_]\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
@@ -169,3 +179,36 @@ def keyed(answer: Mapping[object, object], names: Iterable[str]
         else:
             found[name] = value
     return found, unknown
+
+
+# epoch time told apart by size: below 1e11 seconds (to the year 5138), below 1e14
+# milliseconds, below 1e17 microseconds, else nanoseconds
+_EPOCH_UNITS = ((1e11, "s"), (1e14, "ms"), (1e17, "us"))
+
+
+def instant(value: object) -> pd.Timestamp | None:
+    """One time as a UTC timestamp without zone (see the module doc), or None."""
+    value = _scalar(value)
+    if value is None or isinstance(value, bool) or (isinstance(value, float)
+                                                     and math.isnan(value)):
+        return None
+    try:
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            unit = next((u for bound, u in _EPOCH_UNITS if abs(value) < bound), "ns")
+            stamp = pd.Timestamp(value, unit=unit)
+        else:
+            stamp = pd.Timestamp(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if stamp is pd.NaT:
+        return None
+    return stamp.tz_convert("UTC").tz_localize(None) if stamp.tzinfo is not None else stamp
+
+
+def instants(values: pd.Series) -> pd.Series:
+    """A column of times read with ``instant``, row by row (unreadable ones NaT)."""
+    if pd.api.types.is_datetime64_dtype(values.dtype):
+        return values
+    if isinstance(values.dtype, pd.DatetimeTZDtype):
+        return values.dt.tz_convert("UTC").dt.tz_localize(None)
+    return pd.Series([instant(v) for v in values], index=values.index, dtype="datetime64[ns]")

@@ -11,7 +11,7 @@ from statekit.errors import BadArgument
 from statekit.reference.sessions import session_reference
 from statekit.stores.base import SessionKey
 from statekit.workshop._frames import compare_rows
-from statekit.workshop.answers import count
+from statekit.workshop.answers import count, instant, instants
 from statekit.workshop.choices import Choices
 from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
@@ -152,8 +152,9 @@ def _session_rows(found: object, keys: Sequence[str]) -> set[tuple] | None:
     if isinstance(found, pd.DataFrame):
         if not {*keys, "window_start"} <= set(found.columns):
             return None
-        return {(*(str(found[k].iloc[i]) for k in keys),
-                 pd.Timestamp(found["window_start"].iloc[i])) for i in range(len(found))}
+        starts = instants(found["window_start"])  # a zone, epoch numbers: read as UTC
+        return {(*(str(found[k].iloc[i]) for k in keys), starts.iloc[i])
+                for i in range(len(found))}
     if isinstance(found, str | bytes) or not isinstance(found, Iterable):
         return None
     out = set()
@@ -161,11 +162,9 @@ def _session_rows(found: object, keys: Sequence[str]) -> set[tuple] | None:
         if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], SessionKey):
             key, start = item[0].key, pd.Timestamp(item[0].start, unit="ms")
         elif isinstance(item, Mapping) and "window_start" in item:
-            key, start = item, pd.Timestamp(item["window_start"])
+            key, start = item, instant(item["window_start"])
         else:
             return None
-        if start.tzinfo is not None:
-            start = start.tz_convert("UTC").tz_localize(None)
         out.add((*(str(key[k]) for k in keys), start))
     return out
 

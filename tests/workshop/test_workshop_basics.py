@@ -248,3 +248,14 @@ def test_every_exercise_of_notebooks_01_to_03_is_registered():
     assert set(ours["notebook"]) == {"01_state_store_basics",
                                      "02_windows_sessions_and_watermarks",
                                      "03_changelog_and_compaction"}
+
+
+def test_01_2_a_rebuild_with_zoned_or_epoch_window_times_is_read_alike():
+    zoned = EXPECTED.assign(window_start=EXPECTED["window_start"].dt.tz_localize("UTC"))
+    assert check("01.2", zoned, expected=EXPECTED, **COLS).right
+    epoch = EXPECTED.assign(
+        window_start=EXPECTED["window_start"].astype("datetime64[ns]").astype("int64") // 10**6)
+    assert check("01.2", epoch, expected=EXPECTED, **COLS).right
+    later = EXPECTED.assign(window_start=EXPECTED["window_start"].dt.tz_localize("Asia/Tokyo"))
+    verdict = check("01.2", later, expected=EXPECTED, **COLS)
+    assert not verdict.right and "missing" in texts(verdict)

@@ -343,3 +343,30 @@ def test_every_review_question_takes_its_letter_written_any_way_and_explains_eac
 def test_every_exercise_is_covered():
     covered = set(CASES) | set(ELSEWHERE) | _pure_reviews()
     assert covered == set(EXERCISES), sorted(set(EXERCISES) ^ covered)
+
+
+# --- times written another way: a zone, epoch numbers (answers.instants) ----------------------
+def _epoch_ms(column: pd.Series) -> pd.Series:
+    return column.astype("datetime64[ns]").astype("int64") // 1_000_000
+
+
+@pytest.mark.parametrize("written", [
+    lambda f: f.assign(window_start=f["window_start"].dt.tz_localize("UTC")),
+    lambda f: f.assign(window_start=f["window_start"].dt.tz_localize("UTC")
+                       .dt.tz_convert("America/New_York")),
+    lambda f: f.assign(window_start=_epoch_ms(f["window_start"])),
+    lambda f: f.assign(window_start=_epoch_ms(f["window_start"]) // 1000),
+    lambda f: f.assign(window_start=f["window_start"].astype(str)),
+], ids=["utc", "new-york", "epoch-ms", "epoch-s", "text"])
+def test_02_5_session_starts_written_any_way_are_the_same_instants(written):
+    verdict = check_active(lambda when: written(active_frame(when)))
+    assert verdict.right, said(verdict)
+
+
+def test_02_5_a_start_shifted_by_a_zone_left_unsaid_stays_wrong():
+    shifted = check_active(lambda when: active_frame(when).assign(
+        window_start=active_frame(when)["window_start"].dt.tz_localize("America/New_York")))
+    assert shifted.status == "wrong" and "missing" in said(shifted)
+    seconds_as_ms = check_active(lambda when: active_frame(when).assign(
+        window_start=_epoch_ms(active_frame(when)["window_start"]) // 1000 * 1000 + 1))
+    assert seconds_as_ms.status == "wrong"
