@@ -153,3 +153,33 @@ def test_multiple_choice_options_are_a_list_of_the_checked_texts(path):
         assert sorted(listed) == sorted(choices.options), exercise
         for key, text in choices.options.items():
             assert _plain(listed[key]) == _plain(text), (exercise, key)
+
+
+def _assigned(source: str) -> set[str]:
+    """Names a cell binds at its top level (``x = ...``, ``x, y = ...``, ``def x``)."""
+    names = set()
+    for line in source.splitlines():
+        target = re.match(r"([A-Za-z_][\w, ]*?)\s*=(?!=)", line)
+        if target:
+            names |= {n.strip() for n in target.group(1).split(",") if n.strip()}
+        defined = re.match(r"(?:def|class)\s+(\w+)", line)
+        if defined:
+            names.add(defined.group(1))
+    return names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_solution_revealed_after_run_all_reads_no_name_a_later_cell_rebinds(path):
+    """A learner presses a solution's button after Run All: every name it reads must still
+    hold what its exercise measured (04.1 and 05.1 once read a `measured` a later exercise
+    had replaced, and raised TypeError)."""
+    code = [c.source for c in cells(path) if c.cell_type == "code"]
+    for i, source in enumerate(code):
+        if not source.startswith("%%solution"):
+            continue
+        read = set(re.findall(r"(?<![\w.])([A-Za-z_]\w*)\b(?!\s*=[^=])", source.split("\n", 1)[1]))
+        later = set().union(*(_assigned(s) for s in code[i + 1:] if not s.startswith(
+            "%%solution"))) - {"answer"}
+        assert not read & later - _assigned(source), (
+            f"{path.stem}: the solution `{source.splitlines()[0]}` reads "
+            f"{sorted(read & later - _assigned(source))}, which a later cell rebinds")
