@@ -27,11 +27,11 @@ def event(n: int) -> dict:
             "ts": "2026-01-05T10:00:00"}
 
 
-def add_files(source: Path, files: int, rows: int = 20) -> list[dict]:
-    """``files`` event files, half of each file's ids new and half resent; returns the events
-    in file order."""
+def add_files(source: Path, files: int, rows: int = 20, first: int = 0) -> list[dict]:
+    """``files`` event files numbered from ``first``, half of each file's ids new and half
+    resent; returns the events in file order."""
     written = []
-    for i in range(files):
+    for i in range(first, first + files):
         events = [event(i * rows // 2 + k) for k in range(rows)]
         tmp = source / f".f{i}.tmp"
         tmp.write_text("".join(json.dumps(e) + "\n" for e in events))

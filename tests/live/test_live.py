@@ -610,6 +610,10 @@ def test_kill_9_while_shipping_then_a_rerun_keeps_each_batch_once_in_each_part(
     try:
         live = sk.attach(query, kafka=broker, ledger_dir=config["ledgers"])
         query.processAllAvailable()
+        # three files more, three batches at least seen attached, however far the killed
+        # job had run (the growing-state flag below reads the last three batches' progress)
+        events += livejob.add_files(source, 3, first=14)
+        query.processAllAvailable()
         last = live.wait_shipped()
         assert killed_at < last
         for part in ("0/default", "1/default"):
