@@ -1,5 +1,6 @@
-"""Checks shared by the tests of attached queries (test_live, test_live_kinds): a part's
-changelog replays to its snapshot, and a routed ``get`` of every key answers its entry."""
+"""Checks shared by the tests of attached queries (test_live, test_live_kinds,
+test_live_tws): a part's changelog replays to its snapshot, and a routed ``get`` of every key
+answers its entry."""
 
 from __future__ import annotations
 

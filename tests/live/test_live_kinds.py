@@ -1,33 +1,30 @@
 """statekit.attach on more kinds of stateful operator, each a plain PySpark job fed from
 JSON files (one file a batch, at least five batches):
 
-- ``transformWithStateInPandas`` with a value state, a list state, a map state with a TTL,
-  a value state whose 4 s TTL expires while the test runs, and processing-time timers;
 - ``applyInPandasWithState`` (group state);
 - a plain ``dropDuplicates`` (no watermark: its keys are kept for good) before a
   left-outer stream-stream join.
 
-For each: the state equals a pandas computation over the same input, every shipped part's
-changelog replays to its snapshot (a list state's and a join side's: one record per key,
-its whole list), and a routed ``get`` of every key answers its entry where Spark placed it.
+(``transformWithStateInPandas``: tests/live/test_live_tws.py.) For each: the state equals a
+pandas computation over the same input, every shipped part's changelog replays to its snapshot
+(a join side's: one record per key, its whole list), and a routed ``get`` of every key answers
+its entry where Spark placed it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers.eventfiles import EVENTS, FILES, T0, in_order, write_events
 from helpers.livecheck import assert_replays_to_snapshot, assert_routed_gets_equal_snapshot
 from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupStateTimeout
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 import statekit as sk
 
@@ -36,212 +33,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 pytestmark = pytest.mark.timeout(600)
 
-T0 = dt.datetime(2026, 1, 1, 12, 0)
-FILES = 6
-T_WRITTEN = time.time() - 600
-EVENTS = "event_id string, player string, item string, score long, ts timestamp"
 PROFILES = "player string, team string, pts timestamp"
-
-
-def _in_order(path: Path, i: int) -> None:
-    """File ``i`` modified ``i`` seconds after the first: Spark's file source takes new
-    files by modification time, and files written in the same instant in any order."""
-    stamp = T_WRITTEN + i
-    os.utime(path, (stamp, stamp))
-
-
-def _events(folder: Path, files: int = FILES) -> pd.DataFrame:
-    """12 events a file, 4 players, 3 items; from the second file on, the first 2 events of
-    the file before are sent again (a duplicate across batches)."""
-    folder.mkdir(parents=True)
-    written = []
-    for i in range(files):
-        rows = [{"event_id": f"e{i}-{k}", "player": f"p{k % 4}", "item": f"i{(i + k) % 3}",
-                 "score": i * 10 + k,
-                 "ts": (T0 + dt.timedelta(minutes=5 * i, seconds=10 * k)).isoformat()}
-                for k in range(12)]
-        again = [dict(r) for r in written[-12:][:2]]
-        tmp = folder / f".e{i:02d}"
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows + again))
-        tmp.rename(folder / f"e{i:02d}.json")
-        _in_order(folder / f"e{i:02d}.json", i)
-        written += rows
-    frame = pd.DataFrame(written)
-    frame["ts"] = pd.to_datetime(frame["ts"])
-    return frame
-
-
-# --- transformWithStateInPandas: value, list, map with a TTL, timers ---------------------------
-SEEN_TTL_MS = 4_000
-
-
-class Tracker(StatefulProcessor):
-    """Per player: the total score (value state), the last three (item, score) by event
-    time (list state), the best score per item (map state, 1 hour TTL), the last event time
-    seen (value state, 4 s TTL: gone soon after the input ends), and a processing-time
-    timer an hour after the player's last batch."""
-
-    def init(self, handle):
-        self.handle = handle
-        self.total = handle.getValueState("total", "total long")
-        self.recent = handle.getListState("recent", "item string, score long")
-        self.best = handle.getMapState("best", "item string", "score long",
-                                       ttlDurationMs=3_600_000)
-        self.seen = handle.getValueState("seen", "at timestamp", ttlDurationMs=SEEN_TTL_MS)
-
-    def handleInputRows(self, key, rows, timerValues):
-        frame = pd.concat(list(rows)).sort_values("ts")
-        total = (self.total.get()[0] if self.total.exists() else 0) + int(frame["score"].sum())
-        recent = list(self.recent.get()) if self.recent.exists() else []
-        recent += list(zip(frame["item"], frame["score"].astype(int), strict=True))
-        for item, score in zip(frame["item"], frame["score"], strict=True):
-            old = self.best.getValue((item,)) if self.best.containsKey((item,)) else None
-            if old is None or score > old[0]:
-                self.best.updateValue((item,), (int(score),))
-        self.total.update((total,))
-        self.seen.update((frame["ts"].max().to_pydatetime(),))
-        self.recent.put([(i, int(s)) for i, s in recent[-3:]])
-        for timer in list(self.handle.listTimers()):
-            self.handle.deleteTimer(timer)
-        self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + 3_600_000)
-        yield pd.DataFrame({"player": [key[0]], "total": [total]})
-
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        yield pd.DataFrame({"player": [key[0]], "total": [-1]})
-
-    def close(self):
-        pass
-
-
-@pytest.fixture(scope="module")
-def tracker(spark, broker, tmp_path_factory):
-    base = tmp_path_factory.mktemp("tws")
-    events = _events(base / "events").drop_duplicates("event_id")
-    # a TTL needs processing time: Spark then runs a batch every trigger, data or not
-    query = (spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 1)
-             .json(str(base / "events")).dropDuplicates(["event_id"])
-             .groupBy("player").transformWithStateInPandas(
-                 Tracker(), "player string, total long", "update", "ProcessingTime")
-             .writeStream.format("noop").outputMode("update").queryName("tracker")
-             .option("checkpointLocation", str(base / "ck"))
-             .trigger(processingTime="1 second").start())
-    live = sk.attach(query, kafka=broker, ledger_dir=base / "ledgers")
-    try:
-        live.wait_for_batches(FILES + 1, timeout=240)
-        last = live.wait_shipped()
-        yield live, events, last
-    finally:
-        live.detach()
-        query.stop()
-
-
-def test_tracker_parts_are_each_variable_and_the_timers(tracker):
-    live, _, _ = tracker
-    states = live.states()
-    assert set(zip(states["part"], states["variable_type"], states["ttl"], strict=True)) >= {
-        ("0/total", "ValueState", False), ("0/recent", "ListState", False),
-        ("0/best", "MapState", True), ("0/seen", "ValueState", True),
-        ("0/timers", "TimerState", False)}
-    assert set(live.changelog_topics()) == {"1/default", "0/total", "0/recent", "0/best",
-                                            "0/seen", "0/timers"}
-
-
-def test_tracker_state_equals_pandas(tracker):
-    live, events, last = tracker
-    total = live.snapshot("0/total", last)
-    assert dict(zip(total["player"], total["total"], strict=True)) == \
-        events.groupby("player")["score"].sum().to_dict()
-    best = live.snapshot("0/best", last)
-    expected = events.groupby(["player", "item"])["score"].max()
-    assert {(p, i): s for p, i, s in zip(best["player"], best["item"], best["value_score"],
-                                         strict=True)} == expected.to_dict()
-    assert (best["ttlExpirationMs"] > pd.Timestamp.now().value // 10**6).all()
-    recent = live.snapshot("0/recent", last)
-    for player, rows in events.sort_values("ts").groupby("player"):
-        held = recent[recent["player"] == player]
-        assert list(zip(held["item"], held["score"], strict=True)) == \
-            list(zip(rows["item"].tail(3), rows["score"].tail(3), strict=True)), player
-    timers = live.snapshot("0/timers", last)
-    assert sorted(timers["player"]) == sorted(events["player"].unique())
-
-
-@pytest.mark.parametrize("part", ["1/default", "0/total", "0/recent", "0/best", "0/timers",
-                                  "0/seen"])
-def test_tracker_changelogs_replay_to_each_snapshot(tracker, part):
-    live, _, last = tracker
-    if part == "0/timers":  # a round's net change: exact at the end of a round
-        assert_replays_to_snapshot(live, part, _round_end(live, part, last))
-        return
-    assert_replays_to_snapshot(live, part, last)
-    assert_replays_to_snapshot(live, part, 2)
-
-
-def _round_end(live, part: str, batch: int) -> int:
-    """The batch the last shipping round of ``part`` ended at, once ``batch`` is shipped."""
-    live.wait_shipped(batch)
-    return live.changelogs[part].shipped_batch
-
-
-def test_a_list_states_changelog_has_one_record_per_player_a_batch_touched(tracker):
-    live, events, last = tracker
-    shape = live.part_shape("0/recent")
-    assert shape.lists and shape.list_columns == (("item", "string"), ("score", "bigint"))
-    log = live.read_changelog("0/recent").records
-    # each data batch rewrote every player's list once: four records a batch with data
-    per_batch = log.groupby("batch")["player"].agg(list)
-    assert all(sorted(players) == ["p0", "p1", "p2", "p3"] for players in per_batch)
-    assert log["rows"].map(len).max() == 3
-
-
-def test_the_timers_changelog_has_each_players_timer_as_the_last_batch_with_data_set_it(
-        tracker):
-    """Timers have no change feed: statekit diffs the timers after a shipping round with
-    those before it. Each data batch deleted every player's timer and registered a new one
-    an hour on; each record holds a player's one timer, an hour after the time of the last
-    batch with data at or before the record's batch (a round that covered several batches
-    ships their net change, stamped with its last batch)."""
-    live, events, last = tracker
-    shape = live.part_shape("0/timers")
-    assert shape.lists and shape.list_columns == (("expiration_timestamp_ms", "bigint"),)
-    log = live.read_changelog("0/timers", to_batch=_round_end(live, "0/timers", last)).records
-    progress = live.progress().set_index("batch")
-    with_data = progress.index[progress["input_rows"] > 0]
-    assert len(with_data) == FILES
-    assert set(log["player"]) == {"p0", "p1", "p2", "p3"}
-    assert log["rows"].map(len).eq(1).all() and not log["tombstone"].any()
-    for row in log.itertuples():
-        set_by = max(b for b in with_data if b <= row.batch)
-        set_at = progress.loc[set_by, "timestamp"].value // 10**6
-        assert 0 <= row.rows[0]["expiration_timestamp_ms"] - 3_600_000 - set_at < 60_000, row
-    # at most one record per player and batch; the last data batch's timers all shipped
-    assert not log.duplicated(["batch", "player"]).any()
-    assert (log.groupby("player")["batch"].max() >= with_data.max()).all()
-
-
-@pytest.mark.parametrize("part", ["0/recent", "0/best", "0/timers"])
-def test_tracker_routed_gets_answer_each_key(tracker, part, tmp_path):
-    """A list state answers each player's list; a map state each entry by its full key,
-    and each player's whole map by the player alone."""
-    from statekit.errors import BadArgument
-
-    live, _, _ = tracker
-    # the query runs a batch a second: read a batch Spark still keeps (after the input
-    # ended, only ``seen``'s TTL changes anything)
-    last = live.wait_shipped()
-    snap = live.snapshot(part, last)
-
-    def whole_maps(client):
-        for player, entries in snap.groupby("player"):
-            answer = client.get({"player": player}, min_batch=last, timeout=30)
-            assert sorted((r["item"], r["value_score"]) for r in answer.rows) == \
-                sorted(zip(entries["item"], entries["value_score"], strict=True))
-            assert answer.partitions[0].partition == entries["partition"].iloc[0]
-        assert client.get({"player": "nobody"}).rows == []
-        with pytest.raises(BadArgument, match=r"or only \['player'\]"):
-            client.get({"item": "i0"})
-
-    assert_routed_gets_equal_snapshot(live, part, tmp_path,
-                                      then=whole_maps if part == "0/best" else None)
 
 
 def _attached_until_drained(query, broker, base: Path, events: pd.DataFrame):
@@ -257,30 +49,6 @@ def _attached_until_drained(query, broker, base: Path, events: pd.DataFrame):
         query.stop()
 
 
-def test_a_ttl_expiring_reaches_the_changelog_as_tombstones(tracker):
-    """``seen`` keeps each player's last event time 4 s: once the input ends, Spark's TTL
-    removes every player's value, its change feed says delete, and the changelog holds a
-    tombstone after each player's last put; replayed, the part is empty, as Spark holds it
-    (``test_tracker_changelogs_replay_to_each_snapshot`` replays it while it holds values)."""
-    live, events, _ = tracker
-    deadline = time.monotonic() + 120
-    while True:
-        batch = live.wait_shipped()
-        if live.snapshot("0/seen", batch).empty:
-            break
-        assert time.monotonic() < deadline, "the 4 s TTL of 0/seen expired nothing in 120 s"
-        time.sleep(1)
-    # the query runs a batch a second: the changelog keeps what Spark may have purged
-    log = live.read_changelog("0/seen", to_batch=batch).records
-    assert sorted(log.loc[log["tombstone"], "player"]) == ["p0", "p1", "p2", "p3"]
-    for player, records in log.groupby("player"):
-        assert records["tombstone"].tolist()[-1] and not records["tombstone"].iloc[0], player
-        put = records.loc[~records["tombstone"], "value_at"].iloc[-1]
-        assert put == events.loc[events["player"] == player, "ts"].max(), player
-    assert live.replay("0/seen", batch).empty
-
-
-# --- applyInPandasWithState ---------------------------------------------------------------------
 def _count_and_sum(key, frames, state):
     n, total = state.get if state.exists else (0, 0)
     for frame in frames:
@@ -292,7 +60,7 @@ def _count_and_sum(key, frames, state):
 @pytest.fixture(scope="module")
 def group_state(spark, broker, tmp_path_factory):
     base = tmp_path_factory.mktemp("group-state")
-    events = _events(base / "events")
+    events = write_events(base / "events")
     query = (spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 1)
              .json(str(base / "events")).groupBy("player")
              .applyInPandasWithState(_count_and_sum, "player string, n long, total long",
@@ -324,7 +92,7 @@ def test_group_state_equals_pandas_and_its_changelog_replays(group_state, tmp_pa
 @pytest.fixture(scope="module")
 def outer(spark, broker, tmp_path_factory):
     base = tmp_path_factory.mktemp("outer")
-    events = _events(base / "events").drop_duplicates("event_id")
+    events = write_events(base / "events").drop_duplicates("event_id")
     (base / "profiles").mkdir()
     for i in range(FILES):
         rows = [{"player": f"p{j}", "team": ["red", "blue"][(i + j) % 2],
@@ -332,7 +100,7 @@ def outer(spark, broker, tmp_path_factory):
                 for j in range(3)]   # p3 never has a profile: its events stay unmatched
         (base / "profiles" / f"p{i:02d}.json").write_text(
             "".join(json.dumps(r) + "\n" for r in rows))
-        _in_order(base / "profiles" / f"p{i:02d}.json", i)
+        in_order(base / "profiles" / f"p{i:02d}.json", i)
     left = (spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 1)
             .json(str(base / "events")).dropDuplicates(["event_id"])
             .withWatermark("ts", "10 minutes").withColumnRenamed("player", "who"))
