@@ -121,7 +121,7 @@ def mebibytes(answer: object) -> float | None:
     value = number(answer)
     if value is not None or not isinstance(_scalar(answer), str):
         return value
-    found = _SIZE.fullmatch(str(_scalar(answer)).strip())
+    found = _SIZE.fullmatch(_scalar(answer).strip())
     size = number(found.group(1)) if found else None
     return None if size is None else size * _UNIT_MIB[found.group(2).lower()]
 
@@ -193,7 +193,7 @@ def instant(value: object) -> pd.Timestamp | None:
                                                      and math.isnan(value)):
         return None
     try:
-        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        if isinstance(value, numbers.Real):  # bools were refused above
             unit = next((u for bound, u in _EPOCH_UNITS if abs(value) < bound), "ns")
             stamp = pd.Timestamp(value, unit=unit)
         else:
