@@ -55,6 +55,12 @@ class BatchNotRetained(StatekitError, LookupError):
 
     def __init__(self, batch: int, available: tuple[int, int] | None, checkpoint: str):
         self.batch, self.available = batch, available
+        if batch < 0 and available is None:  # the latest batch asked for, and there is none
+            super().__init__(
+                f"no batch is committed yet in checkpoint {checkpoint!r}: the query has not "
+                f"finished its first batch (a handle's wait_for_batches(1) waits for it) or "
+                f"it failed before it (wait_for_batches then raises what failed)")
+            return
         span = f"{available[0]}..{available[1]}" if available else "none committed yet"
         super().__init__(
             f"batch {batch} is not retained in checkpoint {checkpoint!r}; committed batches: {span}"

@@ -99,6 +99,23 @@ def optional_batch_id(value: object, what: str = "batch") -> int | None:
                         accepted="a batch id (a whole number >= 0), or None")
 
 
+def batch_span(from_batch: object, to_batch: object) -> tuple[int, int | None]:
+    """``(from_batch, to_batch)`` as batch ids (``to_batch`` may be None: the last), checked
+    for order before anything is read: ``changes(5, 2)`` is a swap, not a missing batch.
+
+    Example:
+        >>> batch_span(5, 2)
+        Traceback (most recent call last):
+        ...
+        statekit.errors.BadArgument: bad from_batch: 5; accepted: a batch id <= to_batch (2)
+    """
+    first = batch_id(from_batch, "from_batch")
+    last = optional_batch_id(to_batch, "to_batch")
+    if last is not None and first > last:
+        raise BadArgument("from_batch", from_batch, f"a batch id <= to_batch ({last})")
+    return first, last
+
+
 def whole_numbers(values: Iterable[object], what: str, *, minimum: int | None = None,
                   maximum: int | None = None) -> list[int]:
     """Every value of ``values`` as an int (``whole_number`` on each; the first bad one named)."""
@@ -126,6 +143,26 @@ milliseconds >= 0
             not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
         raise BadArgument(what, value, accepted)
     return value
+
+
+def timeout_seconds(value: object, what: str = "timeout", *, allow_zero: bool = False) -> float:
+    """A wait's bound: a finite number of seconds > 0 (>= 0 with ``allow_zero``: do not wait),
+    never a string, a bool or a negative number, which would end a wait at once or never.
+
+    Example:
+        >>> timeout_seconds(2.5)
+        2.5
+        >>> timeout_seconds("soon")
+        Traceback (most recent call last):
+        ...
+        statekit.errors.BadArgument: bad timeout: 'soon'; accepted: a number of seconds > 0
+    """
+    accepted = f"a number of seconds {'>= 0' if allow_zero else '> 0'}"
+    if isinstance(value, bool) or type(value).__name__ == "bool_" or \
+            not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0 or \
+            (value == 0 and not allow_zero):
+        raise BadArgument(what, value, accepted)
+    return float(value)
 
 
 def flag(value: object, what: str) -> bool:

@@ -30,7 +30,7 @@ from statekit.model import changelog_record as codec
 from statekit.model.connection import Kafka, connect
 from statekit.model.store_schema import StoreSchema
 from statekit.spark_state.times import epoch_ms_times, pandas_times
-from statekit.validate import optional_batch_id, whole_number
+from statekit.validate import batch_span, optional_batch_id, whole_number
 
 _PROGRESS_FROM = 100_000  # records: show a progress bar for reads this large
 
@@ -65,6 +65,8 @@ def read_changelog(
     conn = connect(kafka)
     wanted = topic_partitions(conn, topic, partitions)
     from_batch = optional_batch_id(from_batch, "from_batch")
+    if from_batch is not None:
+        from_batch, to_batch = batch_span(from_batch, to_batch)
     to_batch = optional_batch_id(to_batch, "to_batch")
     consumer = plain_consumer(conn)
     try:

@@ -39,7 +39,7 @@ from statekit.spark.connect import is_connect
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.integrity import Problem, reading, require_readable, restore_problems
 from statekit.spark_state.spark_files import _ranges, require_state_files_visible, state_files
-from statekit.validate import batch_id
+from statekit.validate import batch_span
 
 #: Spark's change types → statekit's words (others, like a list state's ``append``, stay).
 CHANGE_NAMES = {"update": "put", "delete": "delete"}
@@ -204,8 +204,8 @@ class StateView:
 
     # --- change feed ---------------------------------------------------------------------
     def _check_range(self, from_batch: object, to_batch: object) -> tuple[int, int]:
-        last = self._check_batch(to_batch, "to_batch")
-        first = batch_id(from_batch, "from_batch")
+        first, last = batch_span(from_batch, to_batch)
+        last = self._check_batch(last, "to_batch")
         if first > last:
             raise BadArgument("from_batch", from_batch, f"a batch id <= to_batch ({last})")
         self._check_batch(first, "from_batch")

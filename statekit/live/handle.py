@@ -59,7 +59,7 @@ from statekit.spark.connect import is_connect
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.progress import progress_frame
 from statekit.spark_state.times import iso_times
-from statekit.validate import batch_id, optional_batch_id, whole_number
+from statekit.validate import batch_id, optional_batch_id, timeout_seconds, whole_number
 
 
 class _Reports(StreamingQueryListener):
@@ -331,6 +331,7 @@ class AttachedQuery:
         """
         self._require_attached()
         n = batch_id(n, "number of batches")
+        timeout = timeout_seconds(timeout)
         deadline = time.monotonic() + timeout
         while self.last_batch - self.first_batch + 1 < n:
             if not self.query.isActive:
@@ -472,6 +473,7 @@ class AttachedQuery:
         """Block until every part's changelog holds ``batch`` (the last committed when
         None); returns that batch."""
         batch = self.last_batch if batch is None else batch_id(batch)
+        timeout = timeout_seconds(timeout)
         deadline = time.monotonic() + timeout
         for writer in self.changelogs.values():
             writer.wait_shipped(batch, max(0.1, deadline - time.monotonic()))
@@ -537,6 +539,7 @@ def attach(query, *, checkpoint: str | os.PathLike | None = None,
     require_query(query)
     whole_number(ship_nice, "ship_nice", minimum=0, maximum=19,
                  accepted="a niceness from 0 (as the query) to 19 (only what it leaves)")
+    timeout = timeout_seconds(timeout)
     require_active(query)
     if spark is None:
         spark = SparkSession.getActiveSession()

@@ -19,7 +19,6 @@ Example:
 from __future__ import annotations
 
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -40,6 +39,7 @@ from statekit.processor.processor import Plan, Processor, ProcessorRunner, plan_
 from statekit.query.stateful import (
     Started,
     StatefulQuery,
+    new_run,
     source_events,
     spark_message,
     start_recorded,
@@ -266,7 +266,7 @@ def start_processor(
         raise BadArgument("event_schema", None,
                           f"the JSON events' schema of topic {source!r} (Spark DDL)")
     spark = spark or spark_session()
-    checkpoint = Checkpoint(run.checkpoint or tempfile.mkdtemp(prefix=f"statekit-{run.name}-"))
+    checkpoint = new_run(spark, run.name, run.checkpoint)
     required = list(dict.fromkeys([*keys, *([event_time] if event_time else []),
                                    *options.required_fields]))
     events, malformed = source_events(

@@ -38,7 +38,14 @@ from confluent_kafka import KafkaException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import (
+    NumericType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from statekit.changelog.naming import changelog_topic
 from statekit.changelog.writer import ChangelogWriter
@@ -60,7 +67,7 @@ from statekit.spark_state.progress import (
 )
 from statekit.spark_state.spark_files import _ranges
 from statekit.spark_state.state_reader import StateReader, to_pandas
-from statekit.validate import batch_id, optional_whole_number
+from statekit.validate import batch_id, optional_whole_number, timeout_seconds
 
 CORRUPT = "_corrupt_record"
 #: ``from_json``'s options for event values: Spark's defaults otherwise (``timestampFormat``
@@ -158,12 +165,41 @@ def kafka_stream(
     if ending_offsets is not None:
         reader = reader.option("endingOffsets", ending_offsets)
     if value_schema is not None and fmt != "kafka":
-        struct = StructType.fromDDL(value_schema) if isinstance(value_schema, str) else value_schema
+        struct = event_struct(value_schema)
         reader = (reader.option("valueSchema", struct.json())
                   .option("maxReadTasks", default_parallelism(spark)))
     for key, value in conn.config.items():
         reader = reader.option(f"kafka.{key}", value)
     return reader.load()
+
+
+#: What an event schema may be.
+SCHEMA_ACCEPTED = ("Spark DDL text (e.g. 'player STRING, score INT, ts TIMESTAMP') or a "
+                   "pyspark StructType")
+
+
+def event_struct(schema: str | StructType, what: str = "event_schema") -> StructType:
+    """``schema`` as a StructType: DDL text parsed by Spark (its JVM must be running), a
+    StructType as it is; BadArgument naming the text and Spark's reason when it is not DDL.
+
+    Example:
+        >>> event_struct("player STRNG")                                    # doctest: +SKIP
+        Traceback (most recent call last):
+        ...
+        statekit.errors.BadArgument: bad event_schema: 'player STRNG'; accepted: Spark DDL \
+text (e.g. 'player STRING, score INT, ts TIMESTAMP') or a pyspark StructType (Spark: \
+[UNSUPPORTED_DATATYPE] Unsupported data type "STRNG". (line 1, pos 7))
+    """
+    if isinstance(schema, StructType):
+        return schema
+    if not isinstance(schema, str) or not schema.strip():
+        raise BadArgument(what, schema, SCHEMA_ACCEPTED)
+    try:
+        return StructType.fromDDL(schema)
+    except Exception as exc:  # Spark's ParseException: its first line says what and where
+        reason = next((line for line in spark_message(str(exc)).splitlines() if line.strip()),
+                      type(exc).__name__)
+        raise BadArgument(what, schema, f"{SCHEMA_ACCEPTED} (Spark: {reason.strip()})") from None
 
 
 def parse_events(raw: DataFrame, schema: str | StructType, required: Sequence[str] = (), *,
@@ -190,12 +226,20 @@ def parse_events(raw: DataFrame, schema: str | StructType, required: Sequence[st
         ...                                  ["player", "ts"], event_time="ts",
         ...                                  max_event_time_ahead="1 day")
     """
-    struct = StructType.fromDDL(schema) if isinstance(schema, str) else schema
+    struct = event_struct(schema)
     fields = struct.fieldNames()
     unknown = [name for name in [*required, *([event_time] if event_time else [])]
                if name not in fields]
     if unknown:
         raise BadArgument("required field", unknown[0], f"a field of the event schema: {fields}")
+    stamp = (TimestampType, TimestampNTZType)
+    if event_time and not isinstance(struct[event_time].dataType, stamp):
+        stamps = [f.name for f in struct.fields if isinstance(f.dataType, stamp)]
+        raise BadArgument("event_time", event_time,
+                          f"a TIMESTAMP column ({event_time!r} is "
+                          f"{struct[event_time].dataType.simpleString()}; timestamps: "
+                          f"{', '.join(stamps) or 'none'}): declare it TIMESTAMP in the event "
+                          f"schema")
     with_corrupt = StructType([*struct.fields, StructField(CORRUPT, StringType(), True)])
     text = F.col("value").cast("string")
     event_expr = F.from_json(text, with_corrupt, JSON_OPTIONS)
@@ -254,6 +298,21 @@ def _too_far_ahead(event: Column, as_text: Column, event_time: str | None,
     return F.when(gap > F.lit(to_millis(max_ahead) * 1000.0), text)
 
 
+def require_types(schema: StructType, spec: QuerySpec) -> None:
+    """BadArgument, before the query starts, for a ``sum``/``avg`` of a column that is not a
+    number: Spark would cast each value and fail the batch at the first that is not one.
+    (An event time that is not a timestamp is ``parse_events``' to refuse.)"""
+    types = {f.name: f.dataType for f in schema.fields}
+    numbers = [n for n, t in types.items() if isinstance(t, NumericType)]
+    for agg in spec.aggregates:
+        if agg.function in ("sum", "avg") and not isinstance(types[agg.column], NumericType):
+            raise BadArgument(
+                "aggregate", agg.text,
+                f"{agg.function} of a numeric column ({agg.column!r} is "
+                f"{types[agg.column].simpleString()}; numeric: {', '.join(numbers) or 'none'}); "
+                f"count({agg.column}), min({agg.column}) or max({agg.column}) for any type")
+
+
 def aggregate(events: DataFrame, spec: QuerySpec) -> DataFrame:
     """The aggregation of ``spec`` over parsed events (still streaming).
 
@@ -264,6 +323,7 @@ def aggregate(events: DataFrame, spec: QuerySpec) -> DataFrame:
     missing = [c for c in spec.input_columns if c not in events.columns]
     if missing:
         raise BadArgument("column", missing[0], events.columns)
+    require_types(events.schema, spec)
     aggs = [a.column_expr() for a in spec.aggregates]
     if spec.kind == "running" and spec.ttl is None:
         return events.groupBy(*spec.keys).agg(*aggs)
@@ -474,6 +534,7 @@ class StatefulQuery:
     def wait_for_batches(self, n: int, timeout: float = 120.0) -> int:
         """Block until this run has committed ``n`` batches; returns the last batch id."""
         n = batch_id(n, "number of batches")
+        timeout = timeout_seconds(timeout)
         deadline = time.monotonic() + timeout
         while self.last_batch - self._first_batch + 1 < n:
             self._raise_if_stopped(f"before {n} batches")
@@ -501,6 +562,7 @@ class StatefulQuery:
         (to expire state), so Spark's ``processAllAvailable`` would never return for it:
         there, drained means a committed batch whose sources had read all they saw.
         """
+        timeout = timeout_seconds(timeout)
         q, errors = self.query, []
 
         def drain():
@@ -733,6 +795,7 @@ class StatefulQuery:
         bytes that are not UTF-8 escaped (``b"\\xff"`` → ``"\\xff"``), ``value_bytes`` the
         value exactly as it was in Kafka.
         """
+        timeout = timeout_seconds(timeout)
         if self._malformed_stream is None:
             return pd.DataFrame(columns=MALFORMED_COLUMNS)
         data = str(self.checkpoint.malformed_data_dir)
@@ -925,10 +988,12 @@ def start_query(
                                          "(a KafkaConnection, 'host:port' or an EmbeddedBroker)")
     topic = changelog_topic(name, run.store_name) if changelog else None
     spark = spark or spark_session()
-    checkpoint = Checkpoint(run.checkpoint or tempfile.mkdtemp(prefix=f"statekit-{name}-"))
+    checkpoint = new_run(spark, name, run.checkpoint)
 
     required = list(dict.fromkeys([*spec.required_columns, *source_options.required_fields]))
-    event_schema = source_options.event_schema or spec.default_event_schema()
+    event_schema = source_options.event_schema
+    if event_schema is None:
+        event_schema = spec.default_event_schema()
     events, malformed = source_events(
         source, spark, replace(source_options, event_schema=event_schema), required,
         event_time=spec.event_time, max_event_time_ahead=spec.max_event_time_ahead)
@@ -958,9 +1023,8 @@ def source_events(source: str | DataFrame, spark: SparkSession, options: SourceO
     ``event_time`` and ``max_event_time_ahead`` checked by ``parse_events``) or a streaming
     DataFrame (parsed the same way when it has a ``value`` column; else used as it is, and
     ``malformed`` is None)."""
-    event_schema = options.event_schema
-    if isinstance(event_schema, str):  # parsed once (by the JVM: ~0.35 s on a cold one)
-        event_schema = StructType.fromDDL(event_schema)
+    # parsed once (by the JVM: ~0.35 s on a cold one)
+    event_schema = None if options.event_schema is None else event_struct(options.event_schema)
     if isinstance(source, str):
         if options.kafka is None:
             raise BadArgument("kafka", None, "the Kafka cluster of topic "
@@ -980,6 +1044,25 @@ def source_events(source: str | DataFrame, spark: SparkSession, options: SourceO
         return parse_events(raw, event_schema, required, event_time=event_time,
                             max_event_time_ahead=max_event_time_ahead)
     return raw, None
+
+
+def new_run(spark: SparkSession, name: str,
+            checkpoint: str | os.PathLike | Checkpoint | None) -> Checkpoint:
+    """The checkpoint of a new run named ``name``, ready to write (a temporary folder when
+    None), once no active query of ``spark`` holds that name: BadArgument naming it (Spark
+    refuses a second active query of one name), CheckpointError when the folder is a file or
+    cannot be made or written (``Checkpoint.require_writable``)."""
+    active = sorted(q.name for q in spark.streams.active if q.name)
+    if name in active:
+        raise BadArgument("query name", name,
+                          f"a name no active query of this Spark session has (active: "
+                          f"{', '.join(active)}); stop the running one first, or name this one "
+                          f"differently (name=)")
+    if checkpoint is None:
+        return Checkpoint(tempfile.mkdtemp(prefix=f"statekit-{name}-"))
+    checkpoint = Checkpoint(checkpoint)
+    checkpoint.require_writable()
+    return checkpoint
 
 
 def start_recorded(frame: DataFrame, spark: SparkSession, checkpoint: Checkpoint,

@@ -66,7 +66,7 @@ from pyspark.sql import SparkSession
 from statekit.cache import cache_dir
 from statekit.errors import BadArgument
 from statekit.options import Options, route, settle
-from statekit.validate import flag
+from statekit.validate import flag, whole_number
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -242,6 +242,8 @@ def spark_session(
     start = settle(start, DriverStart,
                    route(start_fields, dict.fromkeys(DriverStart.field_names(), "start"),
                          "spark_session()").get("start", {}), "start")
+    if shuffle_partitions is not None:
+        shuffle_partitions = whole_number(shuffle_partitions, "shuffle_partitions", minimum=1)
     quiet_py4j()
     settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": java_options()}
     if shuffle_partitions is not None:

@@ -30,7 +30,7 @@ from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.integrity import reading, require_readable, restore_problems
 from statekit.spark_state.spark_files import require_state_files_visible
 from statekit.spark_state.times import table_for_pandas
-from statekit.validate import batch_id
+from statekit.validate import batch_id, batch_span
 
 CHANGE_NAMES = {"update": "put", "delete": "delete"}
 
@@ -121,9 +121,9 @@ class StateReader:
 
     def changes_frame(self, from_batch: int, to_batch: int | None = None) -> DataFrame:
         """The change feed between two batches (inclusive) as a Spark DataFrame."""
+        from_batch, to_batch = batch_span(from_batch, to_batch)
         self.checkpoint.require_state()
         to_batch = self.checkpoint.check_batch(to_batch, "to_batch")
-        from_batch = batch_id(from_batch, "from_batch")
         span = self.checkpoint.batch_range()
         if not span[0] <= from_batch <= to_batch:
             raise BatchNotRetained(from_batch, span, self.path)
@@ -138,9 +138,9 @@ class StateReader:
     def changes(self, from_batch: int, to_batch: int | None = None) -> pd.DataFrame:
         """Every put and delete committed by batches ``from_batch..to_batch``, in order."""
         # deletes have no value: nullable integers keep integer columns integer
+        first, last = batch_span(from_batch, to_batch)
         self.checkpoint.require_state()
-        last = self.checkpoint.check_batch(to_batch, "to_batch")
-        first = batch_id(from_batch, "from_batch")
+        last = self.checkpoint.check_batch(last, "to_batch")
         with reading(f"the change feed of batches {first}..{last} of checkpoint {self.path!r}",
                      self._bad_files(first + 1, last + 1, deltas_only=True)):
             frame = to_pandas(self.changes_frame(first, last), nullable_ints=True)

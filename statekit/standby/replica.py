@@ -37,6 +37,7 @@ from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec
 from statekit.restore.rebuild import RestoreOptions, RestoreResult, restore_stores
 from statekit.stores import StateStore
+from statekit.validate import timeout_seconds
 
 LAG_COLUMNS = ["time", "partition", "lag", "position", "end_offset"]
 
@@ -163,6 +164,7 @@ class StandbyReplica(BackgroundLoop):
     def wait_caught_up(self, timeout: float = 30.0) -> pd.DataFrame:
         """Wait until a sample (``sample()``) finds the replica at the end of every partition;
         that sample. ``TimeoutError`` with the lag still left after ``timeout`` seconds."""
+        timeout = timeout_seconds(timeout)
         deadline = time.monotonic() + timeout
         while True:
             now = self.sample()
