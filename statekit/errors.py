@@ -65,6 +65,22 @@ class CheckpointError(StatekitError):
     """A checkpoint directory or file that is missing or corrupt; the path is named."""
 
 
+class CorruptFile(CheckpointError):
+    """A damaged file of a checkpoint: its ``path``, what is wrong with it (``problem``) and
+    what to do about it (``remedy``); ``what`` says which file it is (``commit log file``).
+
+    Example:
+        >>> str(CorruptFile("/ck/commits/3", "commit log file", "it is empty",
+        ...                 "restore it from a copy of the checkpoint"))
+        "the commit log file '/ck/commits/3' is corrupt: it is empty. To fix it: restore it \
+from a copy of the checkpoint"
+    """
+
+    def __init__(self, path: str, what: str, problem: str, remedy: str):
+        self.path, self.what, self.problem, self.remedy = str(path), what, problem, remedy
+        super().__init__(f"the {what} {self.path!r} is corrupt: {problem}. To fix it: {remedy}")
+
+
 class CheckpointNotShared(CheckpointError):
     """The executors wrote the state files of a checkpoint where this process cannot see them
     (each machine's own disk instead of one file system they all mount)."""
