@@ -90,6 +90,20 @@ class ChangelogError(StatekitError):
     """A changelog topic that is not, or no longer, what statekit wrote: the topic is named."""
 
 
+class NotShippedYet(ChangelogError, TimeoutError):
+    """A changelog that did not hold the batch waited for within the time given: the part,
+    its topic and the batches shipped and committed are named."""
+
+
+class AlreadyAttached(StatekitError):
+    """A query that another live handle of this process already ships changelogs for;
+    ``handle`` is that handle (use it, or detach it first)."""
+
+    def __init__(self, message: str, handle: object):
+        super().__init__(message)
+        self.handle = handle
+
+
 class ChangelogFenced(ChangelogError):
     """Another changelog writer took the topic over; ``other`` says who (a
     ``statekit.changelog.meta.WriterInfo``), or is None when it did not say."""
