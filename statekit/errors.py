@@ -71,6 +71,22 @@ class CheckpointError(StatekitError):
     """A checkpoint directory or file that is missing or corrupt; the path is named."""
 
 
+class CorruptFile(CheckpointError):
+    """A damaged file of a checkpoint: its ``path``, what is wrong with it (``problem``) and
+    what to do about it (``remedy``); ``what`` says which file it is (``commit log file``).
+
+    Example:
+        >>> str(CorruptFile("/ck/commits/3", "commit log file", "it is empty",
+        ...                 "restore it from a copy of the checkpoint"))
+        "the commit log file '/ck/commits/3' is corrupt: it is empty. To fix it: restore it \
+from a copy of the checkpoint"
+    """
+
+    def __init__(self, path: str, what: str, problem: str, remedy: str):
+        self.path, self.what, self.problem, self.remedy = str(path), what, problem, remedy
+        super().__init__(f"the {what} {self.path!r} is corrupt: {problem}. To fix it: {remedy}")
+
+
 class CheckpointNotShared(CheckpointError):
     """The executors wrote the state files of a checkpoint where this process cannot see them
     (each machine's own disk instead of one file system they all mount)."""
@@ -78,6 +94,20 @@ class CheckpointNotShared(CheckpointError):
 
 class ChangelogError(StatekitError):
     """A changelog topic that is not, or no longer, what statekit wrote: the topic is named."""
+
+
+class NotShippedYet(ChangelogError, TimeoutError):
+    """A changelog that did not hold the batch waited for within the time given: the part,
+    its topic and the batches shipped and committed are named."""
+
+
+class AlreadyAttached(StatekitError):
+    """A query that another live handle of this process already ships changelogs for;
+    ``handle`` is that handle (use it, or detach it first)."""
+
+    def __init__(self, message: str, handle: object):
+        super().__init__(message)
+        self.handle = handle
 
 
 class ChangelogFenced(ChangelogError):

@@ -20,9 +20,9 @@ from what the checkpoint holds, and its message names the evidence:
 - damaged files — one flag per problem ``statekit.spark_state.integrity.checkpoint_problems``
   finds, named after its kind (``not_a_folder``, ``commit_log_gap``, ``offset_log_gap``,
   ``missing_state``, ``missing_partition``, ``missing_delta``, ``no_checksum``,
-  ``corrupt_file``), its message naming the file or folder. Every state file is read once
-  for this. A part whose state then cannot be read is left out of the table (``notes`` say
-  why); the flags still stand.
+  ``corrupt_file``), its message naming the file or folder (and what to do, for Spark's
+  log files). Every log and state file is read once for this. A part whose state then
+  cannot be read is left out of the table (``notes`` say why); the flags still stand.
 - ``slow_commit`` — the checkpoint does not record how long a state commit took (Spark
   writes no timing into its logs or state files), so this flag needs progress reports:
   pass ``progress`` (``query.recentProgress``, a list of progress dicts or a frame from
@@ -330,7 +330,7 @@ def describe(view: CheckpointView, batches: int = 10, stall_batches: int = 3,
     commit_share = _share(commit_share, "commit_share")
     progress_data = _progress(progress)
 
-    flags: list[Flag] = [Flag(p.kind, p.operator_id, f"{p.path!r}: {p.detail}", p.path)
+    flags: list[Flag] = [Flag(p.kind, p.operator_id, str(p), p.path)
                          for p in checkpoint_problems(view.checkpoint,
                                                       is_stateful(view.checkpoint))]
     notes: list[str] = []
@@ -344,11 +344,13 @@ def describe(view: CheckpointView, batches: int = 10, stall_batches: int = 3,
     if stalled is not None:
         flags.append(stalled)
 
+    operators_read = True
     try:
         operators = view.operators()
     except CheckpointError as exc:
         notes.append(f"the stateful operators could not be read: {exc}")
         operators = pd.DataFrame(columns=["operator_id", "partitions", "store"])
+        operators_read = False
     partitions_of = {int(o): int(p) for o, p in
                      operators.groupby("operator_id")["partitions"].first().items()}
     file_bytes = _file_bytes(view)
@@ -404,7 +406,7 @@ def describe(view: CheckpointView, batches: int = 10, stall_batches: int = 3,
         slow = slow_commits(progress_data, commit_share)
         if slow is not None:
             flags.append(slow)
-    if operators.empty and not any(f.name == "missing_state" for f in flags):
+    if operators_read and operators.empty and not any(f.name == "missing_state" for f in flags):
         notes.append("the query keeps no state: only its logs were read")
 
     table = pd.DataFrame(table_rows, columns=TABLE_COLUMNS).astype(

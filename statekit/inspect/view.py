@@ -25,20 +25,21 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
 import pandas as pd
 from pyspark.sql import SparkSession
 
-from statekit.errors import BadArgument, CheckpointError
+from statekit.errors import BadArgument, CheckpointError, CorruptFile
 from statekit.inspect import logs
 from statekit.inspect.describe import Description, describe
 from statekit.inspect.failures import reading
 from statekit.inspect.operators import Part, kind_of, operator_parts
 from statekit.inspect.part_views import OperatorView, StateView
 from statekit.spark.connect import is_connect
-from statekit.spark_state.checkpoint import Checkpoint, log_version
+from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.integrity import is_stateful
 from statekit.spark_state.spark_files import COLUMNS as FILE_COLUMNS
 from statekit.spark_state.spark_files import state_files
@@ -131,13 +132,7 @@ class CheckpointView:
                     f"metadata), or read the state with spark.read.format('statestore') and "
                     f"the option operatorId")
             for path in files:
-                try:
-                    with open(path, encoding="utf-8") as src:
-                        line = src.readline()
-                except (OSError, UnicodeDecodeError) as exc:
-                    raise CheckpointError(f"the operator metadata file {str(path)!r} cannot be "
-                                          f"read: {exc}") from None
-                log_version(path, line, "operator metadata")
+                self.checkpoint.operator_metadata(path)  # names a damaged or newer one
         return ids
 
     def operators(self) -> pd.DataFrame:
@@ -284,6 +279,9 @@ def open_checkpoint(path: str | os.PathLike | Checkpoint,
                     spark: SparkSession | None = None) -> CheckpointView:
     """A read-only view of the Spark 4 streaming checkpoint at ``path`` (any query's).
 
+    A damaged log file does not stop it (``describe()`` then names every damaged file; a read
+    that needs one names it).
+
     Raises:
         CheckpointError: ``path`` is not a Spark streaming checkpoint (named), or its offset
             log was written by a newer Spark than Spark 4.
@@ -299,5 +297,6 @@ directory
     view.checkpoint.require_checkpoint()
     batches = view.checkpoint.offset_batches()
     if batches:
-        view.checkpoint.offset_log(batches[-1])
+        with contextlib.suppress(CorruptFile):
+            view.checkpoint.offset_log(batches[-1])
     return view

@@ -35,7 +35,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from statekit.changelog.sources import PartChanges
 from statekit.changelog.writer import ChangelogWriter
-from statekit.errors import StatekitError
+from statekit.errors import AlreadyAttached, NotShippedYet, StatekitError
 from statekit.inspect.describe import Description
 from statekit.inspect.limits import UnsupportedRead
 from statekit.inspect.lists import join_side_stores
@@ -63,19 +63,31 @@ from statekit.validate import batch_id, optional_batch_id, timeout_seconds, whol
 
 
 class _Reports(StreamingQueryListener):
-    """Keeps, in memory, the progress reports of the attached queries of one session."""
+    """Keeps, in memory, the progress reports of the attached queries of one session, for
+    the handles that follow them (a query's reports go when its last handle does)."""
 
     def __init__(self):
         self.kept: dict[str, dict[int, dict]] = {}
+        self.handles: dict[int, AttachedQuery] = {}
         self._lock = threading.Lock()
 
-    def follow(self, query_id: str) -> None:
+    def follow(self, handle: AttachedQuery) -> None:
         with self._lock:
-            self.kept.setdefault(query_id, {})
+            self.handles[id(handle)] = handle
+            self.kept.setdefault(handle.id, {})
 
-    def forget(self, query_id: str) -> None:
+    def forget(self, handle: AttachedQuery) -> None:
         with self._lock:
-            self.kept.pop(query_id, None)
+            self.handles.pop(id(handle), None)
+            if not any(h.id == handle.id for h in self.handles.values()):
+                self.kept.pop(handle.id, None)
+
+    def needed(self) -> bool:
+        """True while a handle follows a running query (a handle never detached, on a query
+        that stopped, needs no more reports)."""
+        with self._lock:
+            handles = list(self.handles.values())
+        return any(h.is_active for h in handles)
 
     def reports(self, query_id: str) -> dict[int, dict]:
         with self._lock:
@@ -102,18 +114,71 @@ class _Reports(StreamingQueryListener):
 
 
 _LISTENERS: dict[int, _Reports] = {}
+_LISTENERS_LOCK = threading.Lock()
 
 
-def _reports(spark: SparkSession) -> _Reports:
-    """The session's keeper of reports. On Spark Connect it listens to nothing (registering
-    a client listener there again, after another was removed, was seen to block for good):
-    the handle keeps what ``recentProgress`` gives at each call instead."""
-    key = id(spark)
-    if key not in _LISTENERS:
-        _LISTENERS[key] = _Reports()
-        if not is_connect(spark):
-            spark.streams.addListener(_LISTENERS[key])
-    return _LISTENERS[key]
+def _reports(spark: SparkSession, handle: AttachedQuery) -> _Reports:
+    """The session's keeper of reports, following ``handle``'s query. On Spark Connect it
+    listens to nothing (registering a client listener there again, after another was
+    removed, was seen to block for good): the handle keeps what ``recentProgress`` gives at
+    each call instead."""
+    with _LISTENERS_LOCK:
+        key = id(spark)
+        if key not in _LISTENERS:
+            _LISTENERS[key] = _Reports()
+            if not is_connect(spark):
+                spark.streams.addListener(_LISTENERS[key])
+        _LISTENERS[key].follow(handle)
+        return _LISTENERS[key]
+
+
+def _release(spark: SparkSession, handle: AttachedQuery) -> None:
+    """``handle`` follows its query no more; the session's listener is removed from the
+    session once no handle of a running query needs it."""
+    with _LISTENERS_LOCK:
+        listener = _LISTENERS.get(id(spark))
+        if listener is None:
+            return
+        listener.forget(handle)
+        if not listener.needed():
+            del _LISTENERS[id(spark)]
+            if not is_connect(spark):
+                spark.streams.removeListener(listener)
+
+
+#: the handle shipping changelogs for each query id, in this process (one at a time: two
+#: writers of one topic fence each other)
+_SHIPPING: dict[str, AttachedQuery] = {}
+_SHIPPING_LOCK = threading.Lock()
+
+
+def _claim_shipping(query, handle: AttachedQuery | None = None) -> None:
+    """Make ``handle`` the one that ships ``query``'s changelogs (None: only check that it
+    could). AlreadyAttached names the handle that ships them already while its query runs;
+    one left attached to a query that stopped since (and was started again: the same id)
+    is detached first."""
+    with _SHIPPING_LOCK:
+        other = _SHIPPING.get(str(query.id))
+        if other is None or other is handle or other._detached:
+            if handle is not None:
+                _SHIPPING[handle.id] = handle
+            return
+    if other.is_active:
+        topics = ", ".join(sorted(other.changelog_topics().values())) or "(starting)"
+        raise AlreadyAttached(
+            f"{describe_query(query)} is already attached with kafka= by another handle, "
+            f"which ships its parts to the changelog topics {topics}: a second one would "
+            f"fence the first's writers. Use that handle (it is this error's .handle), or "
+            f"call its detach() first and attach again", other)
+    other.detach()
+    _claim_shipping(query, handle)
+
+
+def _unclaim_shipping(handle: AttachedQuery) -> None:
+    """``handle`` ships its query's changelogs no more."""
+    with _SHIPPING_LOCK:
+        if _SHIPPING.get(handle.id) is handle:
+            del _SHIPPING[handle.id]
 
 
 #: How far below the query an attached query's shipping threads run (``bench.attach``: about
@@ -139,8 +204,7 @@ class AttachedQuery:
         self._parts: list[Part] | None = None
         self._checked = False
         self._detached = False
-        self._listener = _reports(spark)
-        self._listener.follow(str(query.id))
+        self._listener = _reports(spark, self)
 
     # --- what it is --------------------------------------------------------------------
     @property
@@ -354,21 +418,26 @@ class AttachedQuery:
         part → topic. Needs a committed batch (the parts are known from it). The shipping
         threads run ``nice`` steps below the query (``changelog.writer.lower_priority``)."""
         self._require_state()
+        _claim_shipping(self.query, self)
         conn = connect(kafka)
         app = app_name(self.name, self.id) if app is None else app
         folder = ledger_folder(self.id, ledger_dir)
-        parts = self.parts()
-        for part in parts:
-            if part_id(part) in self.changelogs:
-                continue
-            try:  # PartChanges owns which parts can be shipped
-                source = PartChanges(self._part_view(part), app, folder,
-                                     self._join_side_stores(parts, part))
-            except UnsupportedRead:
-                continue
-            topic = part_topic(app, part.operator_id, part.name)
-            self.changelogs[part_id(part)] = ChangelogWriter(source, conn, topic,
-                                                             nice=nice).start()
+        try:
+            parts = self.parts()
+            for part in parts:
+                if part_id(part) in self.changelogs:
+                    continue
+                try:  # PartChanges owns which parts can be shipped
+                    source = PartChanges(self._part_view(part), app, folder,
+                                         self._join_side_stores(parts, part))
+                except UnsupportedRead:
+                    continue
+                topic = part_topic(app, part.operator_id, part.name)
+                self.changelogs[part_id(part)] = ChangelogWriter(source, conn, topic,
+                                                                 nice=nice).start()
+        finally:
+            if not self.changelogs:
+                _unclaim_shipping(self)
         return self.changelog_topics()
 
     def _part_view(self, part: Part) -> StateView:
@@ -451,11 +520,16 @@ class AttachedQuery:
         return dataclasses.replace(log.with_records(records),
                                    last_batch=max(log.last_batch, shipped))
 
-    def replay(self, part: str, batch: int | None = None) -> pd.DataFrame:
+    def replay(self, part: str, batch: int | None = None, timeout: float = 120.0
+               ) -> pd.DataFrame:
         """The part's state rebuilt from its changelog topic alone, through ``batch`` (the
         last shipped when None), in the rows of its snapshot: a join side's or a list
         state's lists spread back to one row per element. What a restore from the topic
         would hold.
+
+        Right after ``attach(kafka=)`` nothing is shipped yet: it then waits (up to
+        ``timeout`` seconds) for the batch last committed when called, and raises
+        ``NotShippedYet`` (naming the part, its topic and the batches) if that passes.
 
         Example:
             >>> same_rows(live.replay("1/right"), live.snapshot("1/right", last))  # doctest: +SKIP
@@ -463,8 +537,22 @@ class AttachedQuery:
         """
         from statekit.inspect.lists import list_rows
 
-        shape = self.part_shape(part)
+        writer = self._writer(part)
+        timeout = timeout_seconds(timeout)
+        if batch is None and writer.shipped_batch < 0 and self.last_batch >= 0:
+            try:
+                writer.wait_shipped(self.last_batch, timeout)
+            except TimeoutError as exc:
+                raise NotShippedYet(
+                    f"nothing of part {part!r} was shipped to its changelog topic "
+                    f"{writer.topic!r} in {timeout:g} s: {exc}. replay() needs a shipped "
+                    f"batch: give it a longer timeout=, or call wait_shipped() first"
+                ) from None
+        shape = writer.source.shape
         table = self.read_changelog(part, to_batch=batch).materialize()
+        if table.empty:  # a topic with no record yet knows none of the part's columns
+            table = pd.DataFrame(columns=[*shape.key_columns, *shape.value_columns,
+                                          "partition"])
         if shape.lists:
             return list_rows(table, shape.key_columns, shape.list_columns)
         return table
@@ -485,7 +573,8 @@ class AttachedQuery:
         changelogs; the query itself keeps running. Idempotent."""
         if not self._detached:
             self._detached = True
-            self._listener.forget(self.id)
+            _release(self.spark, self)
+            _unclaim_shipping(self)
             writers, self.changelogs = self.changelogs, {}
             errors = []
             for writer in writers.values():
@@ -534,6 +623,8 @@ def attach(query, *, checkpoint: str | os.PathLike | None = None,
         StatekitError: the query is not active, keeps no state, or its checkpoint cannot
             be found (each named, with what works).
         CheckpointError: ``checkpoint`` is not this query's.
+        AlreadyAttached: with ``kafka``, another handle ships the query's changelogs
+            already (named, with its topics).
         UnsupportedRead: its state gives no change feed (the setting that enables it named).
     """
     require_query(query)
@@ -541,6 +632,8 @@ def attach(query, *, checkpoint: str | os.PathLike | None = None,
                  accepted="a niceness from 0 (as the query) to 19 (only what it leaves)")
     timeout = timeout_seconds(timeout)
     require_active(query)
+    if kafka is not None:
+        _claim_shipping(query)  # refused before waiting for a batch
     if spark is None:
         spark = SparkSession.getActiveSession()
         if spark is None:

@@ -46,7 +46,8 @@ import re
 from pathlib import Path
 
 from statekit.atomic import write_atomic
-from statekit.errors import BadArgument, BatchNotRetained, CheckpointError
+from statekit.errors import BadArgument, BatchNotRetained, CheckpointError, CorruptFile
+from statekit.spark_state.checksums import checksum_problem, crc_file
 from statekit.validate import batch_id
 
 STATEKIT_FOLDER = "_statekit"
@@ -72,8 +73,9 @@ that Spark)
     """
     text = line.strip()
     if not (text.startswith("v") and text[1:].isdigit()):
-        raise CheckpointError(f"the {what} file {str(path)!r} is not in Spark's format (its first "
-                              f"line is {text[:40]!r}, not a version 'vN'): is it corrupt?")
+        raise CorruptFile(str(path), f"{what} file", f"it is not in Spark's format (its first "
+                          f"line is {text[:40]!r}, not a version 'vN')",
+                          "restore it from a copy of the checkpoint")
     version = int(text[1:])
     newest = KNOWN_LOG_VERSIONS.get(what)
     if newest is not None and version > newest:
@@ -176,14 +178,15 @@ class Checkpoint:
         """The query's id, from the ``metadata`` file (the same across restarts)."""
         path = self.metadata_path
         try:
-            meta = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
-            return str(meta["id"])
+            _, text = self._checked_text(path, "metadata file", versioned=False)
         except FileNotFoundError:
             raise CheckpointError(f"checkpoint {str(self.path)!r} has no metadata file "
                                   f"{str(path)!r}") from None
+        try:
+            return str(json.loads(text.splitlines()[0])["id"])
         except (ValueError, IndexError, KeyError, TypeError) as exc:
-            raise CheckpointError(f"the metadata file {str(path)!r} is corrupt (expected a JSON "
-                                  f"object with the query's 'id'): {exc!r}") from None
+            raise self.corrupt(path, "metadata file", f"it is not a JSON object with the "
+                               f"query's 'id' ({exc!r})") from None
 
     def exists(self) -> bool:
         return self.path.is_dir()
@@ -297,14 +300,54 @@ folder this process can create and write (new, or a query's checkpoint)
         """(path, version, the lines after the version line) of ``<folder>/<batch>``."""
         path = folder / str(batch_id(batch))
         try:
-            with open(path, encoding="utf-8") as src:
-                lines = src.read().split("\n")
+            version, text = self._checked_text(path, f"{what} file")
         except FileNotFoundError:
             raise CheckpointError(f"the {what} of batch {batch} is missing: no file "
                                   f"{str(path)!r}") from None
-        except (UnicodeDecodeError, OSError) as exc:
-            raise CheckpointError(f"the {what} file {str(path)!r} is corrupt: {exc}") from None
-        return path, log_version(path, lines[0].strip(), what), lines[1:]
+        return path, version, text.split("\n")[1:]
+
+    def _checked_text(self, path: Path, what: str, versioned: bool = True
+                      ) -> tuple[int, str]:
+        """(version, text) of Spark's file ``path`` (version 0 when not ``versioned``: the
+        ``metadata`` file). CorruptFile naming it when it is not text, its first line is not
+        a version ``vN`` or its bytes fail its ``.crc``; a version newer than Spark 4 writes
+        is named as such (``log_version``), not as damage."""
+        data = path.read_bytes()
+        try:
+            text = data.decode("utf-8")
+            version = log_version(path, text.split("\n", 1)[0],
+                                  what.removesuffix(" file")) if versioned else 0
+        except UnicodeDecodeError as exc:
+            raise self.corrupt(path, what, f"it is not text ({exc})") from None
+        except CorruptFile as exc:
+            raise self.corrupt(path, what, exc.problem) from None
+        if checksum_problem(path, data):
+            raise self.corrupt(path, what)
+        return version, text
+
+    def corrupt(self, path: Path, what: str, problem: str | None = None) -> CorruptFile:
+        """The error of Spark's file ``path`` (a ``what``: its metadata, a log file, operator
+        metadata): ``problem`` and any mismatch with its ``.crc``, and what to do."""
+        mismatch = checksum_problem(path)
+        found = "; ".join(p for p in (problem, mismatch) if p) or "it cannot be read"
+        crc = crc_file(path)
+        steps = ["restore it from a copy of the checkpoint"]
+        if mismatch and "do not match" in mismatch:
+            steps.append(f"if its content is right and only its checksum file {str(crc)!r} is "
+                         f"stale (the file was edited on purpose), delete that checksum file")
+        batch = int(path.name) if path.name.isdigit() else None
+        if path == self.metadata_path:
+            steps.append("or delete it and its checksum file: Spark then writes a new one at "
+                         "the next start, and the query gets a new id")
+        elif path.parent == self.commits_dir and batch == self.last_batch:
+            steps.append(f"or, as batch {batch} is the last committed, delete it and its "
+                         f"checksum file: Spark then runs batch {batch} again at the next "
+                         f"start (as after a crash before its commit)")
+        elif path.parent == self.offsets_dir and batch is not None and batch > self.last_batch:
+            steps.append(f"or, as batch {batch} was never committed, delete it and its "
+                         f"checksum file: Spark then plans batch {batch} again at the next "
+                         f"start")
+        return CorruptFile(str(path), what, found, "; ".join(steps))
 
     def offset_log(self, batch: int) -> tuple[int, dict, list[str | None]]:
         """``offsets/<batch>`` read whole: (version, metadata, one offset per source).
@@ -314,13 +357,7 @@ folder this process can create and write (new, or a query's checkpoint)
         (the source had no offset yet). A version newer than Spark 4 writes is named.
         """
         path, version, lines = self._log_lines(self.offsets_dir, batch, "offset log")
-        try:
-            meta = json.loads(lines[0]) if lines and lines[0].strip() else None
-        except ValueError as exc:
-            raise CheckpointError(f"the offset log file {str(path)!r} is corrupt: {exc}") from None
-        if not isinstance(meta, dict):
-            raise CheckpointError(f"the offset log file {str(path)!r} is not in Spark's format "
-                                  f"(a version line 'vN', then a JSON object)")
+        meta = self._json_line(path, lines, "offset log file", None)
         sources = [None if line.strip() == "-" else line.strip() for line in lines[1:]
                    if line.strip()]
         return version, meta, sources
@@ -332,13 +369,28 @@ folder this process can create and write (new, or a query's checkpoint)
     def commit_metadata(self, batch: int) -> dict:
         """The JSON line of ``commits/<batch>`` (``nextBatchWatermarkMs``, ...)."""
         path, _, lines = self._log_lines(self.commits_dir, batch, "commit log")
+        return self._json_line(path, lines, "commit log file", {})
+
+    def operator_metadata(self, path: Path) -> tuple[int, dict]:
+        """(version, the JSON object) of one of ``operator_metadata_files``."""
         try:
-            meta = json.loads(lines[0]) if lines and lines[0].strip() else {}
+            version, text = self._checked_text(path, "operator metadata file")
+        except FileNotFoundError:
+            raise CheckpointError(f"the operator metadata file {str(path)!r} is missing") from None
+        return version, self._json_line(path, text.split("\n")[1:], "operator metadata file",
+                                        None)
+
+    def _json_line(self, path: Path, lines: list[str], what: str, empty: dict | None) -> dict:
+        """The JSON object on the line after a log file's version line (``empty`` when that
+        line is blank and may be; None: it may not)."""
+        try:
+            meta = json.loads(lines[0]) if lines and lines[0].strip() else empty
         except ValueError as exc:
-            raise CheckpointError(f"the commit log file {str(path)!r} is corrupt: {exc}") from None
+            raise self.corrupt(path, what, f"its JSON line is cut short or damaged ({exc})"
+                               ) from None
         if not isinstance(meta, dict):
-            raise CheckpointError(f"the commit log file {str(path)!r} is not in Spark's format "
-                                  f"(a version line 'vN', then a JSON object)")
+            raise self.corrupt(path, what, "it is not in Spark's format (a version line 'vN', "
+                               "then a JSON object)")
         return meta
 
     def batch_timestamp_ms(self, batch: int) -> int:

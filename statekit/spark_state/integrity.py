@@ -12,8 +12,9 @@ not_a_folder        ``commits``, ``offsets``, ``state`` or a partition folder is
 commit_log_gap      a batch is missing from the commit log between two committed batches
 offset_log_gap      a committed batch has no offset log file
 missing_state       a stateful query committed batches but its ``state`` folder is gone
-missing_partition   an operator's partition folder (or a join store's folder in it) is gone;
-                    the operator metadata says how many partitions it has
+missing_partition   an operator's partition folder (or a join store's folder in it) is gone,
+                    or is a symbolic link to nothing; the operator metadata says how many
+                    partitions it has
 missing_delta       a restore of the last committed batch needs a delta file that is gone,
                     and no snapshot covers it
 no_checksum         a state file has no ``.crc`` file where the files beside it have one, so
@@ -21,14 +22,18 @@ no_checksum         a state file has no ``.crc`` file where the files beside it 
 corrupt_file        a state file fails its ``.crc``; a delta or Spark snapshot whose LZ4
                     stream is cut short; a RocksDB snapshot ``N.zip`` that is not a whole
                     zip, or whose SST files are missing or of another size than it lists;
-                    an SST file without RocksDB's closing magic number
+                    an SST file without RocksDB's closing magic number; one of Spark's own
+                    files (``metadata``, ``offsets/N``, ``commits/N``, operator metadata)
+                    that fails its ``.crc`` or is not in Spark's format (``log_file_problems``:
+                    these name what to do about them)
 ==================  =========================================================================
 
 ``structure_problems`` lists only folders (cheap: every read runs it first);
-``checkpoint_problems`` also reads every state file (``describe()`` runs it);
+``checkpoint_problems`` also reads every log and state file (``describe()`` runs it);
 ``restore_problems`` reads the files a restore of one version would read (a read that
 Spark failed runs it to name the file). ``reading`` turns a failed Spark read into a
-``CheckpointError`` that names the damaged files.
+``CheckpointError`` that names the damaged files (a file Hadoop found failing its checksum
+too).
 
 Example:
     >>> import tempfile, pathlib
@@ -53,15 +58,15 @@ import struct
 import time
 import warnings
 import zipfile
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from statekit.errors import CheckpointError, StatekitError
+from statekit.errors import CheckpointError, CorruptFile, StatekitError
 from statekit.spark_state.checkpoint import DEFAULT_STORE, Checkpoint
+from statekit.spark_state.checksums import checksum_problem, crc_file
 from statekit.spark_state.spark_files import _ranges, folder_state_files
 from statekit.validate import require_columns
 
@@ -77,65 +82,22 @@ STREAM_EXTENSIONS = (".changelog", ".delta", ".snapshot")
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with a checkpoint: its ``kind`` (one of ``PROBLEM_KINDS``), the file or
-    folder at fault, what is wrong, and the operator it concerns (None: the logs)."""
+    folder at fault, what is wrong, the operator it concerns (None: the logs) and, for some,
+    what to do."""
 
     kind: str
     path: str
     detail: str
     operator_id: int | None = None
+    #: what to do about it, where a rule of its own says (Spark's log files); else empty
+    remedy: str = ""
 
     def __str__(self) -> str:
-        return f"{self.path!r}: {self.detail}"
+        fix = f". To fix it: {self.remedy}" if self.remedy else ""
+        return f"{self.path!r}: {self.detail}{fix}"
 
 
 # --- single files -------------------------------------------------------------------------------
-def checksum_problem(path: str | os.PathLike) -> str | None:
-    """Why ``path`` does not match the ``.<name>.crc`` file beside it, or None when it does
-    (or when there is no such file: a file system that keeps no checksums).
-
-    Hadoop's local file system writes ``.<name>.crc`` with every file: ``crc\\0``, the bytes
-    per checksum (4 bytes, big-endian), then one CRC-32 per chunk.
-
-    Example:
-        >>> import tempfile, zlib
-        >>> folder = Path(tempfile.mkdtemp())
-        >>> _ = (folder / "1.delta").write_bytes(b"state")
-        >>> crc = b"crc\\0" + (512).to_bytes(4, "big") + zlib.crc32(b"state").to_bytes(4, "big")
-        >>> _ = (folder / ".1.delta.crc").write_bytes(crc)
-        >>> checksum_problem(folder / "1.delta") is None
-        True
-        >>> _ = (folder / "1.delta").write_bytes(b"sta")
-        >>> checksum_problem(folder / "1.delta")
-        'its bytes do not match its checksum file .1.delta.crc (truncated or changed)'
-    """
-    path = Path(path)
-    crc_path = crc_file(path)
-    try:
-        crc = crc_path.read_bytes()
-    except FileNotFoundError:
-        return None
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return "it is missing"
-    if len(crc) < 8 or crc[:4] != b"crc\0" or (len(crc) - 8) % 4:
-        return f"its checksum file {crc_path.name} is not in Hadoop's format"
-    chunk = struct.unpack(">i", crc[4:8])[0]
-    if chunk <= 0:
-        return f"its checksum file {crc_path.name} is not in Hadoop's format"
-    expected = [struct.unpack(">I", crc[i:i + 4])[0] for i in range(8, len(crc), 4)]
-    actual = [zlib.crc32(data[i:i + chunk]) for i in range(0, len(data), chunk)]
-    if expected != actual:
-        return f"its bytes do not match its checksum file {crc_path.name} (truncated or changed)"
-    return None
-
-
-def crc_file(path: str | os.PathLike) -> Path:
-    """The checksum file Hadoop's local file system writes beside ``path``."""
-    path = Path(path)
-    return path.with_name(f".{path.name}.crc")
-
-
 def lz4_stream_problem(data: bytes) -> str | None:
     """Why ``data`` is not a whole LZ4 block stream (Spark's ``lz4`` codec: blocks that start
     with ``LZ4Block``, closed by an empty block), or None when it is.
@@ -298,13 +260,46 @@ def log_problems(checkpoint: str | os.PathLike | Checkpoint) -> list[Problem]:
     return found
 
 
+def _log_files(ck: Checkpoint) -> Iterator[tuple[Path, int | None, Callable[[], object]]]:
+    """(file, operator, its reader) for each of Spark's own small files: ``metadata``, the
+    offset and commit logs, each operator's metadata."""
+    if ck.metadata_path.is_file():
+        yield ck.metadata_path, None, ck.query_id
+    for batch in _batches(ck.offsets_dir):
+        yield ck.offsets_dir / str(batch), None, lambda b=batch: ck.offset_log(b)
+    for batch in _batches(ck.commits_dir):
+        yield ck.commits_dir / str(batch), None, lambda b=batch: ck.commit_metadata(b)
+    for operator_id in ck.operator_ids():
+        for path in ck.operator_metadata_files(operator_id):
+            yield path, operator_id, lambda p=path: ck.operator_metadata(p)
+
+
+def log_file_problems(checkpoint: str | os.PathLike | Checkpoint,
+                      only: str | os.PathLike | None = None) -> list[Problem]:
+    """``corrupt_file`` for each of Spark's own files (``metadata``, ``offsets/N``,
+    ``commits/N``, operator metadata) that is not text, not in Spark's format or fails its
+    ``.crc``, each with what to do (``Checkpoint.corrupt``); ``only``: that one file.
+    A file a running query purges meanwhile is not a problem."""
+    ck = Checkpoint(checkpoint)
+    found = []
+    for path, operator_id, read in _log_files(ck):
+        if only is not None and path != Path(only):
+            continue
+        try:
+            read()
+        except CorruptFile as exc:
+            found.append(Problem("corrupt_file", exc.path, exc.problem, operator_id, exc.remedy))
+        except CheckpointError:
+            continue  # gone meanwhile, or a newer Spark's (named by every read)
+    return found
+
+
 def _operator_partitions(ck: Checkpoint, operator_id: int) -> int | None:
     """How many partitions an operator's state has: its operator metadata, else the offset
     log's ``spark.sql.shuffle.partitions``, else None."""
     for path in ck.operator_metadata_files(operator_id):
-        with contextlib.suppress(OSError, ValueError, UnicodeDecodeError):
-            lines = path.read_text(encoding="utf-8").splitlines()
-            meta = json.loads(lines[1]) if len(lines) > 1 else {}
+        with contextlib.suppress(CheckpointError, TypeError, ValueError):
+            meta = ck.operator_metadata(path)[1]
             counts = [int(s["numPartitions"]) for s in meta.get("stateStoreInfo", [])
                       if "numPartitions" in s]
             if counts:
@@ -379,6 +374,13 @@ def _operator_structure(ck: Checkpoint, operator_id: int, committed: list[int],
         problem = _folder_problem(path, f"partition folder {number} of operator {operator_id}")
         if problem:
             found.append(Problem(problem.kind, problem.path, problem.detail, operator_id))
+        elif path.is_symlink() and not path.exists():
+            found.append(Problem(
+                "missing_partition", str(path),
+                f"partition {number} of operator {operator_id} is a symbolic link to "
+                f"{os.readlink(path)!r}, which does not exist: its state files cannot be read",
+                operator_id, "mount or restore the folder it points to, or replace the link "
+                             "with a copy of the partition's folder"))
     partitions = _operator_partitions(ck, operator_id)
     folders = {n: p for n, p in present.items() if p.is_dir()}
     expected = range(partitions) if partitions else sorted(folders)
@@ -505,15 +507,16 @@ def state_file_paths(folder: Path) -> list[Path]:
 
 def checkpoint_problems(checkpoint: str | os.PathLike | Checkpoint,
                         stateful: bool | None = None) -> list[Problem]:
-    """Every problem ``structure_problems`` sees, then every state file's content checked
-    (``corrupt_file``, ``no_checksum``). Reads every state file once.
+    """Every problem ``structure_problems`` sees, then Spark's log files
+    (``log_file_problems``) and every state file's content checked (``corrupt_file``,
+    ``no_checksum``). Reads every file once.
 
     Example:
         >>> for problem in checkpoint_problems("/tmp/ck"):              # doctest: +SKIP
         ...     print(problem.kind, problem)
     """
     ck = Checkpoint(checkpoint)
-    found = structure_problems(ck, stateful)
+    found = structure_problems(ck, stateful) + log_file_problems(ck)
     if not ck.state_dir.is_dir():
         return found
     codec = _codec(ck)
@@ -559,14 +562,19 @@ def raise_problems(problems: list[Problem], what: str) -> None:
         return
     shown = "; ".join(str(p) for p in problems[:5])
     more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-    raise CheckpointError(f"cannot read {what}: {shown}{more}. Restore the files (or the whole "
-                          f"checkpoint) from a copy; open_checkpoint(path).describe() lists every "
-                          f"problem of the checkpoint")
+    fix = "" if all(p.remedy for p in problems) else (
+        " Restore the files (or the whole checkpoint) from a copy;")
+    raise CheckpointError(f"cannot read {what}: {shown}{more}.{fix} "
+                          f"open_checkpoint(path).describe() lists every problem of the "
+                          f"checkpoint")
 
 
 # --- Spark's failures ---------------------------------------------------------------------
 _CONDITION = re.compile(r"\[[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*\][^\n]*")
 _CAUSE = re.compile(r"^Caused by: ([^\n]+)", re.MULTILINE)
+#: Hadoop's error for a file that does not match its ``.crc`` (the path, with or without
+#: ``file:``)
+_CHECKSUM_FAILURE = re.compile(r"ChecksumException: Checksum error: (?:file:)?(/\S+) at \d+")
 
 
 def spark_reason(exc: BaseException) -> str:
@@ -590,13 +598,34 @@ def spark_reason(exc: BaseException) -> str:
     return (lines[0] if lines else type(exc).__name__)[:500]
 
 
+def checksum_failure(text: str) -> Problem | None:
+    """The file a Hadoop ``ChecksumException`` in Spark's error ``text`` names, as a
+    ``corrupt_file`` problem (one of Spark's log files: its own check and remedy), or None.
+
+    Example:
+        >>> checksum_failure("org.apache.hadoop.fs.ChecksumException: Checksum error: "
+        ...                  "file:/nowhere/ck/state/0/1/2.changelog at 0 exp: 1 got: 2").path
+        '/nowhere/ck/state/0/1/2.changelog'
+    """
+    match = _CHECKSUM_FAILURE.search(text)
+    if match is None:
+        return None
+    path = Path(match.group(1))
+    root = next((p for p in path.parents if (p / "offsets").is_dir()), None)
+    found = log_file_problems(root, only=path) if root is not None else []
+    return found[0] if found else Problem(
+        "corrupt_file", str(path), checksum_problem(path) or "its bytes do not match its "
+        "checksum file (truncated or changed)", remedy="restore it from a copy of the checkpoint")
+
+
 @contextlib.contextmanager
 def reading(what: str, bad_files: Callable[[], list[Problem]] | None = None) -> Iterator[None]:
     """Run a Spark read; any failure becomes a ``CheckpointError`` about ``what``.
 
     ``bad_files`` lists the problems of the files the read used (``restore_problems``); it is
-    asked when the read fails, and the error names them; otherwise the error gives Spark's
-    reason in one line (the full error stays in statekit's Spark log).
+    asked when the read fails, and the error names them, as it names a file Hadoop found
+    failing its checksum (``checksum_failure``); otherwise the error gives Spark's reason in
+    one line (the full error stays in statekit's Spark log).
     """
     try:
         with warnings.catch_warnings():
@@ -612,10 +641,14 @@ def reading(what: str, bad_files: Callable[[], list[Problem]] | None = None) -> 
             raise CheckpointError(f"cannot read {what}: a log file of the checkpoint was written "
                                   f"by a newer Spark: {reason}") from None
         bad = bad_files() if bad_files is not None else []
+        failed = checksum_failure(text)
+        if failed is not None and failed.path not in {p.path for p in bad}:
+            bad.append(failed)
         if bad:
             named = "; ".join(str(p) for p in bad[:5])
-            raise CheckpointError(
-                f"cannot read {what}: Spark could not load it ({reason}); {named}. Restore the "
-                f"file (or the whole checkpoint) from a copy; a batch whose state does not "
-                f"need it can still be read") from None
+            fix = "" if all(p.remedy for p in bad[:5]) else (
+                ". Restore the file (or the whole checkpoint) from a copy; a batch whose state "
+                "does not need it can still be read")
+            raise CheckpointError(f"cannot read {what}: Spark could not load it: {named}{fix}"
+                                  ) from None
         raise CheckpointError(f"cannot read {what}: {reason}") from None

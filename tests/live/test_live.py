@@ -355,6 +355,20 @@ def test_a_bad_ship_nice_is_refused_before_anything_is_attached(job, broker, bad
         sk.attach(job[1], kafka=broker, ship_nice=bad)
 
 
+def test_a_second_attach_with_kafka_is_refused_naming_the_first(job, broker):
+    """Two handles shipping one query's parts would fence each other's writers."""
+    from statekit.errors import AlreadyAttached
+
+    live, query = job[0], job[1]
+    with pytest.raises(AlreadyAttached) as err:
+        sk.attach(query, kafka=broker, ledger_dir=job[-1] / "second-ledgers")
+    message = str(err.value)
+    assert "already attached with kafka= by another handle" in message
+    assert all(topic in message for topic in live.changelog_topics().values()), message
+    assert "detach() first" in message and err.value.handle is live
+    assert live.wait_shipped() == live.last_batch  # the first handle still ships, unfenced
+
+
 def test_the_ledgers_are_outside_the_checkpoint(job):
     *_, base = job
     ledgers = sorted(p.name for p in (base / "ledgers").iterdir())

@@ -139,9 +139,9 @@ def damaged(path: Path):
     try:
         yield path
     finally:
-        if path.is_dir():
+        if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
-        elif path.exists():
+        elif path.exists() or path.is_symlink():
             path.unlink()
         backup.rename(path)
 
@@ -241,6 +241,79 @@ def test_a_commit_log_that_is_a_file_is_named(query, intact):
         with pytest.raises(CheckpointError, match="commit log .* is a file, not a folder"):
             query.snapshot()
         assert ("not_a_folder", "commits") in flags_of(query)
+
+
+def flip_last_digit(path: Path) -> None:
+    """Change one digit: the file still parses, but no longer matches its ``.crc``."""
+    data = bytearray(path.read_bytes())
+    at = max(data.rfind(bytes([d])) for d in b"0123456789")
+    data[at] = ord("7") if data[at] != ord("7") else ord("3")
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("which", ["commits", "offsets", "operator metadata"])
+def test_a_log_file_that_fails_its_checksum_is_named_with_what_to_do(query, intact, which):
+    """Spark reads the last batch's offset and commit files and the operator metadata; Hadoop
+    refused the damaged one with a bare ``ChecksumException`` (no remedy)."""
+    ck = query.checkpoint.path
+    last = query.last_batch
+    bad = {"commits": ck / "commits" / str(last), "offsets": ck / "offsets" / str(last),
+           "operator metadata": ck / "state" / "0" / "_metadata" / "metadata"}[which]
+    with damaged(bad):
+        flip_last_digit(bad)
+        reads = {"snapshot": query.snapshot,
+                 "open_checkpoint snapshot": lambda: open_checkpoint(ck).state().snapshot(),
+                 "open_checkpoint changes": lambda: open_checkpoint(ck).state().changes(0)}
+        for name, read in reads.items():
+            with pytest.raises(CheckpointError) as err:
+                read()
+            message = str(err.value)
+            assert repr(str(bad)) in message, (name, message)
+            assert f"do not match its checksum file .{bad.name}.crc" in message, (name, message)
+            assert "To fix it: restore it from a copy of the checkpoint" in message, name
+            assert "delete that checksum file" in message, name
+            assert "ChecksumException" not in message and "org.apache" not in message, message
+        if which == "commits":
+            assert f"as batch {last} is the last committed, delete it" in message
+
+
+def test_a_damaged_log_file_read_without_spark_is_named_with_what_to_do(query, intact):
+    bad = query.checkpoint.commits_dir / str(query.last_batch - 1)
+    with damaged(bad):
+        bad.write_bytes(b"\x00\xffnot a commit")
+        with pytest.raises(CheckpointError, match=r"the commit log file .* is corrupt: it is "
+                                                  r"not text .*To fix it: restore it from a "
+                                                  r"copy") as err:
+            open_checkpoint(query.checkpoint).commits()
+        assert repr(str(bad)) in str(err.value)
+
+
+def garbage(path: Path) -> None:
+    path.write_bytes(b"\x00\xff garbage, not Spark's\n")
+
+
+def broken_link(path: Path) -> None:
+    shutil.rmtree(path)
+    path.symlink_to(path.parent / "nowhere")
+
+
+@pytest.mark.parametrize("relative, damage, kind", [
+    ("commits/1", garbage, "corrupt_file"),
+    ("offsets/1", truncate, "corrupt_file"),
+    ("metadata", garbage, "corrupt_file"),
+    ("state/0/_metadata/metadata", truncate, "corrupt_file"),
+    ("state/0/1", broken_link, "missing_partition"),
+], ids=["garbage commit", "truncated offsets", "metadata", "operator metadata",
+        "partition link to nothing"])
+def test_describe_flags_each_damaged_log_file_and_a_partition_link_to_nothing(
+        query, intact, relative, damage, kind):
+    path = query.checkpoint.path / relative
+    with damaged(path):
+        damage(path)
+        description = open_checkpoint(query.checkpoint).describe()
+        flagged = [f for f in description.flags if f.path == str(path)]
+        assert [f.name for f in flagged] == [kind], description.flags
+        assert "To fix it:" in flagged[0].message
 
 
 def test_an_undamaged_checkpoint_has_no_problem(query, intact):
