@@ -19,16 +19,18 @@ import time
 from fastapi import FastAPI
 
 from statekit.errors import BadArgument
+from statekit.ports import check_bindable, free_port
 from statekit.serve.auth import ServingSecurity, announce, arm, is_loopback, settle
 from statekit.serve.rest.protocol import SERVER_OPTIONS
 
 
 def check_host(host: str, allow_remote: bool) -> str:
-    """``host`` when it is a loopback address, or when remote serving is asked for."""
+    """``host`` when it is a loopback address, or another address of this machine when remote
+    serving is asked for (``ports.check_bindable``)."""
     if not is_loopback(host) and not allow_remote:
         raise BadArgument("host", host, "a loopback address such as 127.0.0.1 (pass "
                                         "allow_remote=True to listen on other interfaces)")
-    return host
+    return check_bindable(host)
 
 
 class Server:
@@ -48,8 +50,6 @@ class Server:
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, *,
                  allow_remote: bool = False, security: ServingSecurity | None = None):
         import uvicorn
-
-        from statekit.ports import free_port
 
         self.host = check_host(host, allow_remote)
         self.port = port or free_port(self.host)
