@@ -11,6 +11,7 @@ import pytest
 
 import statekit as sk
 from statekit.serve.auth import ServingSecurity
+from statekit.serve.client import ServingClient
 from statekit.serve.cluster import ServingCluster
 from statekit.serve.options import ServeOptions
 from statekit.serve.rest import Server, create_app
@@ -66,3 +67,33 @@ def test_a_host_this_machine_cannot_listen_on_is_named_with_what_is_accepted(bro
 def test_the_hosts_a_machine_listens_on_are_taken_however_written(broker, topic_name):
     for host, remote in (("0.0.0.0", True), ("localhost", False), ("127.0.0.1", False)):
         assert built(broker, topic_name, host=host, allow_remote=remote).host == host
+
+
+# --- 6. standbys that do not fit ----------------------------------------------------------------
+@pytest.mark.parametrize("standbys", [5, 2, -1, 1.5, "1"])
+def test_standbys_beyond_the_other_instances_are_refused_like_negative_ones(broker,
+                                                                            topic_name,
+                                                                            standbys):
+    with pytest.raises(sk.BadArgument) as caught:
+        built(broker, topic_name, instances=2, standbys=standbys)
+    assert str(caught.value) == (f"bad standbys: {standbys!r}; accepted: a number of "
+                                 f"standbys from 0 to 1 (each on another of the 2 instances)")
+
+
+def test_standbys_that_fit_are_kept_and_the_default_fits_any_instance_count(broker,
+                                                                            topic_name):
+    assert built(broker, topic_name, instances=3, standbys=2).standby_count == 2
+    assert built(broker, topic_name, instances=2, standbys=0).standby_count == 0
+    assert built(broker, topic_name, instances=2).standby_count == 1
+    assert built(broker, topic_name, instances=1).standby_count == 0
+
+
+# --- 7. a client of no instance ------------------------------------------------------------
+@pytest.mark.parametrize("urls", [{}, [], "http://127.0.0.1:8123", {"": "http://x:1"},
+                                  {"i0": 8123}])
+def test_a_client_of_no_instance_is_refused_up_front(urls):
+    with pytest.raises(sk.BadArgument) as caught:
+        ServingClient(urls)
+    assert str(caught.value) == (f"bad urls: {urls!r}; accepted: a dict of one or more "
+                                 f"instance names to their base URLs, e.g. "
+                                 f"{{'i0': 'http://127.0.0.1:8123'}} (ServingCluster.urls)")
