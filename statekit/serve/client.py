@@ -562,8 +562,8 @@ def decode_response(response: Reply) -> QueryResult | TableResult:
                                detail.get("owners", []))
     if error == "ResultTooLarge":
         raise ResultTooLarge(detail.get("kind", "the answer"), detail.get("limit", MAX_LIMIT))
-    if response.status in (400, 404, 413, 422):
-        raise BadArgument("request", urlsplit(response.url).query, message)
+    if response.status in (400, 404, 413, 422):  # in the instance's own words: the query
+        raise BadArgument("request", None, message, message=message)  # it was sent is ours
     if response.status >= 500:
         raise InstanceDown(f"{urlsplit(response.url).netloc} answered {response.status}: "
                            f"{message}")

@@ -1,13 +1,16 @@
 """Serving as a hostile user tries it (issue 40, item 5): every error is statekit's own, names
 the bad value and what is accepted, and never shows a secret.
 
-Real broker; a cluster's arguments are checked as ``ServingCluster`` is built, before any
-process starts.
+Real broker, real instances behind real uvicorn servers on loopback (``helpers.serving``);
+a cluster's arguments are checked as ``ServingCluster`` is built, before any process starts.
 """
 
 from __future__ import annotations
 
+import httpx
 import pytest
+from helpers.handlog import HandLog
+from helpers.serving import served
 
 import statekit as sk
 from statekit.serve.auth import ServingSecurity
@@ -17,6 +20,20 @@ from statekit.serve.options import ServeOptions
 from statekit.serve.rest import Server, create_app
 
 SECRET = "s3cret-token-nobody-may-see"
+
+
+@pytest.fixture()
+def log(broker, topic_name):
+    """A hand-written changelog of 2 partitions at batch 0."""
+    written = HandLog(broker, f"{topic_name}-changelog", partitions=2)
+    written.ship()
+    yield written
+    written.close()
+
+
+def detail(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, (response.status_code, response.text)
+    return response.json()["detail"]
 
 
 def built(broker, topic: str, **arguments) -> ServingCluster:
@@ -97,3 +114,28 @@ def test_a_client_of_no_instance_is_refused_up_front(urls):
     assert str(caught.value) == (f"bad urls: {urls!r}; accepted: a dict of one or more "
                                  f"instance names to their base URLs, e.g. "
                                  f"{{'i0': 'http://127.0.0.1:8123'}} (ServingCluster.urls)")
+
+
+# --- 3. a forwarded error is the owner's own ----------------------------------------------
+def test_a_bad_by_on_an_instance_holding_nothing_says_what_the_owner_says(log, broker,
+                                                                          tmp_path):
+    with served(log, broker, tmp_path, ("i0", "i1", "i2")) as running:
+        (i0, url0), (i2, url2) = running["i0"], running["i2"]
+        assert not i2.roles and i0.roles  # 2 partitions: i2 holds none, forwards it all
+        ask = {"window_start": "2026-01-05T10:00Z", "k": 3, "by": "nope"}
+        store = i0.tail.store_name
+        own = detail(httpx.get(f"{url0}/stores/{store}/top_k",
+                               params={**ask, "local": "true"}), 400)
+        assert own == {"error": "BadArgument",
+                       "message": "bad top_k by: 'nope'; accepted: count"}
+        for url in (url2, url0):  # forwarded (all of it, or in part): the same words
+            assert detail(httpx.get(f"{url}/stores/{store}/top_k", params=ask), 400) == own
+        with ServingClient({n: u for n, (_, u) in running.items()}) as client:  # Python too
+            with pytest.raises(sk.BadArgument) as caught:
+                client.top_k("2026-01-05T10:00Z", 3, "nope")
+            assert str(caught.value) == own["message"]
+            # a right name, and a client of one instance, answer from every partition
+            rows = client.top_k("2026-01-05T10:00Z", 3, "count").rows
+            assert len(rows) == 2 and all(row["count"] == 1 for row in rows)
+        answer = httpx.get(f"{url2}/stores/{store}/top_k", params={**ask, "by": "count"})
+        assert answer.status_code == 200 and len(answer.json()["rows"]) == 2
