@@ -7,6 +7,9 @@ a cluster's arguments are checked as ``ServingCluster`` is built, before any pro
 
 from __future__ import annotations
 
+import json
+import socket
+
 import httpx
 import pytest
 from helpers.handlog import HandLog
@@ -17,9 +20,10 @@ from statekit.serve.auth import ServingSecurity
 from statekit.serve.client import ServingClient
 from statekit.serve.cluster import ServingCluster
 from statekit.serve.options import ServeOptions
-from statekit.serve.rest import Server, create_app
+from statekit.serve.rest import HEADER_TIMEOUT, MAX_BODY_DEPTH, Server, create_app
 
 SECRET = "s3cret-token-nobody-may-see"
+WAIT = 60.0  # seconds a wait on a condition may last at most (each ends long before)
 
 
 @pytest.fixture()
@@ -139,3 +143,96 @@ def test_a_bad_by_on_an_instance_holding_nothing_says_what_the_owner_says(log, b
             assert len(rows) == 2 and all(row["count"] == 1 for row in rows)
         answer = httpx.get(f"{url2}/stores/{store}/top_k", params={**ask, "by": "count"})
         assert answer.status_code == 200 and len(answer.json()["rows"]) == 2
+
+
+# --- 4. a body nested too deep ------------------------------------------------------------
+def test_a_deeply_nested_assignment_body_is_named_with_what_is_accepted(log, broker, tmp_path):
+    with served(log, broker, tmp_path) as running:
+        instance, url = running["i0"]
+        before = instance.assignment
+        deep = '{"assignment": ' + "[" * 5000 + "]" * 5000 + ', "urls": {}}'
+        sends = [{"content": deep.encode()},                              # content-length
+                 {"content": iter([deep[:100].encode(), deep[100:].encode()])}]  # chunks
+        for send in sends:
+            said = detail(httpx.post(f"{url}/assignment", headers={
+                "content-type": "application/json"}, **send), 422)
+            assert said == {"error": "BadRequest", "message": (
+                f"bad body: JSON nested 5,001 deep; accepted: JSON nested at most "
+                f"{MAX_BODY_DEPTH} deep, the body /openapi.json documents for "
+                f"POST /assignment")}
+        said = detail(httpx.post(f"{url}/assignment", content=b'{"assignment": "\xff"}',
+                                 headers={"content-type": "application/json"}), 400)
+        assert said["error"] == "BadRequest" and said["message"].startswith(
+            "bad body: UnicodeDecodeError: "), said
+        assert said["message"].endswith("accepted: JSON in UTF-8, the body /openapi.json "
+                                        "documents for POST /assignment"), said
+        assert instance.assignment is before
+        # the right body, sent in chunks, is taken
+        body = json.dumps({"assignment": before.to_dict(), "urls": {"i0": url}}, indent=2)
+        answer = httpx.post(f"{url}/assignment", content=iter([body[:50].encode(),
+                                                               body[50:].encode()]),
+                            headers={"content-type": "application/json"})
+        assert answer.status_code == 200 and answer.json()["instance"] == "i0", answer.text
+
+
+# --- 5. a request head that never ends ----------------------------------------------------
+def _closed_after(sock: socket.socket) -> bytes:
+    """What the server sent before it closed ``sock`` (``WAIT`` s at most)."""
+    sock.settimeout(WAIT)
+    got = b""
+    while chunk := sock.recv(65536):
+        got += chunk
+    return got
+
+
+def _half_sent(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    return sock
+
+
+def _timed_out(answer: bytes, bound: str) -> None:
+    """``answer`` is the 408 of a request head not all sent within ``bound``."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
+    assert json.loads(body)["detail"] == {"error": "RequestTimeout", "message": (
+        f"bad request: its head (request line and headers) was not all sent within {bound}; "
+        f"accepted: a whole request head within {bound} of its first byte")}
+
+
+def test_three_hundred_half_sent_requests_are_answered_408_and_closed(log, broker, tmp_path):
+    with served(log, broker, tmp_path) as running:
+        _, url = running["i0"]
+        port = int(url.rsplit(":", 1)[1])
+        half = [_half_sent(port) for _ in range(300)]
+        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
+        # meanwhile a whole request sent in two parts is answered, on a connection that
+        # stays open for the next one
+        with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as sock:
+            for _ in range(2):
+                sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+                sock.sendall(b"X-Part: two\r\n\r\n")
+                assert sock.recv(65536).startswith(b"HTTP/1.1 200 OK\r\n")
+        for sock in half:
+            _timed_out(_closed_after(sock), f"{HEADER_TIMEOUT:g} s")
+            sock.close()
+        for sock in silent:
+            assert _closed_after(sock) == b""  # nothing asked, nothing answered
+            sock.close()
+        assert httpx.get(f"{url}/health").status_code == 200
+
+
+def test_a_server_takes_its_own_header_timeout_and_refuses_one_that_is_no_positive_number(
+        log, broker, tmp_path):
+    for bound in (0, -1, "10", True):
+        with pytest.raises(sk.BadArgument, match=rf"bad header_timeout: {bound!r}; accepted: a "
+                                                 rf"number of seconds > 0"):
+            Server(create_app, header_timeout=bound)
+    with served(log, broker, tmp_path) as running:
+        instance, _ = running["i0"]
+        server = Server(create_app(instance), header_timeout=0.5).start()
+        try:
+            with _half_sent(server.port) as sock:
+                _timed_out(_closed_after(sock), "0.5 s")
+        finally:
+            server.stop()
