@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--bootstrap-servers", required=True, help="the Kafka cluster")
     serve.add_argument("--topic", required=True, help="the store's changelog topic")
     serve.add_argument("--instances", type=int, default=3)
-    serve.add_argument("--standbys", type=int, default=1, help="standbys per partition")
+    serve.add_argument("--standbys", type=int, default=None,
+                       help="standbys per partition (default: 1, none with one instance)")
     serve.add_argument("--global", dest="globals", action="append", default=[],
                        metavar="NAME=TOPIC:KEY_COLUMNS[:plain]",
                        help="a global store every instance holds (KEY_COLUMNS comma separated;"

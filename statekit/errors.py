@@ -17,12 +17,14 @@ class StatekitError(Exception):
 
 
 class BadArgument(StatekitError, ValueError):
-    """An argument outside what statekit accepts."""
+    """An argument outside what statekit accepts. ``message``: the whole message when it was
+    already worded elsewhere (a serving instance's answer, relayed as it said it)."""
 
-    def __init__(self, what: str, value: object, accepted: Iterable[str] | str):
+    def __init__(self, what: str, value: object, accepted: Iterable[str] | str, *,
+                 message: str | None = None):
         self.what, self.value = what, value
         self.accepted = accepted if isinstance(accepted, str) else ", ".join(map(str, accepted))
-        super().__init__(f"bad {what}: {value!r}; accepted: {self.accepted}")
+        super().__init__(message or f"bad {what}: {value!r}; accepted: {self.accepted}")
 
 
 class BrokerUnreachable(StatekitError, ConnectionError):

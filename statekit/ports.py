@@ -23,6 +23,8 @@ import socket
 import threading
 from pathlib import Path
 
+from statekit.errors import BadArgument
+
 #: where Linux keeps the range it picks outgoing connections' local ports from
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 #: the range when the file is not there (Linux's default; IANA's is 49152–65535)
@@ -83,6 +85,30 @@ def free_port(host: str = "127.0.0.1") -> int:
             if port not in _handed_out:
                 _handed_out.add(port)
                 return port
+
+
+def check_bindable(host: str, what: str = "host") -> str:
+    """``host`` when a listener can bind it here (as ``free_port`` binds: IPv4), else
+    BadArgument naming it, what is accepted and why the system refused it.
+
+    Example:
+        >>> check_bindable("127.0.0.1")
+        '127.0.0.1'
+        >>> check_bindable("my laptop")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        statekit.errors.BadArgument: bad host: 'my laptop'; accepted: an IPv4 address of this \
+machine or a name that resolves to one, e.g. 127.0.0.1, or 0.0.0.0 for every interface (...)
+    """
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+    except (OSError, TypeError, UnicodeError) as exc:  # OSError: socket.gaierror too
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise BadArgument(what, host, f"an IPv4 address of this machine or a name that "
+                                      f"resolves to one, e.g. 127.0.0.1, or 0.0.0.0 for every "
+                                      f"interface ({reason})") from None
+    return host
 
 
 def _bindable(host: str, port: int) -> bool:

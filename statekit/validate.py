@@ -165,6 +165,44 @@ def timeout_seconds(value: object, what: str = "timeout", *, allow_zero: bool = 
     return float(value)
 
 
+WRITABLE_ACCEPTED = "a writable directory, or the path of a new one inside a writable directory"
+
+
+def writable_directory(value: object, what: str = "directory") -> str:
+    """``value`` as a path when files can be written there: an existing writable directory,
+    or a new one's path whose nearest existing folder is one (a probe file is written there
+    and removed: nothing is left behind); else BadArgument naming the path and why.
+
+    Example:
+        >>> writable_directory("/proc/stores")
+        Traceback (most recent call last):
+        ...
+        statekit.errors.BadArgument: bad directory: '/proc/stores'; accepted: a writable \
+directory, or the path of a new one inside a writable directory (a file cannot be written in \
+'/proc': No such file or directory)
+    """
+    import os
+    import tempfile
+
+    try:
+        path = os.fspath(value)
+    except TypeError:
+        raise BadArgument(what, value, WRITABLE_ACCEPTED) from None
+    existing = os.path.abspath(path)
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise BadArgument(what, path, f"{WRITABLE_ACCEPTED} ({existing!r} is not a directory)")
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".statekit-probe-", dir=existing)
+    except OSError as exc:
+        raise BadArgument(what, path, f"{WRITABLE_ACCEPTED} (a file cannot be written in "
+                                      f"{existing!r}: {exc.strerror or exc})") from None
+    os.close(handle)
+    os.unlink(probe)
+    return path
+
+
 def flag(value: object, what: str) -> bool:
     """A yes/no switch: True or False (a NumPy bool, as read out of a frame, too), never a
     string or a number, whose truth would say yes to ``"no"`` and to ``2``.

@@ -465,7 +465,7 @@ class AttachedQuery:
         writer.raise_if_failed()
         return writer
 
-    def serve(self, part: str, *, instances: int = 2, standbys: int = 1,
+    def serve(self, part: str, *, instances: int = 2, standbys: int | None = None,
               workdir: str | os.PathLike | None = None, timeout: float = 120.0):
         """Serve one shipped part by key: ``instances`` serving processes (``standbys`` each)
         that tail its changelog, routed as Spark places the part's keys

@@ -67,7 +67,12 @@ from statekit.spark_state.progress import (
 )
 from statekit.spark_state.spark_files import _ranges
 from statekit.spark_state.state_reader import StateReader, to_pandas
-from statekit.validate import batch_id, optional_whole_number, timeout_seconds
+from statekit.validate import (
+    batch_id,
+    optional_whole_number,
+    timeout_seconds,
+    writable_directory,
+)
 
 CORRUPT = "_corrupt_record"
 #: ``from_json``'s options for event values: Spark's defaults otherwise (``timestampFormat``
@@ -1050,8 +1055,8 @@ def new_run(spark: SparkSession, name: str,
             checkpoint: str | os.PathLike | Checkpoint | None) -> Checkpoint:
     """The checkpoint of a new run named ``name``, ready to write (a temporary folder when
     None), once no active query of ``spark`` holds that name: BadArgument naming it (Spark
-    refuses a second active query of one name), CheckpointError when the folder is a file or
-    cannot be made or written (``Checkpoint.require_writable``)."""
+    refuses a second active query of one name), or naming the checkpoint when it is not a
+    folder Spark can make or write (``validate.writable_directory``)."""
     active = sorted(q.name for q in spark.streams.active if q.name)
     if name in active:
         raise BadArgument("query name", name,
@@ -1061,7 +1066,7 @@ def new_run(spark: SparkSession, name: str,
     if checkpoint is None:
         return Checkpoint(tempfile.mkdtemp(prefix=f"statekit-{name}-"))
     checkpoint = Checkpoint(checkpoint)
-    checkpoint.require_writable()
+    writable_directory(str(checkpoint), "checkpoint")
     return checkpoint
 
 

@@ -56,7 +56,7 @@ from statekit.restore.worker import (
     worker_count,
 )
 from statekit.stores import StateStore, open_store
-from statekit.validate import optional_batch_id, whole_number
+from statekit.validate import optional_batch_id, whole_number, writable_directory
 
 REPORT_COLUMNS = ["partition", "start_offset", "end_offset", "records", "seconds",
                   "records_per_s", "started", "finished"]
@@ -241,7 +241,8 @@ def restore_stores(
             ``consumers``, ``progress``, ``label``.
 
     Raises:
-        BadArgument: a bad option (``consumers="processes"`` for in-memory stores too).
+        BadArgument: a bad option (``consumers="processes"`` for in-memory stores too), or a
+            ``directory`` that is not a writable directory (nothing is written then).
         ChangelogError: a topic that is not a statekit changelog, or that no longer holds
             what a store's checkpoint says.
         RestoreWorkerLost: a worker process ended without finishing (e.g. ``kill -9``).
@@ -255,6 +256,8 @@ def restore_stores(
                      route(shortcuts, SHORTCUTS, "restore_stores").get("options", {}), "options")
     partitions, to_batch, chunk = options.partitions, options.to_batch, options.chunk
     consumers, progress = options.consumers, options.progress
+    if directory is not None:
+        directory = writable_directory(directory)
     if consumers == "processes" and directory is None:
         raise BadArgument("consumers", consumers,
                           "'auto', 'per_partition' or 'one' for in-memory stores (directory "

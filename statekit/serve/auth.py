@@ -200,13 +200,33 @@ def _no_password() -> str:
     raise ValueError("the key is encrypted")
 
 
+def check_security(security: object) -> ServingSecurity | None:
+    """``security`` when it is a ``ServingSecurity`` or None; else BadArgument naming what was
+    given without its contents (a dict's keys only: its values may be the token).
+
+    Example:
+        >>> check_security({"token": "s3cret-token-for-the-docs"})
+        Traceback (most recent call last):
+        ...
+        statekit.errors.BadArgument: bad security: '<a dict of token, values not shown>'; \
+accepted: a ServingSecurity(token, certfile, keyfile, cafile) or None, e.g. \
+ServingSecurity(token=...)
+    """
+    if security is None or isinstance(security, ServingSecurity):
+        return security
+    if isinstance(security, Mapping):
+        given = f"<a {type(security).__name__} of {', '.join(map(str, security)) or 'nothing'}"
+        given += ", values not shown>"
+    else:
+        given = f"<a {type(security).__name__}, not shown>"
+    raise BadArgument("security", given, "a ServingSecurity(token, certfile, keyfile, cafile) "
+                                         "or None, e.g. ServingSecurity(token=...)")
+
+
 def settle(host: str, security: ServingSecurity | None) -> tuple[ServingSecurity, bool]:
     """The security to serve ``host`` with, and whether its token was generated here: a
     non-loopback host without a token gets a new one; loopback keeps what was given."""
-    security = security or ServingSecurity()
-    if not isinstance(security, ServingSecurity):
-        raise BadArgument("security", security, "a ServingSecurity(token, certfile, keyfile, "
-                                                "cafile) or None")
+    security = check_security(security) or ServingSecurity()
     if security.token is None and needs_token(host):
         return dataclasses.replace(security, token=new_token()), True
     return security, False

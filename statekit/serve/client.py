@@ -90,6 +90,28 @@ class InstanceDown(StatekitError, ConnectionError):
     """An instance did not answer (connection refused, timed out)."""
 
 
+URLS_ACCEPTED = ("a dict of one or more instance names to their base URLs, e.g. "
+                 "{'i0': 'http://127.0.0.1:8123'} (ServingCluster.urls)")
+
+
+def check_urls(urls: object) -> dict[str, str]:
+    """``urls`` as a dict when it names one instance or more, each by a text name with a text
+    URL; else BadArgument saying what is accepted.
+
+    Example:
+        >>> check_urls({})
+        Traceback (most recent call last):
+        ...
+        statekit.errors.BadArgument: bad urls: {}; accepted: a dict of one or more instance \
+names to their base URLs, e.g. {'i0': 'http://127.0.0.1:8123'} (ServingCluster.urls)
+    """
+    if not isinstance(urls, Mapping) or not urls or not all(
+            isinstance(name, str) and name and isinstance(url, str)
+            for name, url in urls.items()):
+        raise BadArgument("urls", urls, URLS_ACCEPTED)
+    return dict(urls)
+
+
 class ServingClient:
     """Queries a group of serving instances, each by name at ``urls[name]``.
 
@@ -110,7 +132,7 @@ class ServingClient:
     def __init__(self, urls: Mapping[str, str], *, local: ServingInstance | None = None,
                  timeout: float = 5.0, partial: bool = False, token: str | None = None,
                  verify: str | os.PathLike | ssl.SSLContext | None = None):
-        self.urls = dict(urls)
+        self.urls = check_urls(urls)
         self.local, self.timeout, self.partial = local, timeout, partial
         self._http = HttpPool(timeout=timeout, token=token, verify=verify)
         self._token, self._verify = token, verify  # for async_http()
@@ -540,8 +562,8 @@ def decode_response(response: Reply) -> QueryResult | TableResult:
                                detail.get("owners", []))
     if error == "ResultTooLarge":
         raise ResultTooLarge(detail.get("kind", "the answer"), detail.get("limit", MAX_LIMIT))
-    if response.status in (400, 404, 413, 422):
-        raise BadArgument("request", urlsplit(response.url).query, message)
+    if response.status in (400, 404, 413, 422):  # in the instance's own words: the query
+        raise BadArgument("request", None, message, message=message)  # it was sent is ours
     if response.status >= 500:
         raise InstanceDown(f"{urlsplit(response.url).netloc} answered {response.status}: "
                            f"{message}")

@@ -52,12 +52,12 @@ from statekit.options import settle as settle_options
 from statekit.ports import free_port
 from statekit.processes import stop as stop_process
 from statekit.serve.auth import announce, settle
-from statekit.serve.client import ServingClient
+from statekit.serve.client import InstanceDown, ServingClient
 from statekit.serve.instance import wait_for_schema
 from statekit.serve.options import SHORTCUTS, ServeOptions
 from statekit.serve.process import instance_config, start_instance
 from statekit.serve.rest import check_host
-from statekit.serve.routing.assignment import Assignment, assign
+from statekit.serve.routing.assignment import Assignment, assign, check_standbys
 from statekit.serve.transport import HttpError, HttpPool
 from statekit.validate import whole_number
 
@@ -73,15 +73,15 @@ _LIVE: weakref.WeakSet[ServingCluster] = weakref.WeakSet()
 class ServingCluster:
     """Serving instances of one changelog, as processes; see ``serve``."""
 
-    def __init__(self, kafka: Kafka, topic: str, *, instances: int = 3, standbys: int = 1,
-                 workdir: str | os.PathLike | None = None, monitor_every: float = 0.2,
-                 options: ServeOptions | None = None, **shortcuts: Any):
+    def __init__(self, kafka: Kafka, topic: str, *, instances: int = 3,
+                 standbys: int | None = None, workdir: str | os.PathLike | None = None,
+                 monitor_every: float = 0.2, options: ServeOptions | None = None, **shortcuts: Any):
         options = settle_options(options, ServeOptions,
                                  route(shortcuts, SHORTCUTS, "ServingCluster").get("options", {}),
                                  "options")
         self.kafka, self.topic = connect(kafka), topic
         count = whole_number(instances, "instances", minimum=1, maximum=64)
-        self.standby_count = standbys
+        self.standby_count = check_standbys(standbys, count)
         self.names = [f"i{n}" for n in range(count)]
         self.host = check_host(options.host, options.allow_remote)
         self.allow_remote = options.allow_remote
@@ -113,8 +113,7 @@ class ServingCluster:
     def start(self, timeout: float = 120.0) -> ServingCluster:
         """Start every instance and wait until each answers (partitions may still restore)."""
         schema = wait_for_schema(self.kafka, self.topic, timeout)
-        self.assignment = assign(schema.partitions, self.names,
-                                 min(self.standby_count, len(self.names) - 1))
+        self.assignment = assign(schema.partitions, self.names, self.standby_count)
         self.workdir.mkdir(parents=True, exist_ok=True)
         _LIVE.add(self)
         for name in self.names:
@@ -206,7 +205,11 @@ class ServingCluster:
     # --- using it ---------------------------------------------------------------------------
     def client(self, *, timeout: float = 5.0, partial: bool = False) -> ServingClient:
         """A client routing to these instances; it follows reassignments."""
-        client = ServingClient({n: self.urls[n] for n in self.live}, timeout=timeout,
+        live = self.live
+        if not live:
+            raise InstanceDown(f"no serving instance of {self.topic!r} is live (all of "
+                               f"{', '.join(self.names)} ended): cluster.log(name) says why")
+        client = ServingClient({n: self.urls[n] for n in live}, timeout=timeout,
                                partial=partial, token=self.security.token,
                                verify=self.security.cafile)
         client.set_assignment(self.assignment, self.urls)
@@ -299,10 +302,11 @@ class ServingCluster:
                 f"version={self.assignment.version if self.assignment else None})")
 
 
-def serve(kafka: Kafka, topic: str, *, instances: int = 3, standbys: int = 1,
+def serve(kafka: Kafka, topic: str, *, instances: int = 3, standbys: int | None = None,
           workdir: str | os.PathLike | None = None, timeout: float = 120.0,
           options: ServeOptions | None = None, **shortcuts: Any) -> ServingCluster:
-    """Start ``instances`` serving instances of changelog ``topic`` (``standbys`` each).
+    """Start ``instances`` serving instances of changelog ``topic`` (``standbys`` each: 0 to
+    ``instances - 1``; None: one, none with a single instance).
 
     ``options`` (``ServeOptions``), or its fields as keyword arguments (not both):
     ``host`` and ``allow_remote`` (where the instances listen: loopback unless remote

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from statekit.errors import BadArgument
 from statekit.options import Options, codec
-from statekit.serve.auth import ServingSecurity
+from statekit.serve.auth import ServingSecurity, check_security
 from statekit.serve.global_store import GlobalTable
 from statekit.validate import flag
 
@@ -54,9 +54,7 @@ class ServeOptions(Options):
         if not isinstance(self.host, str):
             raise BadArgument("host", self.host, "an address such as 127.0.0.1")
         object.__setattr__(self, "allow_remote", flag(self.allow_remote, "allow_remote"))
-        if self.security is not None and not isinstance(self.security, ServingSecurity):
-            raise BadArgument("security", self.security,
-                              "a ServingSecurity(token, certfile, keyfile, cafile) or None")
+        check_security(self.security)
         tables = self.global_tables
         if isinstance(tables, GlobalTable) or not isinstance(tables, Sequence) or not all(
                 isinstance(t, GlobalTable) for t in tables):

@@ -194,33 +194,6 @@ class Checkpoint:
     def has_state(self) -> bool:
         return self.state_dir.is_dir()
 
-    def require_writable(self) -> None:
-        """Make the folder when it is not there yet; CheckpointError naming it and why when it
-        is a file or cannot be made or written (what a query starting on it needs).
-
-        Example:
-            >>> Checkpoint("/proc/statekit-example").require_writable()
-            Traceback (most recent call last):
-            ...
-            statekit.errors.CheckpointError: cannot create or write checkpoint \
-'/proc/statekit-example' (no such file or directory: /proc/statekit-example); accepted: a \
-folder this process can create and write (new, or a query's checkpoint)
-        """
-        accepted = "a folder this process can create and write (new, or a query's checkpoint)"
-        if self.path.exists() and not self.path.is_dir():
-            raise CheckpointError(f"checkpoint {str(self.path)!r} is a file, not a folder; "
-                                  f"accepted: {accepted}")
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            probe = self.path / f".statekit-write-probe-{os.getpid()}"
-            probe.touch()
-            probe.unlink()
-        except OSError as exc:
-            reason = (exc.strerror or type(exc).__name__).lower()
-            raise CheckpointError(f"cannot create or write checkpoint {str(self.path)!r} "
-                                  f"({reason}: {exc.filename or self.path}); accepted: "
-                                  f"{accepted}") from None
-
     def require_state(self) -> None:
         """CheckpointError naming the folder when no stateful operator committed state yet."""
         if not self.path.is_dir():

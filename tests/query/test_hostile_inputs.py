@@ -9,7 +9,7 @@ import pytest
 
 import statekit as sk
 from statekit.datasets import GAME_EVENT_SCHEMA
-from statekit.errors import BadArgument, BatchNotRetained, CheckpointError
+from statekit.errors import BadArgument, BatchNotRetained
 from statekit.spark_state.checkpoint import Checkpoint
 
 
@@ -27,8 +27,8 @@ def _no_query_named(spark, name):
 @pytest.mark.parametrize("where", ["/proc/statekit-nowhere/ck", "/sys/statekit-ck"])
 def test_a_checkpoint_that_cannot_be_made_is_named_before_spark_starts(spark, broker, games,
                                                                         where):
-    with pytest.raises(CheckpointError, match=r"cannot create or write checkpoint '"
-                       + where + r"'.*accepted: a folder this process can create and write"):
+    with pytest.raises(BadArgument, match=r"bad checkpoint: '" + where + r"'; accepted: a "
+                                          r"writable directory"):
         _start(spark, broker, games, name="unwritable", checkpoint=where)
     assert _no_query_named(spark, "unwritable")
 
@@ -36,8 +36,8 @@ def test_a_checkpoint_that_cannot_be_made_is_named_before_spark_starts(spark, br
 def test_a_checkpoint_that_is_a_file_is_named_as_a_file(spark, broker, games, tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("mine")
-    with pytest.raises(CheckpointError, match=r"checkpoint '.*notes.txt' is a file, not a "
-                                              r"folder; accepted: a folder"):
+    with pytest.raises(BadArgument, match=r"bad checkpoint: '.*notes.txt'; accepted: a "
+                                          r"writable directory.*notes.txt' is not a directory"):
         _start(spark, broker, games, name="on-a-file", checkpoint=str(path))
     assert path.read_text() == "mine"            # nothing of the person's is touched
 

@@ -604,6 +604,39 @@ def test_bad_arguments_are_named_before_anything_is_read(synthetic, broker, tmp_
     assert not list(tmp_path.iterdir())   # no store was opened
 
 
+@pytest.mark.parametrize(("where", "why"), [
+    ("a file", "{file!r} is not a directory"),
+    ("a folder under a file", "{file!r} is not a directory"),
+    ("/proc/statekit-stores", "a file cannot be written in '/proc': No such file or directory"),
+    ("/proc/1/statekit/stores", "a file cannot be written in '/proc/1': "),
+    ("/sys/statekit-stores", "a file cannot be written in '/sys': Permission denied"),
+])
+def test_a_destination_that_is_not_a_writable_directory_is_named_and_left_as_it_was(
+        synthetic, broker, tmp_path, where, why):
+    file = tmp_path / "stores.txt"
+    file.write_text("not a folder")
+    directory = {"a file": str(file), "a folder under a file": str(file / "stores")}.get(
+        where, where)
+    for consumers in ("one", "processes"):
+        with pytest.raises(sk.BadArgument) as caught:
+            restore_stores(broker.bootstrap_servers, synthetic[0], SYNTHETIC_SPEC, directory,
+                           consumers=consumers)
+        said = str(caught.value)
+        assert said.startswith(f"bad directory: {directory!r}; accepted: a writable "
+                               f"directory, or the path of a new one inside a writable "
+                               f"directory ({why.format(file=str(file))}"), said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stores.txt"]  # nothing written
+    assert file.read_text() == "not a folder"
+
+
+def test_a_new_folder_given_as_text_is_made_and_restored_into(synthetic, broker, tmp_path):
+    topic, latest = synthetic
+    where = str(tmp_path / "new" / "stores")
+    with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, where) as restored:
+        assert _values(restored.table()) == latest
+    assert sorted(p.name for p in Path(where).iterdir()) == [topic.removesuffix("-changelog")]
+
+
 # --- crash drill --------------------------------------------------------------------------
 def _worker(broker, topic, checkpoint, mode) -> subprocess.Popen:
     source = SourceOptions(kafka=broker, event_schema=GAME_EVENT_SCHEMA,

@@ -8,7 +8,6 @@ waits for. Each test names the defect of issue 17 it pins down.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -21,11 +20,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers.handlog import START, HandLog
+from helpers.serving import served
 
 import statekit as sk
 from statekit.model.changelog_record import changelog_key_columns
 from statekit.model.query_spec import QuerySpec, hopping, tumbling
-from statekit.ports import free_port
 from statekit.serve.client import ServingClient
 from statekit.serve.global_store import GlobalTable
 from statekit.serve.instance import ServingInstance
@@ -46,31 +45,6 @@ def log(broker, topic_name):
     written.ship()
     yield written
     written.close()
-
-
-@contextlib.contextmanager
-def served(log: HandLog, broker, folder, names=("i0",), *, client_timeout: float = 5.0,
-           global_tables=()):
-    """Instances ``names`` (partitions round-robin, no standbys), each behind its own server
-    and router, caught up with the log: name -> (instance, server URL)."""
-    plan = assign(log.schema.partitions, list(names), 0)
-    urls = {name: f"http://127.0.0.1:{free_port('127.0.0.1')}" for name in names}
-    out = {}
-    with contextlib.ExitStack() as stack:
-        for name in names:
-            instance = ServingInstance(name, broker, log.topic, folder, plan, schema=log.schema,
-                                       global_tables=global_tables).start()
-            stack.callback(instance.close)
-            router = ServingClient(urls, local=instance, timeout=client_timeout)
-            port = int(urls[name].rsplit(":", 1)[1])
-            server = Server(create_app(instance, router), port=port).start()
-            stack.callback(server.stop)
-            out[name] = instance, urls[name]
-        for instance, _ in out.values():
-            instance.wait_ready(60)
-            for p in instance.roles:
-                assert instance.tail.wait_for_batch(p, log.batch, 60).batch == log.batch
-        yield out
 
 
 def waiting(instance: ServingInstance, count: int, timeout: float = 15.0) -> None:

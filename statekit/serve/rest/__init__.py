@@ -22,7 +22,8 @@ has is given), 413 for a result larger than ``limit`` rows or a body larger than
 ``MAX_BODY``, 414 for a URL longer than ``MAX_URL`` (the server's own refusals are
 JSON too: ``StatekitHttpProtocol``), 421 for a key asked with ``local=true`` of a
 partition this instance does not hold (its owners named), 422 for a parameter or
-body of the wrong shape (each problem listed in ``errors``), 503 with
+body of the wrong shape (each problem listed in ``errors``; a JSON body nested deeper than
+``MAX_BODY_DEPTH`` is refused before it is parsed), 503 with
 ``Retry-After`` when no live instance holds a partition (named, with its state).
 The OpenAPI schema states what the service takes (``schema.tighten``). Served on
 127.0.0.1 unless a non-loopback address is asked for explicitly
@@ -72,7 +73,9 @@ _NAMES = {
     "plain_lookup": "statekit.serve.rest.fast_lookup",
     "CONTROL_THREADS": "statekit.serve.rest.limits",
     "DEFAULT_LIMIT": "statekit.serve.rest.limits",
+    "HEADER_TIMEOUT": "statekit.serve.rest.limits",
     "MAX_BODY": "statekit.serve.rest.limits",
+    "MAX_BODY_DEPTH": "statekit.serve.rest.limits",
     "MAX_ID": "statekit.serve.rest.limits",
     "MAX_REQUEST_LINE": "statekit.serve.rest.limits",
     "MAX_URL": "statekit.serve.rest.limits",

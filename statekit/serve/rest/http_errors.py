@@ -117,6 +117,12 @@ def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     elif exc.status_code == 404:
         detail = {"error": "NotFound", "message": f"bad path: {request.url.path!r}; accepted: "
                                                   f"the paths of /openapi.json"}
+    elif exc.status_code == 400 and exc.__cause__ is not None:  # FastAPI could not read the
+        cause = exc.__cause__                                      # body (not UTF-8, ...)
+        detail = {"error": "BadRequest", "message": (
+            f"bad body: {type(cause).__name__}: {str(cause)[:_SHOWN]}; accepted: JSON in "
+            f"UTF-8, the body /openapi.json documents for {request.method} "
+            f"{request.url.path}")}
     elif exc.status_code == 405:
         detail = {"error": "MethodNotAllowed", "message": f"bad method: {request.method} "
                   f"{request.url.path}; accepted: {(exc.headers or {}).get('Allow', '')}"}

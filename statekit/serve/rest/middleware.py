@@ -1,6 +1,6 @@
 """The REST service's limits on requests: a URL longer than ``MAX_URL`` (``limit_url``, a
-dependency of every route) and a body larger than ``MAX_BODY`` (``BodyLimit``, ASGI
-middleware) are refused with JSON errors.
+dependency of every route), a body larger than ``MAX_BODY`` or nested deeper than
+``MAX_BODY_DEPTH`` (``BodyLimit``, ASGI middleware) are refused with JSON errors.
 
 Example:
     >>> from fastapi import Depends, FastAPI
@@ -13,7 +13,8 @@ from __future__ import annotations
 from fastapi import Request
 
 from statekit.serve.rest.http_errors import AsciiJSONResponse, fail
-from statekit.serve.rest.limits import MAX_BODY, MAX_URL
+from statekit.serve.rest.limits import MAX_BODY, MAX_BODY_DEPTH, MAX_URL
+from statekit.serve.routing.key_codec import nesting_depth
 
 
 async def limit_url(request: Request) -> None:
@@ -30,7 +31,9 @@ async def limit_url(request: Request) -> None:
 
 class BodyLimit:
     """ASGI middleware: 413 for a body larger than ``MAX_BODY``, by its content-length or,
-    when it is sent in chunks, as it arrives (read here, then handed on)."""
+    when it is sent in chunks, as it arrives; 422 for one nested deeper than
+    ``MAX_BODY_DEPTH`` (read here, then handed on: the framework's JSON parser never meets
+    it)."""
 
     def __init__(self, app):
         self.app = app
@@ -45,8 +48,9 @@ class BodyLimit:
             if not text.isascii() or not text.isdigit() or int(text) > MAX_BODY:
                 return await _too_large(scope, receive, send, f"bad body: content-length "
                                         f"{text!r}; accepted: at most {MAX_BODY} bytes")
-            return await self.app(scope, receive, send)
-        if b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
+            if int(text) == 0:
+                return await self.app(scope, receive, send)
+        elif b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
             return await self.app(scope, receive, send)
         chunks, total, more = [], 0, True
         while more:
@@ -60,6 +64,13 @@ class BodyLimit:
                 return await _too_large(scope, receive, send, f"bad body: {total} bytes sent "
                                         f"in chunks so far; accepted: at most {MAX_BODY} bytes")
         body, replayed = b"".join(chunks), False
+        depth = nesting_depth(body.decode("latin-1"))  # brackets and quotes are ASCII
+        if depth > MAX_BODY_DEPTH:
+            response = AsciiJSONResponse({"detail": {"error": "BadRequest", "message": (
+                f"bad body: JSON nested {depth:,} deep; accepted: JSON nested at most "
+                f"{MAX_BODY_DEPTH} deep, the body /openapi.json documents for "
+                f"{scope['method']} {scope['path']}")}}, 422)
+            return await response(scope, receive, send)
 
         async def replay():
             nonlocal replayed

@@ -1,5 +1,6 @@
-"""uvicorn's HTTP protocol as statekit's REST servers run it: its own refusals JSON too, and a
-plain lookup answered as soon as its headers are read (``StatekitHttpProtocol``).
+"""uvicorn's HTTP protocol as statekit's REST servers run it: its own refusals JSON too, a
+request head that is not all sent in time refused, and a plain lookup answered as soon as its
+headers are read (``StatekitHttpProtocol``).
 
 Example:
     >>> SERVER_OPTIONS["http"] is StatekitHttpProtocol
@@ -8,11 +9,12 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from statekit.serve.rest.limits import MAX_REQUEST_LINE, MAX_URL
+from statekit.serve.rest.limits import HEADER_TIMEOUT, MAX_REQUEST_LINE, MAX_URL
 
 
 class _Answered:
@@ -41,9 +43,59 @@ class StatekitHttpProtocol(HttpToolsProtocol):
     see ``fast_lookup.AnswerNow``) is written as soon as its headers are read: no ASGI task,
     middleware or response object, the lookup's whole cost in the web stack halved. Anything else —
     another path or method, a body, a request behind another one, a wait, a forwarded key,
-    every error — goes to the app, whose answers are the documented ones."""
+    every error — goes to the app, whose answers are the documented ones.
+
+    A request's head (request line and headers) must arrive within ``header_timeout``
+    seconds of its first byte (a new connection's first one: of the connection), as Go's
+    ``ReadHeaderTimeout``: uvicorn bounds only the idle time between requests, so a client
+    sending half a head (or a byte now and then) held its connection open for good. Past
+    the bound a half-sent request gets a JSON 408 and the connection is closed; a connection
+    that sent nothing is closed."""
+
+    def __init__(self, *args, header_timeout: float = HEADER_TIMEOUT, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.header_timeout = header_timeout
+        self._head_deadline: asyncio.TimerHandle | None = None
+        self._head_begun = False  # a request's first bytes came, its head is not complete
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_deadline()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_begun = True
+        if self._head_deadline is None:  # a new connection's deadline runs from its start
+            self._arm_head_deadline()
+
+    def _arm_head_deadline(self) -> None:
+        self._head_deadline = self.loop.call_later(self.header_timeout, self._head_timed_out)
+
+    def _disarm_head_deadline(self) -> None:
+        self._head_begun = False
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+
+    def _head_timed_out(self) -> None:
+        """408 for a half-sent request head; the connection closed either way."""
+        self._head_deadline = None
+        if self.transport.is_closing():
+            return
+        if not self._head_begun:
+            self.transport.close()
+            return
+        bound = f"{self.header_timeout:g} s"
+        self._send_error(408, {"error": "RequestTimeout", "message": (
+            f"bad request: its head (request line and headers) was not all sent within "
+            f"{bound}; accepted: a whole request head within {bound} of its first byte")})
 
     def on_headers_complete(self) -> None:
+        self._disarm_head_deadline()
         answer_now = getattr(getattr(self.app, "state", None), "answer_now", None)
         if answer_now is not None and self.parser.get_method() == b"GET" and \
                 (self.cycle is None or self.cycle.response_complete) and not self.pipeline \
@@ -76,8 +128,12 @@ class StatekitHttpProtocol(HttpToolsProtocol):
         else:
             status, detail = 400, {"error": "BadRequest", "message": (
                 f"bad request: not HTTP/1.1 the server can read ({msg})")}
+        self._send_error(status, detail)
+
+    def _send_error(self, status: int, detail: dict) -> None:
+        """Write the JSON error ``detail`` with ``status`` and close the connection."""
         body = json.dumps({"detail": detail}).encode("ascii")
-        phrase = {400: b"Bad Request", 414: b"URI Too Long"}[status]
+        phrase = {400: b"Bad Request", 408: b"Request Timeout", 414: b"URI Too Long"}[status]
         self.transport.write(b"".join([
             b"HTTP/1.1 %d %s\r\n" % (status, phrase),
             b"content-type: application/json\r\n",

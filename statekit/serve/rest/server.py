@@ -13,22 +13,27 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
 from fastapi import FastAPI
 
 from statekit.errors import BadArgument
+from statekit.ports import check_bindable, free_port
 from statekit.serve.auth import ServingSecurity, announce, arm, is_loopback, settle
+from statekit.serve.rest.limits import HEADER_TIMEOUT
 from statekit.serve.rest.protocol import SERVER_OPTIONS
+from statekit.validate import non_negative_number
 
 
 def check_host(host: str, allow_remote: bool) -> str:
-    """``host`` when it is a loopback address, or when remote serving is asked for."""
+    """``host`` when it is a loopback address, or another address of this machine when remote
+    serving is asked for (``ports.check_bindable``)."""
     if not is_loopback(host) and not allow_remote:
         raise BadArgument("host", host, "a loopback address such as 127.0.0.1 (pass "
                                         "allow_remote=True to listen on other interfaces)")
-    return host
+    return check_bindable(host)
 
 
 class Server:
@@ -38,7 +43,8 @@ class Server:
     Bound beyond loopback (``allow_remote=True``) it answers only calls with the token:
     ``security.token``, or one generated and printed with the URL at ``start``. With
     ``security.certfile`` / ``keyfile`` it serves HTTPS. ``url`` is the URL to use from
-    this machine; ``security`` what it checks.
+    this machine; ``security`` what it checks. A connection has ``header_timeout`` seconds
+    to send a request's head (``StatekitHttpProtocol``).
 
     Example:
         >>> server = Server(app, "0.0.0.0", allow_remote=True).start()  # doctest: +SKIP
@@ -46,16 +52,21 @@ class Server:
     """
 
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, *,
-                 allow_remote: bool = False, security: ServingSecurity | None = None):
+                 allow_remote: bool = False, security: ServingSecurity | None = None,
+                 header_timeout: float = HEADER_TIMEOUT):
         import uvicorn
 
-        from statekit.ports import free_port
-
+        accepted = "a number of seconds > 0"
+        if not non_negative_number(header_timeout, "header_timeout", accepted=accepted):
+            raise BadArgument("header_timeout", header_timeout, accepted)
         self.host = check_host(host, allow_remote)
         self.port = port or free_port(self.host)
         self.security, self._generated = settle(self.host, security)
         arm(app, self.security)
-        config = uvicorn.Config(app, host=self.host, port=self.port, **SERVER_OPTIONS,
+        # a request's head must come within header_timeout s (StatekitHttpProtocol)
+        http = functools.partial(SERVER_OPTIONS["http"], header_timeout=header_timeout)
+        config = uvicorn.Config(app, host=self.host, port=self.port,
+                                **{**SERVER_OPTIONS, "http": http},
                                 **self.security.uvicorn_options())
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None

@@ -135,6 +135,27 @@ class Assignment:
         return frame.sort_values(["partition", "role", "instance"], ignore_index=True)
 
 
+def check_standbys(standbys: object, instances: int) -> int:
+    """``standbys`` when each partition's standbys fit on the other instances: 0 to
+    ``instances - 1`` (None: one when there is another instance, else none); else
+    BadArgument naming it and that range.
+
+    Example:
+        >>> check_standbys(None, instances=1), check_standbys(None, instances=3)
+        (0, 1)
+        >>> check_standbys(5, instances=2)
+        Traceback (most recent call last):
+        ...
+        statekit.errors.BadArgument: bad standbys: 5; accepted: a number of standbys from 0 \
+to 1 (each on another of the 2 instances)
+    """
+    if standbys is None:
+        return min(1, instances - 1)
+    return whole_number(standbys, "standbys", minimum=0, maximum=instances - 1,
+                        accepted=f"a number of standbys from 0 to {instances - 1} (each on "
+                                 f"another of the {instances} instances)")
+
+
 def assign(partitions: int, instances: Sequence[str], standbys: int = 1) -> Assignment:
     """Round-robin: partition ``p`` active on instance ``p % n``, standbys on the next ones.
 
@@ -145,9 +166,7 @@ def assign(partitions: int, instances: Sequence[str], standbys: int = 1) -> Assi
     if not names or len(set(names)) != len(names) or not all(
             isinstance(n, str) and n for n in names):
         raise BadArgument("instances", instances, "one or more distinct instance names")
-    standbys = whole_number(standbys, "standbys", minimum=0, maximum=len(names) - 1,
-                            accepted=f"a number of standbys from 0 to {len(names) - 1} (each "
-                                     f"on another of the {len(names)} instances)")
+    standbys = check_standbys(standbys, len(names))
     n = len(names)
     active = {p: names[p % n] for p in range(partitions)}
     replicas = {p: tuple(names[(p + k) % n] for k in range(1, standbys + 1))
