@@ -81,9 +81,10 @@ def read_changelog(
         _check_whole(frame, topic, p, ranges[p][0])
     last = int(frame["batch"].max()) if len(frame) else -1
     frame = frame.drop(columns=["_count", "_prev"])
-    if to_batch is not None and to_batch > last:
+    beyond = to_batch if to_batch is not None else from_batch
+    if beyond is not None and beyond > last:
         raise ChangelogError(
-            f"batch {to_batch} is beyond the end of changelog {topic!r}: its last batch is "
+            f"batch {beyond} is beyond the end of changelog {topic!r}: its last batch is "
             f"{last}" + ("" if last >= 0 else " (the topic holds no records)"))
     if from_batch is not None or to_batch is not None:
         lo = -1 if from_batch is None else from_batch

@@ -59,7 +59,13 @@ from statekit.spark.connect import is_connect
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.progress import progress_frame
 from statekit.spark_state.times import iso_times
-from statekit.validate import batch_id, optional_batch_id, timeout_seconds, whole_number
+from statekit.validate import (
+    batch_id,
+    batch_span,
+    optional_batch_id,
+    timeout_seconds,
+    whole_number,
+)
 
 
 class _Reports(StreamingQueryListener):
@@ -497,6 +503,8 @@ class AttachedQuery:
 
         writer = self._writer(part)
         from_batch = optional_batch_id(from_batch, "from_batch")
+        if from_batch is not None:
+            from_batch, to_batch = batch_span(from_batch, to_batch)
         to_batch = optional_batch_id(to_batch, "to_batch")
         shipped = writer.shipped_batch
         if to_batch is not None and to_batch > shipped:

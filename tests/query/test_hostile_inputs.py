@@ -9,7 +9,7 @@ import pytest
 
 import statekit as sk
 from statekit.datasets import GAME_EVENT_SCHEMA
-from statekit.errors import BadArgument, BatchNotRetained
+from statekit.errors import BadArgument, BatchNotRetained, ChangelogError
 from statekit.spark_state.checkpoint import Checkpoint
 
 
@@ -135,6 +135,16 @@ def test_swapped_change_feed_batches_are_named_as_a_swap(logged):
     with pytest.raises(BadArgument, match="bad from_batch: 3"):
         query.read_changelog(from_batch=3, to_batch=1)
     assert len(query.changes(2, 2)) > 0          # the same batches in order still read
+
+
+def test_a_changelog_read_from_beyond_its_end_names_the_last_batch(logged):
+    query, log = logged
+    with pytest.raises(ChangelogError, match=rf"batch 999 is beyond the end of changelog "
+                                             rf"'{log.topic}': its last batch is "
+                                             rf"{log.last_batch}"):
+        query.read_changelog(from_batch=999)
+    last = query.read_changelog(from_batch=log.last_batch)
+    assert set(last.records["batch"]) == {log.last_batch}
 
 
 @pytest.mark.parametrize("timeout", ["soon", -1, 0, float("nan"), float("inf"), True, None])
