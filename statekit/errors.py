@@ -159,3 +159,8 @@ file system of '/ck/_statekit' has 0 bytes free; the file is unchanged: free spa
             f"(or give the job a folder on a larger disk) and run it again"))
         error.path = path
         return error
+
+
+class WorkersLackStatekit(StatekitError):
+    """A Spark session's Python workers run an interpreter that cannot import statekit
+    (``statekit.spark.workers``)."""

@@ -57,6 +57,7 @@ from statekit.model.query_spec import Aggregate, QuerySpec
 from statekit.options import route, settle
 from statekit.spark.connect import default_parallelism
 from statekit.spark.stopping import stop_between_batches
+from statekit.spark.workers import require_statekit_in_workers
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.progress import (
     input_ranges,
@@ -1054,9 +1055,11 @@ def source_events(source: str | DataFrame, spark: SparkSession, options: SourceO
 def new_run(spark: SparkSession, name: str,
             checkpoint: str | os.PathLike | Checkpoint | None) -> Checkpoint:
     """The checkpoint of a new run named ``name``, ready to write (a temporary folder when
-    None), once no active query of ``spark`` holds that name: BadArgument naming it (Spark
+    None), once the session's Python workers import statekit (``WorkersLackStatekit``) and
+    no active query of ``spark`` holds that name: BadArgument naming it (Spark
     refuses a second active query of one name), or naming the checkpoint when it is not a
     folder Spark can make or write (``validate.writable_directory``)."""
+    require_statekit_in_workers(spark)
     active = sorted(q.name for q in spark.streams.active if q.name)
     if name in active:
         raise BadArgument("query name", name,
