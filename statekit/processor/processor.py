@@ -255,6 +255,7 @@ class ProcessorRunner(StatefulProcessor, StoreContext):
         self._timers: set[int] = set()
         self._obsolete: set[int] = set()
         self._cleaned: dict[tuple, int] = {}
+        self._punctuated: dict[tuple, int] = {}  # (key, punctuation) -> clock it last ran at
 
     # --- StoreContext ---------------------------------------------------------------------
     def clock_ms(self) -> int | None:
@@ -274,7 +275,7 @@ class ProcessorRunner(StatefulProcessor, StoreContext):
             state = handle.getMapState(spec.name, struct(spec.map_key), struct(spec.value),
                                        spec.ttl_ms)
             self._stores[spec.name] = STORE_CLASSES[spec.kind](spec, state, self)
-        self._cleaned = {}
+        self._cleaned, self._punctuated = {}, {}
         self.processor.init(Stores(self._stores))
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
@@ -295,7 +296,10 @@ class ProcessorRunner(StatefulProcessor, StoreContext):
             self._cleaned[tuple(key)] = clock
         user_key = self._key(key)
         for attr, every in self.plan.punctuations:
-            if expiry % every == 0:
+            # several timers on multiples of ``every`` may expire for a key in one batch (its
+            # tick, and retention timers that fall on one): the punctuation runs once a clock
+            if expiry % every == 0 and self._punctuated.get((tuple(key), attr)) != clock:
+                self._punctuated[(tuple(key), attr)] = clock
                 yield from self._emit(getattr(self.processor, attr)(user_key, self.processor.now),
                                       f"punctuation {attr}()")
         self._finish()

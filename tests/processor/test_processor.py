@@ -726,3 +726,54 @@ def test_late_events_counts_the_rows_spark_dropped_behind_the_watermark(spark, b
         assert query.late_events() == 3
     finally:
         query.stop()
+
+
+# --- punctuation on event time: once a clock, whatever else expires ---------------------------
+def daily_report():
+    """Hourly counts per player in a window store kept 6 hours; a daily punctuation reports
+    the processor's clock (``now``) per player holding state."""
+
+    class DailyReport(Processor):
+        time = "event"
+        output = "player string, game string, n bigint"
+
+        def stores(self):
+            return [window_store("hourly", value="n bigint", retention="6 hours")]
+
+        def init(self, stores):
+            self.hourly = stores["hourly"]
+
+        def process(self, player, rows):
+            for hour, n in rows.groupby(rows["ts"].dt.floor("h")).size().items():
+                self.hourly.put(None, int(n), hour)
+
+        @schedule("1 day")
+        def report(self, player, now):
+            return pd.DataFrame({"player": [player], "game": [str(now)], "n": [1]})
+
+    return DailyReport()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_punctuation_runs_once_a_clock_though_retention_timers_fall_on_its_ticks(
+        spark, broker, tmp_path):
+    # hourly events over three days (p1) and 30 hours (p2): windows starting at 18:00 expire
+    # at midnight, on the daily punctuation's ticks, in the batch whose clock passes them
+    start = pd.Timestamp("2026-01-05 00:00")
+    events = [{"player": player, "game": "g", "score": 1, "ts": start + pd.Timedelta(hours=h)}
+              for player, hours in (("p1", 72), ("p2", 30)) for h in range(hours)]
+    topic = small_topic(broker, "processor-daily", sorted(events, key=lambda e: e["ts"]))
+    query = run(topic, daily_report(), broker, spark, tmp_path, "daily", sink="memory",
+                max_offsets_per_trigger=len(events), watermark="5 minutes")
+    try:
+        query.wait_until_drained()
+        deadline = time.monotonic() + 180   # the clock moves in the batch after the data's
+        while query.output().empty and time.monotonic() < deadline:
+            time.sleep(0.5)
+        reports = query.output()   # a memory sink shows a batch's rows all at once
+        assert sorted(set(reports["player"])) == ["p1", "p2"]
+        repeated = reports[reports.duplicated(["player", "game"], keep=False)]
+        assert repeated.empty, f"a punctuation ran twice at one clock:\n{repeated}"
+    finally:
+        query.stop()
