@@ -95,12 +95,17 @@ _SETTLING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NO
                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.OFFSET_NOT_AVAILABLE,
                        KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH})
 
+#: what the client itself answers for a moment after a topic is created on a cluster of several
+#: nodes: each node learns the new topic from the controller on its own, so the node a fresh
+#: client asks for metadata may not list the topic (or its partitions) yet
+_JUST_CREATED = _SETTLING | {KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 
-def watermarks_of(consumer: Consumer, topic: str, partition: int, timeout: float = 10.0
-                  ) -> tuple[int, int]:
-    """``consumer.get_watermark_offsets`` of one partition, asked again while the broker's
-    answer is a retriable error (Apache Kafka answers "not leader" for a moment after a topic
-    is created or a leader moves) until ``timeout`` seconds have passed."""
+
+def watermarks_of(consumer: Consumer, topic: str, partition: int, timeout: float = 10.0,
+                  settling: frozenset[int] = _SETTLING) -> tuple[int, int]:
+    """``consumer.get_watermark_offsets`` of one partition, asked again while the answer is a
+    retriable error or one of ``settling`` (Apache Kafka answers "not leader" for a moment after
+    a topic is created or a leader moves) until ``timeout`` seconds have passed."""
     deadline = time.monotonic() + timeout
     where = TopicPartition(topic, partition)
     while True:
@@ -109,7 +114,7 @@ def watermarks_of(consumer: Consumer, topic: str, partition: int, timeout: float
                 where, timeout=max(0.5, deadline - time.monotonic()), cached=False)
         except KafkaException as exc:
             error = exc.args[0]
-            if not (error.retriable() or error.code() in _SETTLING) \
+            if not (error.retriable() or error.code() in settling) \
                     or time.monotonic() >= deadline:
                 raise
             time.sleep(0.05)
@@ -193,7 +198,7 @@ def create_topic(
     consumer = plain_consumer(conn)
     try:
         for p in range(partitions):
-            watermarks_of(consumer, topic, p, timeout)
+            watermarks_of(consumer, topic, p, timeout, settling=_JUST_CREATED)
     finally:
         consumer.close()
     return True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from statekit.errors import TopicNotFound
 from statekit.kafka import (
@@ -15,7 +15,7 @@ from statekit.kafka import (
     partition_count,
     watermarks,
 )
-from statekit.kafka.topics import consume_ranges, plain_consumer
+from statekit.kafka.topics import _JUST_CREATED, consume_ranges, plain_consumer, watermarks_of
 from statekit.kafka.transactions import transactional_producer
 
 
@@ -144,3 +144,30 @@ def test_end_offsets_under_transactions_are_one_past_the_last_committed_record(b
     ends = _ends(broker, topic_name)  # whatever the broker shows of it, ends agree with reads
     read = _read_offsets(broker, topic_name, {p: (0, ends[p][1] + 5) for p in ends})
     assert {p: (0, offsets[-1] + 1) for p, offsets in read.items()} == ends
+
+
+class _MetadataNotYetPropagated:
+    """A consumer whose metadata does not list the partition for its first ``misses`` asks, as
+    a node of a three-node cluster answers before the controller has told it of a new topic."""
+
+    def __init__(self, misses: int):
+        self.misses, self.asks = misses, 0
+
+    def get_watermark_offsets(self, where, timeout, cached):
+        self.asks += 1
+        if self.asks <= self.misses:
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+        return (0, 7)
+
+
+def test_a_just_created_topic_unknown_to_the_node_asked_is_asked_again():
+    consumer = _MetadataNotYetPropagated(misses=2)
+    assert watermarks_of(consumer, "t", 0, timeout=5, settling=_JUST_CREATED) == (0, 7)
+    assert consumer.asks == 3
+
+
+def test_an_unknown_partition_of_a_topic_not_just_created_is_not_waited_on():
+    consumer = _MetadataNotYetPropagated(misses=1)
+    with pytest.raises(KafkaException, match="Unknown partition|_UNKNOWN_PARTITION"):
+        watermarks_of(consumer, "t", 0, timeout=5)
+    assert consumer.asks == 1
