@@ -21,6 +21,7 @@ from statekit.errors import (
     CheckpointError,
     CheckpointNotShared,
     DataLoss,
+    IncompatibleRestart,
     StatekitError,
     TopicNotFound,
 )
@@ -32,7 +33,8 @@ _NAMES = {  # name → the subpackage that exports it (which knows its module)
     **dict.fromkeys(("EmbeddedBroker", "KafkaConnection", "TopicRef"), "statekit.kafka"),
     **dict.fromkeys(("Aggregate", "QuerySpec", "WindowSpec", "hopping", "session", "tumbling",
                      "RunOptions", "SourceOptions"), "statekit.model"),
-    **dict.fromkeys(("StatefulQuery", "start_query"), "statekit.query"),
+    **dict.fromkeys(("StatefulQuery", "start_query", "check_restart", "RestartCheck"),
+                    "statekit.query"),
     "spark_session": "statekit.spark.session",
     **dict.fromkeys(("Checkpoint", "StateReader", "apply_changes"), "statekit.spark_state"),
     "Changelog": "statekit.changelog",
@@ -79,6 +81,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
         session,
         tumbling,
     )
+    from statekit.query.restart_check import RestartCheck, check_restart
     from statekit.query.stateful import StatefulQuery, start_query
     from statekit.spark.session import spark_session
     from statekit.spark_state.changes import apply_changes
@@ -103,8 +106,10 @@ __all__ = [
     "CheckpointView",
     "DataLoss",
     "EmbeddedBroker",
+    "IncompatibleRestart",
     "KafkaConnection",
     "QuerySpec",
+    "RestartCheck",
     "RunOptions",
     "SourceOptions",
     "StateReader",
@@ -117,6 +122,7 @@ __all__ = [
     "attach",
     "changelog",
     "charts",
+    "check_restart",
     "datasets",
     "hopping",
     "inspect",

@@ -89,6 +89,21 @@ from a copy of the checkpoint"
         super().__init__(f"the {what} {self.path!r} is corrupt: {problem}. To fix it: {remedy}")
 
 
+class IncompatibleRestart(CheckpointError):
+    """A query Spark would fail to restart on its checkpoint, found before it started: ``check``
+    (a ``statekit.query.restart_check.RestartCheck``) names each change, what Spark would say
+    and what to do."""
+
+    def __init__(self, check):
+        self.check = check
+        refused = check.findings[check.findings["verdict"] == "refused"]
+        reasons = "; ".join(f"{r.what} changed from ({r.stored}) to ({r.new}): Spark would "
+                            f"fail with {r.spark}. To fix it: {r.remedy}"
+                            for r in refused.itertuples())
+        super().__init__(f"this query cannot restart on the checkpoint {check.checkpoint!r}: "
+                         f"{reasons}")
+
+
 class CheckpointNotShared(CheckpointError):
     """The executors wrote the state files of a checkpoint where this process cannot see them
     (each machine's own disk instead of one file system they all mount)."""

@@ -1,4 +1,5 @@
-"""The stateful query: starting and watching it (``stateful``).
+"""The stateful query: starting and watching it (``stateful``), and whether a changed one
+will restart on its checkpoint (``restart_check``).
 
 What it computes is described in ``statekit.model.query_spec``, its progress reports are
 read by ``statekit.spark_state.progress`` and the same aggregates in plain pandas are in
@@ -8,7 +9,9 @@ read by ``statekit.spark_state.progress`` and the same aggregates in plain panda
 from statekit._lazy import lazy_exports
 
 _NAMES = {
+    "RestartCheck": "statekit.query.restart_check",
     "StatefulQuery": "statekit.query.stateful",
+    "check_restart": "statekit.query.restart_check",
     "parse_events": "statekit.query.stateful",
     "start_query": "statekit.query.stateful",
 }

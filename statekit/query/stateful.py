@@ -50,11 +50,19 @@ from pyspark.sql.types import (
 from statekit.changelog.naming import changelog_topic
 from statekit.changelog.writer import ChangelogWriter
 from statekit.durations import spark_interval, to_millis
-from statekit.errors import BadArgument, BrokerUnreachable, DiskFull, StatekitError
+from statekit.errors import (
+    BadArgument,
+    BrokerUnreachable,
+    CheckpointError,
+    DiskFull,
+    IncompatibleRestart,
+    StatekitError,
+)
 from statekit.model.connection import Kafka, KafkaConnection, connect
 from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import Aggregate, QuerySpec
 from statekit.options import route, settle
+from statekit.query.restart_check import record_query, require_restartable, session_settings
 from statekit.spark.connect import default_parallelism
 from statekit.spark.stopping import stop_between_batches
 from statekit.spark.workers import require_statekit_in_workers
@@ -223,7 +231,10 @@ def parse_events(raw: DataFrame, schema: str | StructType, required: Sequence[st
     object followed by other text is that object, as ``from_json`` reads it.
 
     ``malformed`` keeps the raw record (key and value bytes, topic, partition,
-    offset, timestamp) and a ``reason`` that names the field. ``events`` also
+    offset, timestamp) and a ``reason`` that names the field. Rows that are not Kafka's (a
+    streaming DataFrame of text lines: a ``value`` column only) are read the same way; the
+    columns they lack are null in ``malformed``, and without a ``timestamp`` no event is
+    judged too far ahead. ``events`` also
     counts rows in and malformed rows per batch as observed metrics
     (``observedMetrics`` in progress).
 
@@ -259,7 +270,9 @@ def parse_events(raw: DataFrame, schema: str | StructType, required: Sequence[st
     event = F.col("event")
     # every field as its JSON text (any JSON value reads into a string): names wrong values
     as_text = F.from_json(text, StructType([StructField(n, StringType()) for n in fields]))
-    missing: Column = _too_far_ahead(event, as_text, event_time, max_event_time_ahead)
+    # no record timestamp (a DataFrame of text lines, not Kafka's rows): no bound to judge by
+    missing: Column = _too_far_ahead(event, as_text, event_time, max_event_time_ahead
+                                     if "timestamp" in raw.columns else None)
     for name in reversed(list(required)):
         missing = F.when(event[name].isNull(), F.lit(f"{name} is missing or null")
                          ).otherwise(missing)
@@ -281,9 +294,18 @@ def parse_events(raw: DataFrame, schema: str | StructType, required: Sequence[st
                              F.sum(F.col("reason").isNotNull().cast("long")).alias("malformed"))
     events = counted.where(F.col("reason").isNull()).select(*[event[n].alias(n) for n in fields])
     malformed = parsed.where(F.col("reason").isNotNull()).select(
-        F.col("key").cast("binary").alias("key"), F.col("value").cast("binary").alias("value"),
-        "topic", "partition", "offset", "timestamp", "reason")
+        (F.col("key").cast("binary") if "key" in raw.columns
+         else F.lit(None).cast("binary")).alias("key"),
+        F.col("value").cast("binary").alias("value"),
+        *[F.col(name) if name in raw.columns else F.lit(None).cast(kind).alias(name)
+          for name, kind in _RECORD_COLUMNS], "reason")
     return events, malformed
+
+
+#: the malformed side output's columns besides key, value and ``reason``: a Kafka record's
+#: (null where the source has no such column)
+_RECORD_COLUMNS = (("topic", "string"), ("partition", "int"), ("offset", "bigint"),
+                   ("timestamp", "timestamp"))
 
 
 def _too_far_ahead(event: Column, as_text: Column, event_time: str | None,
@@ -960,6 +982,9 @@ def start_query(
     Raises:
         BadArgument: an unknown keyword (named, with the accepted ones), a setting given
             both ways (``trigger=`` with ``run=``), a bad value.
+        IncompatibleRestart: ``checkpoint`` holds state this query cannot restart on (another
+            key, other aggregates, another kind of window: ``statekit.check_restart`` names
+            what changed, what Spark would say and what to do); nothing has started.
 
     Example:
         >>> from statekit.datasets import game_events                        # doctest: +SKIP
@@ -1005,7 +1030,16 @@ def start_query(
         event_time=spec.event_time, max_event_time_ahead=spec.max_event_time_ahead)
 
     first_batch = checkpoint.last_batch + 1
-    query = start_recorded(aggregate(events, spec), spark, checkpoint,
+    plan = aggregate(events, spec)
+    try:
+        require_restartable(spec, events.schema, checkpoint, session_settings(spark))
+    except IncompatibleRestart:
+        raise
+    except CheckpointError:  # a damaged file: left to what reads it (Spark names it at start)
+        pass
+    with contextlib.suppress(OSError):  # a read-only checkpoint: the next check has less
+        record_query(checkpoint, spec, events.schema)
+    query = start_recorded(plan, spark, checkpoint,
                            replace(run, name=name, output_mode=output_mode))
     kafka_input = None
     if isinstance(source, str) and malformed is not None:

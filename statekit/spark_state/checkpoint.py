@@ -15,6 +15,12 @@ Spark writes (statekit only reads these)::
     <checkpoint>/state/<operator>/_metadata/metadata   the operator metadata (version 1)
     <checkpoint>/state/<operator>/_metadata/v2/<batch> the operator metadata (version 2:
                                      transformWithState), one file per batch that changed it
+    <checkpoint>/state/<operator>/<partition>/_metadata/schema   the state's key and value
+                                     schemas (versions 1 and 2; ``statekit.spark_state.
+                                     state_schema`` reads them)
+    <checkpoint>/state/<operator>/_stateSchema/<store>/<batch>_<uuid>   the same, version 3
+                                     (transformWithState: one per state variable), one file
+                                     per batch that changed them
 
 statekit writes, all under ``<checkpoint>/_statekit/`` and never into Spark's own folders::
 
@@ -23,6 +29,8 @@ statekit writes, all under ``<checkpoint>/_statekit/`` and never into Spark's ow
     malformed/checkpoint/            that side output's own Spark checkpoint
     changelog/<topic>.json           the changelog writer's ledger (``statekit.changelog.ledger``)
     late/<batch:010d>.json           late events counted in one batch (``late_events()``)
+    query.json                       what ``start_query`` last started here: its QuerySpec and
+                                     its input's column types (``statekit.query.restart_check``)
 
 Every module that needs one of these paths asks a ``Checkpoint``; files statekit
 writes go through ``statekit.atomic`` (temp file, fsync, rename).
@@ -84,6 +92,14 @@ that Spark)
             f"v{newest}: it was written by a newer Spark, which this Spark cannot read (open it "
             f"with that Spark)")
     return version
+
+
+def _listdir(folder: Path) -> list[str]:
+    """The names in ``folder``; none when it does not exist or is not a folder."""
+    try:
+        return os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 class Checkpoint:
@@ -153,6 +169,28 @@ class Checkpoint:
         except (FileNotFoundError, NotADirectoryError):
             v2 = []
         return found + [folder / "v2" / n for n in v2]
+
+    def state_schema_files(self, operator_id: int) -> list[Path]:
+        """The files holding one operator's state schemas, newest first where there are
+        several: ``_stateSchema/<store>/<batch>_<uuid>`` (version 3, the newest batch's of
+        each store) when Spark wrote them, else the first partition's ``_metadata/schema``
+        (versions 1 and 2: each partition holds the same); none before Spark 3.1."""
+        v3 = self.operator_dir(operator_id) / "_stateSchema"
+        found = []
+        for store in sorted(_listdir(v3)):
+            files = [n for n in _listdir(v3 / store)
+                     if n.split("_", 1)[0].isdigit() and not n.endswith(".crc")]
+            if files:
+                found.append(v3 / store / max(files, key=lambda n: int(n.split("_", 1)[0])))
+        if found:
+            return found
+        partitions = sorted((n for n in _listdir(self.operator_dir(operator_id))
+                             if n.isdigit()), key=int)
+        for partition in partitions:
+            path = self.operator_dir(operator_id) / partition / "_metadata" / "schema"
+            if path.is_file():
+                return [path]
+        return []
 
     @property
     def metadata_path(self) -> Path:
@@ -425,6 +463,11 @@ class Checkpoint:
         write_atomic(self.late_dir / f"{batch:010d}.json", json.dumps(
             {"batch": batch, "late_events": late_events,
              "late_watermark_ms": late_watermark_ms}))
+
+    @property
+    def query_spec_path(self) -> Path:
+        """``_statekit/query.json``: what ``start_query`` last started on this checkpoint."""
+        return self.statekit_dir / "query.json"
 
     def ledger_path(self, topic: str) -> Path:
         """Where the changelog writer keeps its ledger for ``topic``."""
