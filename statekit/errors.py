@@ -96,10 +96,9 @@ class IncompatibleRestart(CheckpointError):
 
     def __init__(self, check):
         self.check = check
-        refused = check.findings[check.findings["verdict"] == "refused"]
         reasons = "; ".join(f"{r.what} changed from ({r.stored}) to ({r.new}): Spark would "
                             f"fail with {r.spark}. To fix it: {r.remedy}"
-                            for r in refused.itertuples())
+                            for r in check.refused.itertuples())
         super().__init__(f"this query cannot restart on the checkpoint {check.checkpoint!r}: "
                          f"{reasons}")
 

@@ -51,7 +51,7 @@ from pyspark.sql.types import (
 )
 
 from statekit.atomic import write_atomic
-from statekit.errors import BadArgument, IncompatibleRestart
+from statekit.errors import BadArgument, CheckpointError, IncompatibleRestart
 from statekit.model.query_spec import QuerySpec
 from statekit.spark_state.checkpoint import DEFAULT_STORE, Checkpoint
 from statekit.spark_state.state_schema import (
@@ -182,8 +182,13 @@ class RestartCheck:
         columns=FINDING_COLUMNS))
 
     @property
+    def refused(self) -> pd.DataFrame:
+        """The findings Spark fails the restart for."""
+        return self.findings[self.findings["verdict"] == REFUSED]
+
+    @property
     def compatible(self) -> bool:
-        return not (self.findings["verdict"] == REFUSED).any()
+        return self.refused.empty
 
     def __str__(self) -> str:
         head = (f"the query {'can' if self.compatible else 'cannot'} restart on "
@@ -237,7 +242,8 @@ def compare(spec: QuerySpec, columns: StructType, checkpoint: Checkpoint,
             conf: dict[str, str]) -> RestartCheck:
     """``check_restart`` once the new side is known: events of ``columns``, session ``conf``."""
     check = RestartCheck(str(checkpoint.path))
-    if not checkpoint.committed_batches() or 0 not in checkpoint.operator_ids():
+    batches = checkpoint.committed_batches()
+    if not batches or 0 not in checkpoint.operator_ids():
         return check
     rows: list[dict] = []
     planned = planned_state(spec, columns)
@@ -254,7 +260,7 @@ def compare(spec: QuerySpec, columns: StructType, checkpoint: Checkpoint,
         if planned.family in families:
             rows += _schema_rows(families[planned.family], planned, spec,
                                  _recorded(checkpoint))
-    rows += _conf_rows(checkpoint, conf)
+    rows += _conf_rows(checkpoint, batches[-1], conf)
     if rows:
         check.findings = pd.DataFrame(rows, columns=FINDING_COLUMNS)
     return check
@@ -332,8 +338,8 @@ def _window_text(spec: QuerySpec) -> str:
     return ", ".join(f"{k} {v}" for k, v in spec.window.to_dict().items())
 
 
-def _conf_rows(checkpoint: Checkpoint, conf: dict[str, str]) -> list[dict]:
-    stored = checkpoint.offset_metadata(checkpoint.committed_batches()[-1]).get("conf") or {}
+def _conf_rows(checkpoint: Checkpoint, last_batch: int, conf: dict[str, str]) -> list[dict]:
+    stored = checkpoint.offset_metadata(last_batch).get("conf") or {}
     rows = []
     for key, what in ((_SHUFFLE, "state partitions (spark.sql.shuffle.partitions)"),
                       (_PROVIDER, "the state store provider")):
@@ -362,9 +368,13 @@ def record_query(checkpoint: Checkpoint, spec: QuerySpec, columns: StructType) -
 
 
 def require_restartable(spec: QuerySpec, columns: StructType, checkpoint: Checkpoint,
-                        conf: dict[str, str]) -> RestartCheck:
-    """``compare``, raising IncompatibleRestart with its findings when Spark would fail."""
-    check = compare(spec, columns, checkpoint, conf)
+                        conf: dict[str, str]) -> RestartCheck | None:
+    """``compare``, raising IncompatibleRestart with its findings when Spark would fail; None
+    when a file it reads is damaged (left to what reads it next: Spark names it at start)."""
+    try:
+        check = compare(spec, columns, checkpoint, conf)
+    except CheckpointError:
+        return None
     if not check.compatible:
         raise IncompatibleRestart(check)
     return check

@@ -50,14 +50,7 @@ from pyspark.sql.types import (
 from statekit.changelog.naming import changelog_topic
 from statekit.changelog.writer import ChangelogWriter
 from statekit.durations import spark_interval, to_millis
-from statekit.errors import (
-    BadArgument,
-    BrokerUnreachable,
-    CheckpointError,
-    DiskFull,
-    IncompatibleRestart,
-    StatekitError,
-)
+from statekit.errors import BadArgument, BrokerUnreachable, DiskFull, StatekitError
 from statekit.model.connection import Kafka, KafkaConnection, connect
 from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import Aggregate, QuerySpec
@@ -1031,14 +1024,10 @@ def start_query(
 
     first_batch = checkpoint.last_batch + 1
     plan = aggregate(events, spec)
-    try:
-        require_restartable(spec, events.schema, checkpoint, session_settings(spark))
-    except IncompatibleRestart:
-        raise
-    except CheckpointError:  # a damaged file: left to what reads it (Spark names it at start)
-        pass
+    columns = events.schema
+    require_restartable(spec, columns, checkpoint, session_settings(spark))
     with contextlib.suppress(OSError):  # a read-only checkpoint: the next check has less
-        record_query(checkpoint, spec, events.schema)
+        record_query(checkpoint, spec, columns)
     query = start_recorded(plan, spark, checkpoint,
                            replace(run, name=name, output_mode=output_mode))
     kafka_input = None

@@ -150,11 +150,8 @@ class Checkpoint:
 
     def operator_ids(self) -> list[int]:
         """The stateful operators with a folder under ``state/``, ascending."""
-        try:
-            names = os.listdir(self.state_dir)
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        return sorted(int(n) for n in names if n.isdigit() and (self.state_dir / n).is_dir())
+        return sorted(int(n) for n in _listdir(self.state_dir)
+                      if n.isdigit() and (self.state_dir / n).is_dir())
 
     def operator_metadata_files(self, operator_id: int) -> list[Path]:
         """The operator metadata files Spark 4 writes for one operator (none: Spark 3 or older).
@@ -164,17 +161,14 @@ class Checkpoint:
         """
         folder = self.operator_dir(operator_id) / "_metadata"
         found = [folder / "metadata"] if (folder / "metadata").is_file() else []
-        try:
-            v2 = sorted((n for n in os.listdir(folder / "v2") if n.isdigit()), key=int)
-        except (FileNotFoundError, NotADirectoryError):
-            v2 = []
+        v2 = sorted((n for n in _listdir(folder / "v2") if n.isdigit()), key=int)
         return found + [folder / "v2" / n for n in v2]
 
     def state_schema_files(self, operator_id: int) -> list[Path]:
-        """The files holding one operator's state schemas, newest first where there are
-        several: ``_stateSchema/<store>/<batch>_<uuid>`` (version 3, the newest batch's of
-        each store) when Spark wrote them, else the first partition's ``_metadata/schema``
-        (versions 1 and 2: each partition holds the same); none before Spark 3.1."""
+        """The files holding one operator's state schemas: ``_stateSchema/<store>/
+        <batch>_<uuid>`` (version 3: one per store, its newest batch's) when Spark wrote them,
+        else the first partition's ``_metadata/schema`` (versions 1 and 2: each partition
+        holds the same); none before Spark 3.1."""
         v3 = self.operator_dir(operator_id) / "_stateSchema"
         found = []
         for store in sorted(_listdir(v3)):
