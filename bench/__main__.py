@@ -9,6 +9,7 @@ from bench import (
     broker,
     changelog,
     curves,
+    diff,
     inspect,
     peer,
     processor,
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore",
                                            "serving", "serving_load", "tuning", "inspect",
                                            "processor", "curves", "peer", "source", "tail",
-                                           "attach", "broker"],
+                                           "attach", "broker", "diff"],
                         help="run just one (curves, peer: only when asked for)")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
@@ -45,6 +46,8 @@ def main(argv: list[str] | None = None) -> None:
         broker.main(repeats)  # its own sizes: see bench/broker.py
     if args.only in (None, "snapshot"):
         snapshot.main(["--keys", str(args.keys), *repeats])
+    if args.only in (None, "diff"):
+        diff.main(["--keys", str(args.keys), *repeats])
     if args.only in (None, "throughput"):
         throughput.main(["--records", str(args.records), "--batch", str(args.batch), *repeats])
     if args.only in (None, "source"):

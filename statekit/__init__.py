@@ -38,7 +38,8 @@ _NAMES = {  # name → the subpackage that exports it (which knows its module)
     "spark_session": "statekit.spark.session",
     **dict.fromkeys(("Checkpoint", "StateReader", "apply_changes"), "statekit.spark_state"),
     "Changelog": "statekit.changelog",
-    **dict.fromkeys(("CheckpointView", "open_checkpoint"), "statekit.inspect"),
+    **dict.fromkeys(("CheckpointView", "StateDiff", "diff", "open_checkpoint"),
+                   "statekit.inspect"),
     **dict.fromkeys(("AttachedQuery", "attach"), "statekit.live"),
 }
 SUBPACKAGES = ("changelog", "charts", "datasets", "inspect", "kafka", "live", "model",
@@ -68,6 +69,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
         workshop,
     )
     from statekit.changelog.log import Changelog
+    from statekit.inspect.state_diff import StateDiff, diff
     from statekit.inspect.view import CheckpointView, open_checkpoint
     from statekit.kafka.broker import EmbeddedBroker
     from statekit.live.handle import AttachedQuery, attach
@@ -112,6 +114,7 @@ __all__ = [
     "RestartCheck",
     "RunOptions",
     "SourceOptions",
+    "StateDiff",
     "StateReader",
     "StatefulQuery",
     "StatekitError",
@@ -124,6 +127,7 @@ __all__ = [
     "charts",
     "check_restart",
     "datasets",
+    "diff",
     "hopping",
     "inspect",
     "kafka",

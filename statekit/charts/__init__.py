@@ -15,6 +15,7 @@ from statekit.charts.changelog import (
     log_vs_compacted_chart,
     state_files_chart,
 )
+from statekit.charts.diff import diff_chart, diff_counts_chart, diff_values_chart
 from statekit.charts.inspect import (
     compare_state_rows_chart,
     describe_chart,
@@ -61,6 +62,9 @@ __all__ = [
     "compare_state_rows_chart",
     "describe_chart",
     "describe_charts",
+    "diff_chart",
+    "diff_counts_chart",
+    "diff_values_chart",
     "failover_chart",
     "failover_timeline_chart",
     "input_chart",

@@ -6,11 +6,12 @@ and applyInPandasWithState, transformWithState's variables and timers), on the R
 the HDFS-backed providers, as pandas frames with nested fields flattened.
 
 Modules: ``view`` (``CheckpointView``, ``open_checkpoint``), ``logs`` (batches, sources,
-commits), ``operators`` (kinds and their readable parts), ``stores`` (``OperatorView``,
-``StateView``: snapshots and change feeds), ``flatten`` (the column naming rule),
-``limits`` (what Spark's reader cannot do: ``UnsupportedRead``), ``failures`` (Spark's
-errors as statekit's, naming corrupt files), ``describe`` (``Description``: a summary
-for a person, with flags).
+commits), ``operators`` (kinds and their readable parts), ``part_names`` (one name per
+readable part of every operator: ``"<operator_id>/<name>"``), ``part_views``
+(``OperatorView``, ``StateView``: snapshots and change feeds), ``state_diff`` (``diff``: what
+changed between two snapshots), ``flatten`` (the column naming rule), ``limits`` (what
+Spark's reader cannot do: ``UnsupportedRead``), ``failures`` (Spark's errors as statekit's,
+naming corrupt files), ``describe`` (``Description``: a summary for a person, with flags).
 """
 
 from statekit._lazy import lazy_exports
@@ -23,6 +24,10 @@ _NAMES = {
     "UnsupportedRead": "statekit.inspect.limits",
     "flat_columns": "statekit.inspect.flatten",
     "Description": "statekit.inspect.describe",
+    "StateDiff": "statekit.inspect.state_diff",
+    "diff": "statekit.inspect.state_diff",
+    "find_part": "statekit.inspect.part_names",
+    "part_id": "statekit.inspect.part_names",
     "Flag": "statekit.inspect.describe",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)

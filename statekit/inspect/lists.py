@@ -107,7 +107,7 @@ def list_changes_frame(entries: StateView, changed: Sequence[StateView], first: 
     lists = []
     for batch in batches:
         keys_then = touched.where(F.col("batch") == batch)
-        rows = _lists_at(entries, batch, only=keys_then.select(_KEY)).select(_KEY, ROWS)
+        rows = lists_at(entries, batch, only=keys_then.select(_KEY)).select(_KEY, ROWS)
         lists.append(keys_then.join(rows, _KEY, "left"))
     if not lists:  # an empty frame of the same columns
         lists = [touched.where(F.lit(False)).withColumn(ROWS, F.lit(None))]
@@ -120,7 +120,7 @@ def _records(union: DataFrame, keys: Sequence[str]) -> DataFrame:
                         *[_quoted(k) for k in keys], ROWS)
 
 
-def _lists_at(entries: StateView, batch: int, only: DataFrame | None = None) -> DataFrame:
+def lists_at(entries: StateView, batch: int, only: DataFrame | None = None) -> DataFrame:
     """``_KEY``, ``partition``, the key columns and ``rows`` (in the store's order) of every
     key the part holds after ``batch`` (none before batch 0); only the keys of ``only``'s
     ``_KEY`` when given."""
@@ -148,8 +148,8 @@ def snapshot_diff_frame(entries: StateView, first: int, last: int) -> DataFrame:
     with a record cache sends only a key's latest value at a commit.
     """
     keys = entries.key_columns
-    old = _lists_at(entries, first - 1).alias("old")
-    new = _lists_at(entries, last).alias("new")
+    old = lists_at(entries, first - 1).alias("old")
+    new = lists_at(entries, last).alias("new")
     both = old.join(new, F.col(f"old.{_KEY}") == F.col(f"new.{_KEY}"), "full_outer")
     differ = both.where(~F.col(f"old.{ROWS}").eqNullSafe(F.col(f"new.{ROWS}")))
     return _records(differ.select(

@@ -80,6 +80,11 @@ class StateView:
         return (f"StateView(operator {self.operator_id} {self.part.operator}, {self.part.what} "
                 f"{self.name!r}, {str(self.checkpoint)!r})")
 
+    @property
+    def label(self) -> str:
+        """What this part is, for a person: part, operator and checkpoint."""
+        return self._what()
+
     def _what(self) -> str:
         return (f"{self.part.what} {self.name!r} of operator {self.operator_id} "
                 f"({self.part.operator}) in {str(self.checkpoint)!r}")

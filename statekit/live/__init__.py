@@ -8,8 +8,7 @@ operators) and gives a live handle shaped like ``StatefulQuery``: ``operators()`
 checkpoint stay as they were (statekit writes nothing into the checkpoint).
 
 Modules: ``locate`` (the query's checkpoint, and the checks a query must pass to be
-attached), ``parts`` (one name per readable part of every operator), ``handle``
-(``AttachedQuery``, ``attach``).
+attached), ``handle`` (``AttachedQuery``, ``attach``).
 """
 
 from statekit._lazy import lazy_exports
@@ -17,7 +16,6 @@ from statekit._lazy import lazy_exports
 _NAMES = {
     "attach": "statekit.live.handle",
     "AttachedQuery": "statekit.live.handle",
-    "part_id": "statekit.live.parts",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

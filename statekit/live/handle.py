@@ -3,7 +3,7 @@
 ``attach(query)`` finds the query's checkpoint (``statekit.live.locate``), checks it can be
 followed and returns an ``AttachedQuery``: the shape of ``StatefulQuery`` for any query,
 with every stateful operator's parts named ``"<operator_id>/<name>"``
-(``statekit.live.parts``). It reads with Spark's state readers and the query's progress
+(``statekit.inspect.part_names``). It reads with Spark's state readers and the query's progress
 reports, which it keeps in memory; it never writes into the checkpoint, never changes the
 plan, and ``detach()`` leaves the query running.
 
@@ -40,6 +40,7 @@ from statekit.inspect.describe import Description
 from statekit.inspect.limits import UnsupportedRead
 from statekit.inspect.lists import join_side_stores
 from statekit.inspect.operators import Part
+from statekit.inspect.part_names import find_part, part_id
 from statekit.inspect.part_views import StateView
 from statekit.inspect.view import CheckpointView
 from statekit.live.changelogs import app_name, ledger_folder, part_topic
@@ -52,7 +53,6 @@ from statekit.live.locate import (
     require_query,
     require_state,
 )
-from statekit.live.parts import find_part, part_id
 from statekit.model.connection import Kafka, connect
 from statekit.model.store_schema import PartShape
 from statekit.spark.connect import is_connect

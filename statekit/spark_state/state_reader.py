@@ -117,6 +117,9 @@ class StateReader:
             frame = to_pandas(self.snapshot_frame(batch))
         if sort:
             frame = frame.sort_values(self.spec.key_columns, kind="stable", ignore_index=True)
+        frame.attrs = {"checkpoint": self.path, "operator_id": self.operator_id, "batch": batch,
+                       "key_columns": list(self.spec.key_columns),
+                       "value_columns": list(self.spec.value_columns)}
         return frame
 
     def changes_frame(self, from_batch: int, to_batch: int | None = None) -> DataFrame:
