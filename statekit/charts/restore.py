@@ -339,3 +339,48 @@ def failover_chart(
         subtitle.append("Dark part: replaying the changelog.")
     return alt.layer(*layers).properties(title=alt.Title(title, subtitle=subtitle),
                                          width=460, height=max(80, 40 * len(data)))
+
+
+#: a restore pre-flight verdict's colour (the worst finding of a partition)
+PREFLIGHT_COLOURS = {"fails": "#d62728", "incomplete": "#ff7f0e", "waits": "#bcbd22",
+                     "input lost": "#9467bd", "note": "#7f7f7f", "ok": "#2ca02c"}
+
+
+def restore_preflight_chart(partitions: pd.DataFrame, findings: pd.DataFrame) -> alt.LayerChart:
+    """Each changelog partition's log from its start to its end (a bar, coloured by the
+    partition's worst finding) and where its store's checkpoint lies (a tick): a tick left of
+    its bar is a store whose next records were deleted. ``partitions`` and ``findings`` as
+    ``RestorePreflight`` has them.
+
+    Example:
+        >>> parts = pd.DataFrame({"partition": [0, 1], "store_offset": [40, 10],
+        ...                       "log_start": [0, 25], "log_end": [90, 80]})
+        >>> found = pd.DataFrame({"verdict": ["fails"], "partition": [1], "what": ["..."],
+        ...                       "remedy": ["..."]})
+        >>> spec = restore_preflight_chart(parts, found).to_dict()
+        >>> [layer["mark"]["type"] for layer in spec["layer"]]
+        ['bar', 'tick']
+    """
+    require_columns(partitions, ["partition", "store_offset", "log_start", "log_end"],
+                    "partitions frame", "RestorePreflight.partitions")
+    order = list(PREFLIGHT_COLOURS)
+    worst = {}
+    for verdict, partition in zip(findings["verdict"], findings["partition"], strict=True):
+        if not pd.isna(partition):
+            now = worst.get(int(partition), "ok")
+            worst[int(partition)] = min(now, verdict, key=order.index)
+    data = partitions[["partition", "store_offset", "log_start", "log_end"]].copy()
+    data["partition"] = data["partition"].astype("int64")
+    data["verdict"] = [worst.get(p, "ok") for p in data["partition"]]
+    data["store_offset"] = data["store_offset"].astype("float64")
+    colour = alt.Color("verdict:N", scale=alt.Scale(domain=order,
+                                                    range=list(PREFLIGHT_COLOURS.values())))
+    base = alt.Chart(inline(data), title="Changelog offsets per partition: the log (bar), "
+                                         "the store's checkpoint (tick)")
+    y = alt.Y("partition:O", title="partition")
+    log = base.mark_bar(opacity=0.7).encode(
+        x=alt.X("log_start:Q", title="offset"), x2="log_end:Q", y=y, color=colour,
+        tooltip=_tips(data, ["partition", "log_start", "log_end", "verdict"]))
+    store = base.mark_tick(thickness=3, size=22, color="black").encode(
+        x="store_offset:Q", y=y, tooltip=_tips(data, ["partition", "store_offset"]))
+    return (log + store).properties(width=460, height=30 * max(len(data), 2))

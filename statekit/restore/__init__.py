@@ -16,7 +16,10 @@ _NAMES = {
     "Listeners": "statekit.restore.listener",
     "RecordingListener": "statekit.restore.listener",
     "RestoreListener": "statekit.restore.listener",
+    "RestoreProgress": "statekit.restore.listener",
     "RestoreWorkerLost": "statekit.restore.worker",
+    "RestorePreflight": "statekit.restore.preflight",
+    "restore_preflight": "statekit.restore.preflight",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

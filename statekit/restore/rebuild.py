@@ -46,7 +46,12 @@ from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec
 from statekit.model.store_schema import PartShape
 from statekit.options import Options, route, settle
-from statekit.restore.listener import Listeners, RecordingListener, RestoreListener
+from statekit.restore.listener import (
+    Listeners,
+    RecordingListener,
+    RestoreListener,
+    RestoreProgress,
+)
 from statekit.restore.worker import (
     RestoreWorkers,
     WorkerJob,
@@ -122,11 +127,13 @@ def wall_seconds(report: pd.DataFrame) -> float:
 
 @dataclass
 class RestoreResult:
-    """What a restore built: the stores by partition, a report and the listener events."""
+    """What a restore built: the stores by partition, a report, the listener events and each
+    partition's last progress (``RestoreProgress.frame``: rates, offsets)."""
 
     stores: dict[int, StateStore]
     report: pd.DataFrame
     events: pd.DataFrame = field(default_factory=lambda: pd.DataFrame())
+    progress: pd.DataFrame = field(default_factory=lambda: pd.DataFrame())
 
     @property
     def wall_seconds(self) -> float:
@@ -272,8 +279,9 @@ def restore_stores(
                           f"distinct partitions of {topic!r} (each restored once)")
     listeners = _listeners(listeners)
     name = store_name or topic.removesuffix("-changelog")
-    recorder = RecordingListener(options.label)
-    hear = Listeners([recorder, *listeners], lock=threading.Lock())
+    recorder, tracker = RecordingListener(options.label), RestoreProgress()
+    hear = Listeners([recorder, tracker, *listeners], lock=threading.Lock())
+    progress = _Progress(progress, tracker)
     consumer = plain_consumer(conn)
     stores: dict[int, StateStore] = {}
     try:
@@ -298,7 +306,8 @@ def restore_stores(
     finally:
         consumer.close()
     rows = [restores[p].row() for p in wanted]
-    return RestoreResult(stores, pd.DataFrame(rows, columns=REPORT_COLUMNS), recorder.frame())
+    return RestoreResult(stores, pd.DataFrame(rows, columns=REPORT_COLUMNS), recorder.frame(),
+                         tracker.frame())
 
 
 def _how_to_read(consumers: str, restores: dict[int, _PartitionRestore], directory) -> str:
@@ -417,14 +426,37 @@ class _PartitionRestore:
                 pd.Timestamp(self.started, unit="s"), pd.Timestamp(self.finished, unit="s")]
 
 
-def _progress_bar(topic: str, todo: int, progress: bool | None) -> tqdm:
+@dataclass(frozen=True)
+class _Progress:
+    """Whether to show the restore's bar (None: from 100,000 records), and whose times
+    left it shows beside it."""
+
+    show: bool | None
+    tracker: RestoreProgress
+
+
+class _RestoreBar(tqdm):
+    """tqdm's bar, each partition's time left beside it (``RestoreProgress.eta_text``)."""
+
+    def __init__(self, *args, tracker: RestoreProgress, **kwargs):
+        self.tracker = tracker
+        super().__init__(*args, **kwargs)
+
+    def update(self, n: float | None = 1) -> bool | None:
+        if not self.disable:
+            self.set_postfix_str(self.tracker.eta_text(), refresh=False)
+        return super().update(n)
+
+
+def _progress_bar(topic: str, todo: int, progress: _Progress) -> tqdm:
     """The restore's one bar (shown from 100,000 records to read unless ``progress`` says)."""
-    show = todo >= 100_000 if progress is None else progress
-    return tqdm(total=todo, desc=topic, unit="rec", disable=not show)
+    show = todo >= 100_000 if progress.show is None else progress.show
+    return _RestoreBar(total=todo, desc=topic, unit="rec", disable=not show,
+                       tracker=progress.tracker)
 
 
 def _restore_together(consumer, topic: str, restores: dict[int, _PartitionRestore],
-                      chunk: int, progress: bool | None) -> None:
+                      chunk: int, progress: _Progress) -> None:
     """Consume every partition's range with one consumer; route each chunk by partition."""
     for restore in restores.values():
         restore.begin()
@@ -447,7 +479,7 @@ def _restore_together(consumer, topic: str, restores: dict[int, _PartitionRestor
 
 
 def _restore_each(conn, topic: str, restores: dict[int, _PartitionRestore], chunk: int,
-                  progress: bool | None) -> None:
+                  progress: _Progress) -> None:
     """Each partition's range read by a consumer of its own, in a thread of its own, into
     that partition's store (``_read_each``)."""
     for restore in restores.values():
@@ -511,7 +543,7 @@ def _read_each(conn, topic: str, restores: dict[int, _PartitionRestore], chunk: 
 
 
 def _restore_in_processes(job: WorkerJob, restores: dict[int, _PartitionRestore],
-                          stores: dict[int, StateStore], progress: bool | None) -> None:
+                          stores: dict[int, StateStore], progress: _Progress) -> None:
     """The partitions to read split among worker processes (``partition_groups``), each
     group restored there (``restore_group``) with ``job``'s settings; their events heard
     here one at a time, in order per partition. Their stores are closed here meanwhile

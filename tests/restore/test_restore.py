@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from helpers.plainrun import assert_same_rows
+from helpers.written_changelogs import store_values, write_changelog
 
 import statekit as sk
 from statekit.changelog.log import materialize
@@ -131,55 +132,7 @@ def synthetic(broker) -> tuple[str, dict]:
     """A 3-partition changelog of 6,000 records in 4 batches (updates and tombstones), and the
     latest (count, sum_score) per (player, window start) that a store must hold after it."""
     topic = "synthetic-together-changelog"
-    return topic, _write_changelog(broker.bootstrap_servers, topic, per_batch=500)
-
-
-def _write_changelog(bootstrap: str, topic: str, per_batch: int, batches: int = 4,
-                     keyless: tuple[int, int] | None = None) -> dict:
-    """A 3-partition changelog: ``batches`` batches of ``per_batch`` records a partition
-    (updates and tombstones); the latest (count, sum_score) per (player, window start)
-    a store holds after it. ``keyless`` (partition, offset): that record has no key."""
-    from confluent_kafka import Producer
-
-    from statekit.changelog import naming
-    from statekit.model import changelog_record as codec
-
-    # Apache Kafka refuses a record without a key on a compacted topic: one that holds such a
-    # record is a time-retained topic (not a changelog, restored from by mistake)
-    create_topic(bootstrap, topic, 3, {"cleanup.policy": "delete", "retention.ms": "-1"}
-                 if keyless else naming.topic_config(True, 7 * 86_400_000))
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    rng = random.Random(11)
-    latest: dict = {}
-    prev = dict.fromkeys(range(3), -1)
-    for batch in range(batches):
-        for part in range(3):
-            for seq in range(per_batch):
-                player, hour = f"p{part}-{rng.randrange(300)}", rng.randrange(3)
-                start = f"2026-01-05T{hour:02d}:00:00.000Z"
-                key = json.dumps({"player": player, "window_start": start,
-                                  "window_end": f"2026-01-05T{hour + 1:02d}:00:00.000Z"},
-                                 separators=(",", ":"))
-                if rng.random() < 0.1:
-                    value, latest[(player, start)] = None, None
-                else:
-                    count, total = rng.randrange(1, 50), rng.randrange(1000)
-                    value = json.dumps({"count": count, "sum_score": total}).encode()
-                    latest[(player, start)] = (count, total)
-                no_key = keyless == (part, batch * per_batch + seq)
-                producer.produce(topic, key=None if no_key else key.encode(), value=value,
-                                 partition=part, headers=codec.RecordHeaders(
-                                     batch, seq, per_batch, prev[part]).encode())
-            prev[part] = batch
-            producer.poll(0)
-    producer.flush(60)
-    return {k: v for k, v in latest.items() if v is not None}
-
-
-def _values(table: pd.DataFrame) -> dict:
-    starts = pd.to_datetime(table["window_start"]).dt.strftime("%Y-%m-%dT%H:%M:%S.000Z")
-    return {(player, start): (int(count), int(total)) for player, start, count, total in
-            zip(table["player"], starts, table["count"], table["sum_score"], strict=True)}
+    return topic, write_changelog(broker.bootstrap_servers, topic, per_batch=500)
 
 
 @pytest.mark.parametrize("consumers", ["auto", "processes", "per_partition", "one"])
@@ -197,7 +150,7 @@ def test_restoring_all_partitions_together_equals_one_after_another(synthetic, b
             one_by_one.append(single.table())
     sequential = pd.concat(one_by_one, ignore_index=True)
     assert len(both) == len(sequential) == len(expected)
-    assert _values(both) == _values(sequential) == expected
+    assert store_values(both) == store_values(sequential) == expected
     assert report["records"].tolist() == [2000, 2000, 2000]
     assert report["end_offset"].tolist() == [2000, 2000, 2000]
 
@@ -251,7 +204,7 @@ def test_listeners_hear_one_event_at_a_time_while_partitions_restore_in_threads(
 
     with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
                         listeners=[Unsafe()], chunk=100, consumers=consumers) as restored:
-        assert _values(restored.table()) == expected
+        assert store_values(restored.table()) == expected
         report = restored.report
         events = restored.events
     assert not overlapped
@@ -290,7 +243,7 @@ def test_a_partition_already_at_its_end_restores_nothing_beside_the_others(synth
                    partitions=[1]).close()
     with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path) as restored:
         records = restored.report.set_index("partition")["records"].to_dict()
-        assert _values(restored.table()) == expected
+        assert store_values(restored.table()) == expected
     assert records == {0: 2000, 1: 0, 2: 2000}
 
 
@@ -327,7 +280,7 @@ def test_processes_restore_the_same_stores_as_one_consumer_key_for_key(synthetic
                                             "finished"]),
                 result.events.groupby("partition")["records"].sum())
             assert all(store.is_open for store in result.stores.values())
-            assert _values(result.table()) == expected
+            assert store_values(result.table()) == expected
     (one_raw, one_report, one_events), (raw, report, events) = restored["one"], \
         restored["processes"]
     assert raw == one_raw and sum(map(len, raw.values())) == len(expected)
@@ -363,7 +316,7 @@ def test_a_worker_restores_without_pandas_numpy_or_pyarrow(synthetic, broker, tm
     with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path / "worker",
                         partitions=[0, 2], consumers="one") as reopened:
         assert reopened.report["records"].tolist() == [0, 0]   # the worker's checkpoints
-        got = _values(reopened.table())
+        got = store_values(reopened.table())
     assert got == {k: v for k, v in expected.items() if k[0].startswith(("p0-", "p2-"))}
 
 
@@ -386,12 +339,12 @@ def test_processes_checkpoint_as_the_threads_do(synthetic, broker, tmp_path):
                         consumers="processes") as second:
         assert second.report["start_offset"].tolist() == [1000, 1000, 1000]
         assert second.report["records"].tolist() == [1000, 1000, 1000]
-        assert _values(second.table()) == expected
+        assert store_values(second.table()) == expected
     with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
                         consumers="processes") as third:
         assert third.report["records"].sum() == 0   # nothing new: nothing replayed
         assert third.report["end_offset"].tolist() == [2000, 2000, 2000]
-        assert _values(third.table()) == expected
+        assert store_values(third.table()) == expected
     assert not _workers()
 
 
@@ -400,7 +353,7 @@ def test_a_bad_record_in_a_worker_is_raised_as_with_threads(broker, tmp_path, to
     """A record without a key in partition 1: the same error type and message as the
     thread mode, naming the partition; no worker left; the other stores restore on."""
     topic = f"{topic_name}-changelog"
-    expected = _write_changelog(broker.bootstrap_servers, topic, per_batch=250,
+    expected = write_changelog(broker.bootstrap_servers, topic, per_batch=250,
                                 keyless=(1, 600))
     errors = {}
     for consumers in ("per_partition", "processes"):
@@ -423,7 +376,8 @@ def test_a_bad_record_in_a_worker_is_raised_as_with_threads(broker, tmp_path, to
                         tmp_path / "processes", partitions=[0, 2]) as rest:
         assert rest.report["end_offset"].tolist() == [1000, 1000]
         table = rest.table()
-    assert _values(table) == {k: v for k, v in expected.items() if k[0].startswith(("p0", "p2"))}
+    assert store_values(table) == {k: v for k, v in expected.items()
+                                   if k[0].startswith(("p0", "p2"))}
 
 
 @pytest.mark.timeout(300)
@@ -442,7 +396,7 @@ def larger(broker) -> tuple[str, dict]:
     """A 3-partition changelog of 60,000 records (as ``synthetic``): workers restore it
     long enough to be stopped or killed in the middle."""
     topic = "larger-changelog"
-    return topic, _write_changelog(broker.bootstrap_servers, topic, per_batch=5000)
+    return topic, write_changelog(broker.bootstrap_servers, topic, per_batch=5000)
 
 
 @pytest.mark.timeout(300)
@@ -469,7 +423,7 @@ def test_a_killed_worker_is_named_and_the_restore_goes_on_after_it(larger, broke
     with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
                         consumers="processes") as after:
         assert after.report["end_offset"].tolist() == [20_000] * 3
-        assert _values(after.table()) == expected
+        assert store_values(after.table()) == expected
 
 
 @pytest.mark.timeout(300)
@@ -494,7 +448,7 @@ def test_a_listener_that_fails_stops_the_workers_at_their_next_chunk(larger, bro
     with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path,
                         consumers="processes") as after:
         assert after.report["end_offset"].tolist() == [20_000] * 3
-        assert _values(after.table()) == expected
+        assert store_values(after.table()) == expected
 
 
 @pytest.mark.timeout(300)
@@ -515,7 +469,7 @@ def test_auto_restores_in_processes_from_its_threshold(synthetic, broker, tmp_pa
     monkeypatch.setattr(rebuild, "PROCESSES_FROM", 4000)
     with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path / "a",
                         partitions=[0, 1]) as restored:   # 4,000 records: processes
-        assert _values(restored.table()) == {k: v for k, v in expected.items()
+        assert store_values(restored.table()) == {k: v for k, v in expected.items()
                                              if k[0].startswith(("p0", "p1"))}
     assert started == [[0, 1]]
     restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path / "b",
@@ -633,7 +587,7 @@ def test_a_new_folder_given_as_text_is_made_and_restored_into(synthetic, broker,
     topic, latest = synthetic
     where = str(tmp_path / "new" / "stores")
     with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, where) as restored:
-        assert _values(restored.table()) == latest
+        assert store_values(restored.table()) == latest
     assert sorted(p.name for p in Path(where).iterdir()) == [topic.removesuffix("-changelog")]
 
 
