@@ -18,7 +18,6 @@ Example:
 from __future__ import annotations
 
 import atexit
-import bisect
 import contextlib
 import errno
 import json
@@ -31,7 +30,7 @@ import time
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from confluent_kafka import KafkaException
@@ -51,10 +50,11 @@ from statekit.changelog.naming import changelog_topic
 from statekit.changelog.writer import ChangelogWriter
 from statekit.durations import spark_interval, to_millis
 from statekit.errors import BadArgument, BrokerUnreachable, DiskFull, StatekitError
-from statekit.model.connection import Kafka, KafkaConnection, connect
+from statekit.model.connection import Kafka, connect
 from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import Aggregate, QuerySpec
 from statekit.options import route, settle
+from statekit.query.input_replay import RAW_SCHEMA, KafkaInput, read_batches, record_start
 from statekit.query.restart_check import record_query, require_restartable, session_settings
 from statekit.spark.connect import default_parallelism
 from statekit.spark.stopping import stop_between_batches
@@ -75,6 +75,9 @@ from statekit.validate import (
     timeout_seconds,
     writable_directory,
 )
+
+if TYPE_CHECKING:
+    from statekit.query.explain import KeyExplanation
 
 CORRUPT = "_corrupt_record"
 #: ``from_json``'s options for event values: Spark's defaults otherwise (``timestampFormat``
@@ -804,6 +807,24 @@ class StatefulQuery:
                     self.checkpoint.write_late_count(batch, n, batches[batch])
         return out
 
+    # --- provenance ------------------------------------------------------------------
+    def explain(self, key: object, window: object = None) -> KeyExplanation:
+        """Why ``key`` holds its value: every input record of the key batch by batch (read
+        back from Kafka), those that did not count and why (malformed, late), the value
+        after each batch, and the value recomputed from the records that counted
+        (``statekit.query.explain``).
+
+        ``key``: the group key's value, or a dict of every group key's; ``window``: one
+        window's start (all the key's windows when None).
+
+        Example:
+            >>> why = query.explain("p7", window="2026-01-05 10:00")     # doctest: +SKIP
+            >>> why.agrees, why.not_counted()                            # doctest: +SKIP
+        """
+        from statekit.query.explain import explain_key
+
+        return explain_key(self, key, window)
+
     # --- malformed events -----------------------------------------------------------
     def malformed(self, timeout: float = 300.0) -> pd.DataFrame:
         """Malformed input records kept aside: key, value (text), topic, partition, offset, …
@@ -1028,11 +1049,14 @@ def start_query(
     require_restartable(spec, columns, checkpoint, session_settings(spark))
     with contextlib.suppress(OSError):  # a read-only checkpoint: the next check has less
         record_query(checkpoint, spec, columns)
-    query = start_recorded(plan, spark, checkpoint,
-                           replace(run, name=name, output_mode=output_mode))
     kafka_input = None
     if isinstance(source, str) and malformed is not None:
         kafka_input = KafkaInput(source, conn, event_schema, tuple(required))
+        if not checkpoint.offset_batches():  # a fresh checkpoint: keep batch 0's start
+            with contextlib.suppress(OSError):
+                record_start(checkpoint, kafka_input, source_options.starting_offsets)
+    query = start_recorded(plan, spark, checkpoint,
+                           replace(run, name=name, output_mode=output_mode))
     handle = StatefulQuery(spark, spec, checkpoint,
                            Started(query, malformed, first_batch,
                                    available_now="availableNow" in trigger_kwargs),
@@ -1161,63 +1185,6 @@ def failure_text(exc: BaseException, depth: int = 6) -> str:
 
 
 # --- reading a query's input again: late events -------------------------------------------
-@dataclass(frozen=True)
-class KafkaInput:
-    """What a query reads, kept so statekit can read it again: the topic, the cluster, and how
-    its values are parsed (``parse_events``'s schema and required fields)."""
-
-    topic: str
-    kafka: KafkaConnection
-    schema: str | StructType
-    required: tuple[str, ...]
-
-
-_RAW = ("key binary, value binary, topic string, partition int, offset long, "
-        "timestamp timestamp, _sk_batch long, _sk_late_ms long")
-
-
-def _read_batches(source: KafkaInput, batches: dict[int, tuple[dict, int]]
-                  ) -> tuple[pd.DataFrame, set[int]]:
-    """The Kafka records of ``batches`` (batch → (input ranges, late watermark ms)), tagged
-    with their batch, and the batches whose records are not all on the broker any more."""
-    from statekit.kafka.topics import consume_ranges, plain_consumer
-
-    spans: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
-    for batch, (ranges, late_ms) in batches.items():
-        for part, (start, end) in ranges.items():
-            if end > start:
-                spans.setdefault(part, []).append((start, end, batch, late_ms))
-    columns: dict[str, list] = {c: [] for c in ("key", "value", "topic", "partition", "offset",
-                                                 "timestamp", "_sk_batch", "_sk_late_ms")}
-    seen: dict[int, int] = {}
-    consumer = plain_consumer(source.kafka)
-    try:
-        for (topic, partition), parts in sorted(spans.items()):
-            parts.sort()
-            starts = [p[0] for p in parts]
-            wanted = {partition: (parts[0][0], parts[-1][1])}
-            for chunk in consume_ranges(consumer, topic, wanted):
-                for msg in chunk:
-                    offset = msg.offset()
-                    i = bisect.bisect_right(starts, offset) - 1
-                    if i < 0 or offset >= parts[i][1]:
-                        continue
-                    _, _, batch, late_ms = parts[i]
-                    seen[batch] = seen.get(batch, 0) + 1
-                    for name, value in (("key", msg.key()), ("value", msg.value()),
-                                        ("topic", topic), ("partition", partition),
-                                        ("offset", offset),
-                                        ("timestamp", pd.Timestamp(msg.timestamp()[1], unit="ms")),
-                                        ("_sk_batch", batch), ("_sk_late_ms", late_ms)):
-                        columns[name].append(value)
-    finally:
-        consumer.close()
-    expected = {b: sum(max(end - start, 0) for start, end in r.values())
-                for b, (r, _) in batches.items()}
-    gone = {b for b, n in expected.items() if seen.get(b, 0) != n}
-    return pd.DataFrame(columns), gone
-
-
 def count_late_events(spark: SparkSession, source: KafkaInput, spec: QuerySpec,
                       batches: dict[int, tuple[dict, int]]) -> dict[int, int | None]:
     """Late events of each of ``batches`` (batch → (its input ranges, the watermark its late
@@ -1226,7 +1193,7 @@ def count_late_events(spark: SparkSession, source: KafkaInput, spec: QuerySpec,
     watermark counted — what Spark's aggregation dropped, as events. None for a batch whose
     records are no longer all on the broker."""
     try:
-        rows, gone = _read_batches(source, batches)
+        rows, gone = read_batches(source, batches)
     except (KafkaException, TimeoutError) as exc:
         warnings.warn(f"late_events(): the input of batches {_ranges(batches)} cannot be read "
                       f"again from {source.kafka.bootstrap_servers!r}: {exc}", stacklevel=3)
@@ -1234,7 +1201,7 @@ def count_late_events(spark: SparkSession, source: KafkaInput, spec: QuerySpec,
     counts: dict[int, int | None] = {b: (None if b in gone else 0) for b in batches}
     if not len(rows):
         return counts
-    raw = spark.createDataFrame(rows, _RAW)
+    raw = spark.createDataFrame(rows, RAW_SCHEMA)
     _, malformed = parse_events(raw, source.schema, source.required, event_time=spec.event_time,
                                 max_event_time_ahead=spec.max_event_time_ahead)
     position = ["topic", "partition", "offset"]
