@@ -38,6 +38,7 @@ _NAMES = {  # name → the subpackage that exports it (which knows its module)
     "spark_session": "statekit.spark.session",
     **dict.fromkeys(("Checkpoint", "StateReader", "apply_changes"), "statekit.spark_state"),
     "Changelog": "statekit.changelog",
+    **dict.fromkeys(("RestorePreflight", "restore_preflight"), "statekit.restore"),
     **dict.fromkeys(("CheckpointView", "StateDiff", "diff", "open_checkpoint"),
                    "statekit.inspect"),
     **dict.fromkeys(("AttachedQuery", "attach"), "statekit.live"),
@@ -85,6 +86,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
     )
     from statekit.query.restart_check import RestartCheck, check_restart
     from statekit.query.stateful import StatefulQuery, start_query
+    from statekit.restore.preflight import RestorePreflight, restore_preflight
     from statekit.spark.session import spark_session
     from statekit.spark_state.changes import apply_changes
     from statekit.spark_state.checkpoint import Checkpoint
@@ -112,6 +114,7 @@ __all__ = [
     "KafkaConnection",
     "QuerySpec",
     "RestartCheck",
+    "RestorePreflight",
     "RunOptions",
     "SourceOptions",
     "StateDiff",
@@ -139,6 +142,7 @@ __all__ = [
     "query",
     "reference",
     "restore",
+    "restore_preflight",
     "serve",
     "session",
     "spark",

@@ -16,6 +16,11 @@ from statekit.charts.changelog import (
     state_files_chart,
 )
 from statekit.charts.diff import diff_chart, diff_counts_chart, diff_values_chart
+from statekit.charts.explain import (
+    explain_chart,
+    explain_records_chart,
+    explain_values_chart,
+)
 from statekit.charts.inspect import (
     compare_state_rows_chart,
     describe_chart,
@@ -42,6 +47,7 @@ from statekit.charts.progress import change_feed_chart, state_growth_chart, stat
 from statekit.charts.restore import (
     failover_chart,
     restore_gantt_chart,
+    restore_preflight_chart,
     restore_rate_chart,
     standby_lag_chart,
 )
@@ -65,6 +71,9 @@ __all__ = [
     "diff_chart",
     "diff_counts_chart",
     "diff_values_chart",
+    "explain_chart",
+    "explain_records_chart",
+    "explain_values_chart",
     "failover_chart",
     "failover_timeline_chart",
     "input_chart",
@@ -81,6 +90,7 @@ __all__ = [
     "placement_chart",
     "record_cache_chart",
     "restore_gantt_chart",
+    "restore_preflight_chart",
     "restore_rate_chart",
     "save_chart",
     "skew_chart",

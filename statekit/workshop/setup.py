@@ -44,6 +44,9 @@ SERIES: dict[str, str] = {
     "12_your_own_job_live": "your own PySpark job, live: a deduplication, a stream-stream "
                             "join and an aggregation attached while they run; a changelog "
                             "per part, a join side served by key, the dashboard",
+    "13_debugging_a_broken_job": "debugging a broken job: a changed query caught before "
+                                 "restart, a count explained record by record, a restore "
+                                 "that would fail, two checkpoints diffed",
 }
 
 

@@ -67,6 +67,8 @@ NUMBER_CHECKS = {
     "09.2": (2176, {}),
     "09.4": (1, {"measured": 1.0, "events_per_key": 3.2}),
     "10.3": (40, {"users": 40, "batches": 6, "rows": 40}),
+    "13.2": (4, {"late": 4, "malformed": 2, "records": 1047}),
+    "13.4": (5, {"changed": 5, "added": 1, "removed": 2}),
 }
 
 

@@ -209,6 +209,20 @@ CASES: dict[str, Case] = {
                         (120, "more than the 40"), (0, "fewer than the 40"),
                         ("forty", "not a whole number")],
                  measured={"rows": 40, "users": 40, "batches": 6}),
+    "13.2": Case(right=[4, np.int64(4), "4", 4.0],
+                 wrong=[(6, "every record that did not count"), (2, "were malformed"),
+                        (7, "count those whose why_not starts with 'late:'"),
+                        ("four", "not a whole number")],
+                 measured={"late": 4, "malformed": 2, "records": 1047}),
+    "13.3": Case(right=[2, np.int64(2), "2"],
+                 wrong=[(0, "restores fine"), (3, "partitions 0..2"), (-1, "partitions 0..2"),
+                        ("two", "not a partition number")],
+                 measured={"failing": 2, "partitions": 3}),
+    "13.4": Case(right=[5, np.int64(5), "5", 5.0],
+                 wrong=[(7, "they are removed, not changed"), (8, "every window that differs"),
+                        (3, "fewer than the diff found"), (12, "more than the diff found"),
+                        ("five", "not a whole number")],
+                 measured={"changed": 5, "added": 1, "removed": 2}),
 }
 
 
