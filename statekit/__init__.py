@@ -14,16 +14,22 @@ from typing import TYPE_CHECKING
 
 from statekit._lazy import lazy_exports
 from statekit.errors import (
+    AlreadyAttached,
     BadArgument,
     BatchNotRetained,
     BrokerUnreachable,
     ChangelogError,
+    ChangelogFenced,
     CheckpointError,
     CheckpointNotShared,
+    CorruptFile,
     DataLoss,
+    DiskFull,
     IncompatibleRestart,
+    NotShippedYet,
     StatekitError,
     TopicNotFound,
+    WorkersLackStatekit,
 )
 
 # Everything else is imported on first use (PEP 562): Spark's Python workers import
@@ -38,7 +44,10 @@ _NAMES = {  # name → the subpackage that exports it (which knows its module)
     "spark_session": "statekit.spark.session",
     **dict.fromkeys(("Checkpoint", "StateReader", "apply_changes"), "statekit.spark_state"),
     "Changelog": "statekit.changelog",
-    **dict.fromkeys(("RestorePreflight", "restore_preflight"), "statekit.restore"),
+    **dict.fromkeys(("RestorePreflight", "restore_preflight", "restore_stores"),
+                    "statekit.restore"),
+    "StandbyReplica": "statekit.standby",
+    "start_processor": "statekit.processor",
     **dict.fromkeys(("CheckpointView", "StateDiff", "diff", "open_checkpoint"),
                    "statekit.inspect"),
     **dict.fromkeys(("AttachedQuery", "attach"), "statekit.live"),
@@ -84,13 +93,16 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
         session,
         tumbling,
     )
+    from statekit.processor.query import start_processor
     from statekit.query.restart_check import RestartCheck, check_restart
     from statekit.query.stateful import StatefulQuery, start_query
     from statekit.restore.preflight import RestorePreflight, restore_preflight
+    from statekit.restore.rebuild import restore_stores
     from statekit.spark.session import spark_session
     from statekit.spark_state.changes import apply_changes
     from statekit.spark_state.checkpoint import Checkpoint
     from statekit.spark_state.state_reader import StateReader
+    from statekit.standby.replica import StandbyReplica
 
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES, SUBPACKAGES)
 
@@ -98,25 +110,31 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Aggregate",
+    "AlreadyAttached",
     "AttachedQuery",
     "BadArgument",
     "BatchNotRetained",
     "BrokerUnreachable",
     "Changelog",
     "ChangelogError",
+    "ChangelogFenced",
     "Checkpoint",
     "CheckpointError",
     "CheckpointNotShared",
     "CheckpointView",
+    "CorruptFile",
     "DataLoss",
+    "DiskFull",
     "EmbeddedBroker",
     "IncompatibleRestart",
     "KafkaConnection",
+    "NotShippedYet",
     "QuerySpec",
     "RestartCheck",
     "RestorePreflight",
     "RunOptions",
     "SourceOptions",
+    "StandbyReplica",
     "StateDiff",
     "StateReader",
     "StatefulQuery",
@@ -124,6 +142,7 @@ __all__ = [
     "TopicNotFound",
     "TopicRef",
     "WindowSpec",
+    "WorkersLackStatekit",
     "apply_changes",
     "attach",
     "changelog",
@@ -143,12 +162,14 @@ __all__ = [
     "reference",
     "restore",
     "restore_preflight",
+    "restore_stores",
     "serve",
     "session",
     "spark",
     "spark_session",
     "spark_state",
     "standby",
+    "start_processor",
     "start_query",
     "stores",
     "tumbling",
