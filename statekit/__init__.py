@@ -79,7 +79,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
         workshop,
     )
     from statekit.changelog.log import Changelog
-    from statekit.inspect.state_diff import StateDiff, diff
+    from statekit.inspect.diff_result import StateDiff
+    from statekit.inspect.state_diff import diff
     from statekit.inspect.view import CheckpointView, open_checkpoint
     from statekit.kafka.broker import EmbeddedBroker
     from statekit.live.handle import AttachedQuery, attach

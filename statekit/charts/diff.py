@@ -26,7 +26,7 @@ from statekit.charts.tooltips import typed_tooltips
 from statekit.errors import BadArgument
 
 if TYPE_CHECKING:
-    from statekit.inspect.state_diff import StateDiff
+    from statekit.inspect.diff_result import StateDiff
 
 KIND_COLORS = {"added": "#2ca02c", "removed": "#d62728", "changed": "#ff7f0e",
                "unchanged": "#c7c7c7"}

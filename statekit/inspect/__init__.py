@@ -9,9 +9,10 @@ Modules: ``view`` (``CheckpointView``, ``open_checkpoint``), ``logs`` (batches, 
 commits), ``operators`` (kinds and their readable parts), ``part_names`` (one name per
 readable part of every operator: ``"<operator_id>/<name>"``), ``part_views``
 (``OperatorView``, ``StateView``: snapshots and change feeds), ``state_diff`` (``diff``: what
-changed between two snapshots), ``flatten`` (the column naming rule), ``limits`` (what
-Spark's reader cannot do: ``UnsupportedRead``), ``failures`` (Spark's errors as statekit's,
-naming corrupt files), ``describe`` (``Description``: a summary for a person, with flags).
+changed between two snapshots; with ``diff_result``, ``diff_in_spark``, ``diff_in_pandas``),
+``flatten`` (the column naming rule), ``limits`` (what Spark's reader cannot do:
+``UnsupportedRead``), ``failures`` (Spark's errors as statekit's, naming corrupt files),
+``describe`` (``Description``: a summary for a person, with flags).
 """
 
 from statekit._lazy import lazy_exports
@@ -24,7 +25,7 @@ _NAMES = {
     "UnsupportedRead": "statekit.inspect.limits",
     "flat_columns": "statekit.inspect.flatten",
     "Description": "statekit.inspect.describe",
-    "StateDiff": "statekit.inspect.state_diff",
+    "StateDiff": "statekit.inspect.diff_result",
     "diff": "statekit.inspect.state_diff",
     "find_part": "statekit.inspect.part_names",
     "part_id": "statekit.inspect.part_names",

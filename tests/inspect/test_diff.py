@@ -21,6 +21,7 @@ import statekit as sk
 from statekit.charts.diff import diff_chart, diff_values_chart
 from statekit.datasets import FLIGHT_EVENT_SCHEMA, flights
 from statekit.errors import BadArgument, BatchNotRetained, CheckpointError
+from statekit.inspect.diff_result import KINDS
 
 AGGREGATES = ["count", "sum(dep_delay)", "max(distance)", "avg(arr_delay)"]
 VALUES = ["count", "sum_dep_delay", "max_distance", "avg_arr_delay"]
@@ -103,8 +104,7 @@ def test_two_batches_name_every_key_added_and_changed_with_both_values(flights_q
     assert_kinds(d, expected, "dest")
     assert list(d.frame.columns) == ["change", "dest", *[f"{v}{s}" for v in VALUES
                                                          for s in ("_old", "_new")]]
-    assert list(d.frame["change"]) == sorted(d.frame["change"], key=sk.inspect.state_diff
-                                             .KINDS.index)
+    assert list(d.frame["change"]) == sorted(d.frame["change"], key=KINDS.index)
     rows = d.frame.set_index("dest")
     for dest in expected["changed"]:
         for column in ("count", "sum_dep_delay", "max_distance"):
