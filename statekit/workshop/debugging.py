@@ -48,7 +48,8 @@ THE_FIX = Choices(
               "maximum event time, and the watermark after it, stop moving; event_time "
               "moves with the stream and lets windows close",
          "c": "without a watermark Spark never evicts a window of a windowed aggregation: "
-              "the state grows just the same, and append mode cannot emit at all",
+              "in update mode the state grows just the same, and append mode is refused "
+              "when the query starts",
          "d": "more partitions split the same unbounded state into more pieces; the total "
               "still grows batch after batch"})
 

@@ -144,8 +144,10 @@ SPARK_HAS_NO_STANDBY = Choices(
               "its checkpoint folder",
          "b": "right: the spark_restart_drill timeline shows it — load snapshot, replay "
               "deltas, per partition — whatever standbys statekit keeps",
-         "c": "Spark's RocksDB provider writes a delta file per version whatever runs "
-              "beside it; statekit's changelog is shipped from that change feed",
+         "c": "Spark's state files do not depend on what runs beside it: with changelog "
+              "checkpointing (statekit's setting) its RocksDB provider writes a delta file "
+              "per version, without it a full N.zip per version; statekit's changelog is "
+              "shipped from Spark's change feed",
          "d": "Spark reads no changelog topic: the topic is statekit's copy of the "
               "changes, for the Kafka Streams ideas"})
 
