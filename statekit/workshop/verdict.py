@@ -46,6 +46,11 @@ class Point:
     text: str
 
 
+#: the HTML glyph of a point right (True) or wrong (False): drawn by any font, coloured
+_GLYPH = {True: "<b style='color:#2e7d32'>&#x2713;</b>",
+          False: "<b style='color:#c62828'>&#x2717;</b>"}
+
+
 @dataclass(frozen=True)
 class Verdict:
     """A check's answer: the exercise, its status and the points behind it."""
@@ -71,9 +76,11 @@ class Verdict:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        """A short coloured list; ✓ and ✗ (in every common font, unlike ✅ and ❌, which draw
+        as empty boxes where no emoji font is installed)."""
         color = _COLOR[self.status]
         items = "".join(
-            f"<li style='list-style:none'>{'✅' if p.ok else '❌'} {html.escape(p.text)}</li>"
+            f"<li style='list-style:none'>{_GLYPH[p.ok]} {html.escape(p.text)}</li>"
             for p in self.points)
         return (f"<div style='border-left:4px solid {color};padding-left:8px'>"
                 f"<b>{html.escape(self.exercise)} {html.escape(self.title)}</b>: "
