@@ -99,7 +99,7 @@ class AttachedDashboard(RefreshingBox):
         grid = widgets.GridBox(list(self.charts.values()), layout=widgets.Layout(
             grid_template_columns="repeat(auto-fill, minmax(620px, 1fr))",
             grid_gap="8px 16px", width="100%"))
-        self.children = [widgets.HBox([self.button, self.status]), self.flags, grid]
+        self.children = [self._controls(self.button), self.flags, grid]
         if start:
             self.start()
 

@@ -97,7 +97,7 @@ class Dashboard(RefreshingBox):
         grid = widgets.GridBox(list(self.charts.values()), layout=widgets.Layout(
             grid_template_columns=f"repeat(auto-fill, minmax({PANEL_WIDTH + 140}px, 1fr))",
             grid_gap="8px 16px", width="100%"))
-        self.children = [widgets.HBox([self.button, self.status]), grid]
+        self.children = [self._controls(self.button), grid]
         if start:
             self.start()
 

@@ -53,6 +53,20 @@ class RefreshingBox(widgets.VBox):
         self.status = widgets.Label(value="not refreshed yet")
         super().__init__(list(children), **kwargs)
 
+    def _controls(self, button: widgets.Button) -> widgets.HBox:
+        """The button beside the status line, laid out so neither is clipped: the button keeps
+        its width ("Refresh now", not "Refresh…") and the status line takes the rest, its
+        text wrapping instead of ending in an ellipsis."""
+        button.layout = widgets.Layout(flex="0 0 auto", width="auto")
+        self.status.layout = widgets.Layout(flex="1 1 auto", width="auto", min_width="0")
+        self.status.add_class("statekit-status")
+        wrap = widgets.HTML("<style>.statekit-status, .statekit-status * {white-space: normal "
+                            "!important; overflow: visible !important; text-overflow: clip "
+                            "!important; height: auto !important}</style>",
+                            layout=widgets.Layout(width="0px", height="0px"))
+        return widgets.HBox([button, self.status, wrap],
+                            layout=widgets.Layout(align_items="center", width="100%"))
+
     # --- what a subclass says -----------------------------------------------------------------
     def _active(self) -> bool:
         """True while the watched query runs."""
@@ -120,9 +134,20 @@ class RefreshingBox(widgets.VBox):
         """The child widgets ``close()`` closes (besides the status line)."""
         return []
 
-    def close(self) -> None:
-        """Stop the thread, then close the child widgets and the box."""
+    def close(self, keep_view: bool = True) -> None:
+        """Stop the thread. With ``keep_view`` (the default) the last drawing stays on the page,
+        its buttons disabled and the status line saying so: a closed ipywidget disappears from
+        the notebook, and a reader scrolling back wants the dashboard the text talks about.
+        ``keep_view=False`` closes the child widgets and the box too (their views go)."""
         self.stop()
+        if keep_view:
+            for child in self._parts():
+                if isinstance(child, widgets.Button):
+                    child.disabled = True
+            status = getattr(self, "status", None)
+            if status is not None and "closed" not in status.value:
+                status.value += " · closed: the last view"
+            return
         for child in [*self._parts(), getattr(self, "status", None)]:
             if child is not None:
                 child.close()
