@@ -294,6 +294,7 @@ def failover_timeline_chart(
     timeline: pd.DataFrame,
     origin: str = "auto",
     title: str = "What the serving cluster did, instance by instance",
+    zoom: bool = True,
 ) -> alt.LayerChart:
     """One row per instance, its events as marks over time, the partitions in the tooltip.
 
@@ -302,9 +303,12 @@ def failover_timeline_chart(
     text) and optionally ``detail``, as ``ServingCluster.timeline()`` gives. A grey line
     shows each instance serving, from its first event until it died (dashed after).
     Time is in seconds since ``origin``: ``"auto"`` = the first kill or death when
-    there is one, else the first event; ``"first"`` = the first event. Events at
-    nearly the same instant on one instance are spread vertically; drag or scroll on
-    the chart to zoom in time (keep only some rows of the frame to draw less).
+    there is one, else the first event; ``"first"`` = the first event. With ``zoom`` and
+    a kill or death, the axis opens on the incident (from just before it to just after its
+    last event: a sub-second failover is not squeezed against the whole run's startup);
+    ``zoom=False`` draws the whole run, the context. Events at nearly the same instant on one
+    instance are spread vertically; drag or scroll on the chart to zoom in time (keep only
+    some rows of the frame to draw less).
 
     Example:
         >>> t0 = pd.Timestamp("2026-11-22 09:00:00")
@@ -336,7 +340,9 @@ def failover_timeline_chart(
         for p in data["partitions"]]
     start, x_title = _origin(data, origin)
     data["from_s"] = (data["time"] - start).dt.total_seconds()
-    span = max(float(data["from_s"].max() - data["from_s"].min()), 1e-3)
+    window = _incident(data, x_title) if zoom else None
+    shown = data if window is None else data[data["from_s"].between(*window)]
+    span = max(float(shown["from_s"].max() - shown["from_s"].min()), 1e-3)
     data["lane"] = _lanes(data, gap=span / 50)
     # lanes split each instance's row; a symmetric list keeps lane 0 on the row's line
     lanes = sorted({0.0, *data["lane"], *(-data["lane"])})
@@ -354,15 +360,18 @@ def failover_timeline_chart(
     lives = pd.DataFrame(life, columns=["instance", "state", "from_s", "to_s"])
     y = alt.Y("instance:N", title="instance", sort=instances,
               scale=alt.Scale(paddingInner=0.2))
-    x = alt.X("from_s:Q", title=x_title)
+    x = alt.X("from_s:Q", title=x_title,
+              scale=alt.Scale() if window is None else alt.Scale(domain=list(window)))
     life_tips = _tips(lives, ("instance", "state", "from_s", "to_s"))
     lines = alt.Chart(inline(lives))
-    serving = lines.mark_rule(color=GREY, strokeWidth=3, opacity=0.45).encode(
+    serving = lines.mark_rule(color=GREY, strokeWidth=3, opacity=0.45, clip=True).encode(
         x=x, x2="to_s:Q", y=y, tooltip=life_tips).transform_filter("datum.state == 'serving'")
-    dead = lines.mark_rule(color=GREY, strokeWidth=1.5, strokeDash=[4, 3], opacity=0.6).encode(
+    dead = lines.mark_rule(color=GREY, strokeWidth=1.5, strokeDash=[4, 3], opacity=0.6,
+                           clip=True).encode(
         x=x, x2="to_s:Q", y=y, tooltip=life_tips).transform_filter("datum.state == 'dead'")
     domain, colours, shapes = _styles(data["event"])
-    events = alt.Chart(inline(data)).mark_point(filled=True, size=90, opacity=0.95).encode(
+    events = alt.Chart(inline(data)).mark_point(filled=True, size=90, opacity=0.95,
+                                                clip=True).encode(
         x=x, y=y, yOffset=alt.YOffset("lane:O", sort=lanes, scale=alt.Scale(domain=lanes)),
         color=alt.Color("event:N", title="event", sort=domain,
                         scale=alt.Scale(domain=domain, range=colours)),
@@ -372,12 +381,27 @@ def failover_timeline_chart(
     crowded = bool((data["lane"] != 0).any())
     subtitle = ["Grey line: the instance is serving (dashed: dead). Hover a mark for the "
                 "partitions it concerns; drag or scroll to zoom in time."]
+    if window is not None:
+        subtitle.append(f"Zoomed to the incident ({window[0]:.2f} to {window[1]:.2f} s); "
+                        f"{int((data['from_s'] < window[0]).sum())} earlier events are left "
+                        f"of it (zoom=False draws the whole run).")
     if crowded:
         subtitle.append("Events a few moments apart are stacked vertically.")
     height = max(120, len(instances) * max(44, 12 * len(lanes)))
     return alt.layer(serving, dead, events).properties(
         title=alt.Title(title, subtitle=subtitle), width=560, height=height,
     ).interactive(bind_y=False)
+
+
+def _incident(data: pd.DataFrame, x_title: str) -> tuple[float, float] | None:
+    """Seconds from just before the first kill or death to just after the last event from it
+    on; None where the axis does not count from a kill or death."""
+    if not x_title.startswith("seconds since") or "first event" in x_title:
+        return None
+    after = data.loc[data["from_s"] >= 0, "from_s"]
+    last = float(after.max()) if len(after) else 0.0
+    pad = max(0.05 * last, 0.02)
+    return (-pad, last + pad)
 
 
 # --- a leaderboard ---------------------------------------------------------------------------

@@ -193,8 +193,10 @@ def test_failover_timeline_has_a_row_per_instance_and_a_mark_per_event():
     assert got.loc["killed", "from_s"] == 0
     assert got.loc["standby ready", "from_s"] == pytest.approx(1.3)
     assert got.loc["died", "partitions"] == "0, 1" and got.loc["promoted", "partitions"] == "1"
-    # killed, died and reassigned of i1 happen within 0.2 s: each on a lane of its own
-    assert sorted(got.loc[["killed", "died", "reassigned"], "lane"]) == [-1, 0, 1]
+    # zoomed to the 1.3 s incident, died and reassigned of i1 (11 ms apart) share a moment and
+    # take a lane each; killed, 0.15 s before them, is a tenth of the axis away (its own line)
+    assert sorted(got.loc[["killed", "died", "reassigned"], "lane"]) == [-0.5, 0, 0.5]
+    assert got.loc["killed", "lane"] == 0
     assert got.loc["standby ready", "lane"] == 0
     lives = data_of(spec, 0).set_index(["instance", "state"])
     assert lives.loc[("i1", "serving"), "to_s"] == pytest.approx(0.15)     # until it died
@@ -202,6 +204,16 @@ def test_failover_timeline_has_a_row_per_instance_and_a_mark_per_event():
     assert ("i0", "dead") not in lives.index
     zoom = [p for p in spec.get("params", []) if p.get("bind") == "scales"]
     assert len(zoom) == 1 and zoom[0]["select"]["encodings"] == ["x"]     # zoom in time only
+    # it opens on the incident: from just before the kill to just after the standby is ready,
+    # the startup 20 s earlier left of it; zoom=False draws the whole run
+    assert enc["x"]["scale"]["domain"] == pytest.approx([-0.065, 1.365])
+    assert all(layer["mark"]["clip"] for layer in spec["layer"])
+    assert "3 earlier events are left of it" in " ".join(spec["title"]["subtitle"])
+    whole = failover_timeline_chart(timeline, zoom=False).to_dict()
+    assert "domain" not in whole["layer"][2]["encoding"]["x"].get("scale", {})
+    # over the whole 21 s run, the three events of i1 within 0.2 s are one moment: three lanes
+    at_once = data_of(whole, 2).set_index("event").loc[["killed", "died", "reassigned"], "lane"]
+    assert sorted(at_once) == [-1, 0, 1]
 
 
 def test_failover_timeline_origin_and_text_partitions():
@@ -209,6 +221,7 @@ def test_failover_timeline_origin_and_text_partitions():
     timeline["partitions"] = timeline["partitions"].map(lambda p: ",".join(map(str, p)))
     spec = failover_timeline_chart(timeline.iloc[:3], origin="first").to_dict()
     assert spec["layer"][2]["encoding"]["x"]["title"] == "seconds since the first event"
+    assert "domain" not in spec["layer"][2]["encoding"]["x"].get("scale", {})  # no incident
     events = data_of(spec, 2)
     assert events["from_s"].tolist() == [0, 0.001, 0.002]
     assert events["partitions"].tolist() == ["0,2", "0,1", "1,2"]
