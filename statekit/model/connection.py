@@ -28,10 +28,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from statekit.errors import BadArgument
 
-# librdkafka's own log lines (reconnect attempts and the like) go to this logger,
-# not to stderr; errors that matter reach the caller as exceptions.
+# librdkafka's own log lines (reconnect attempts, "coordinator load in progress: retrying" and
+# the like) go to this logger, not to stderr, and not up to the root logger either: a notebook
+# or PySpark that configured the root logger would show each retry as a red warning, while the
+# errors that matter reach the caller as exceptions. To see them, give this logger a handler.
 CLIENT_LOG = logging.getLogger("statekit.kafka.client")
 CLIENT_LOG.addHandler(logging.NullHandler())
+CLIENT_LOG.propagate = False
 ACCEPTED = "a KafkaConnection, 'host:port[,host:port]', or an EmbeddedBroker"
 
 
