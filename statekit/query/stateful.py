@@ -1053,7 +1053,8 @@ def start_query(
     if isinstance(source, str) and malformed is not None:
         kafka_input = KafkaInput(source, conn, event_schema, tuple(required))
         if not checkpoint.offset_batches():  # a fresh checkpoint: keep batch 0's start
-            with contextlib.suppress(OSError):
+            # best effort: without it, explain() takes batch 0 to start at the log start
+            with contextlib.suppress(OSError, KafkaException, TimeoutError, StatekitError):
                 record_start(checkpoint, kafka_input, source_options.starting_offsets)
     query = start_recorded(plan, spark, checkpoint,
                            replace(run, name=name, output_mode=output_mode))
