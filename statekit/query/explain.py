@@ -126,11 +126,13 @@ def explain_key(query: StatefulQuery, key: object, window: object = None) -> Key
         raise BadArgument("query", query.name, "a time-window or running aggregation (a "
                           "session's records are not explained yet: a session merges as "
                           "records arrive)")
+    if window is None and isinstance(key, Mapping):
+        window = key.get("window_start")   # the key as a snapshot row names it
     wanted = _key(key, list(spec.keys))
     if window is not None:
         if spec.kind == "running":
             raise BadArgument("window", window, "None: a running aggregate has no windows")
-        wanted["window_start"] = pd.Timestamp(window)
+        wanted["window_start"] = _window_start(window)
     source = query._input
     if source is None:
         raise StatekitError(f"query {query.name!r} does not read a Kafka topic, so statekit "
@@ -162,6 +164,19 @@ def _key(key: object, names: list[str]) -> dict:
     if len(names) == 1:
         return {names[0]: key}
     raise BadArgument("key", key, f"a dict with a value for each group key: {names}")
+
+
+def _window_start(window: object) -> pd.Timestamp:
+    """A window's start as the state holds it (naive UTC); BadArgument for what is not a
+    time."""
+    try:
+        start = pd.Timestamp(window)
+    except (TypeError, ValueError):
+        start = None
+    if start is None or start is pd.NaT:
+        raise BadArgument("window", window, "a window's start: a timestamp, or text like "
+                                            "'2013-01-04 10:00' (UTC)")
+    return start.tz_convert("UTC").tz_localize(None) if start.tzinfo is not None else start
 
 
 def _shown(wanted: dict) -> dict:

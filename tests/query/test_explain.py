@@ -126,6 +126,19 @@ def test_a_key_the_state_lacks_names_the_nearest_and_bad_keys_are_named(run):
         query.explain({"dest": "ATL"})
     with pytest.raises(sk.BadArgument, match="a key the state holds"):
         query.explain("JFK", window="1999-01-01 00:00")
+    with pytest.raises(sk.BadArgument, match=r"bad window: 'soon'; accepted: a window's start"):
+        query.explain("JFK", window="soon")
+
+
+def test_a_snapshot_row_or_a_zoned_time_names_the_same_window(run):
+    query, _, _, _ = run
+    row = query.snapshot().iloc[0]
+    by_row = query.explain({"origin": row["origin"], "window_start": row["window_start"]})
+    zoned = row["window_start"].tz_localize("UTC").tz_convert("America/New_York")
+    by_zone = query.explain(row["origin"], window=zoned)
+    assert len(by_row.state) == len(by_zone.state) == 1
+    assert by_row.key == by_zone.key
+    assert by_row.records["offset"].tolist() == by_zone.records["offset"].tolist()
 
 
 def test_input_no_longer_in_kafka_makes_the_explanation_partial(run, broker):
