@@ -7,7 +7,9 @@ that counted, the ones that did not and why, and the value after each batch.
 2. its **history**: every put and delete of the key in Spark's change feed, batch by batch:
    the value after each batch that changed it;
 3. the **records**: each retained batch's input offsets (Spark's offset log) read back from
-   Kafka, parsed as the query parses them, and kept where the key matches; each record with
+   Kafka (or, for a streaming DataFrame of text lines, the files its source logged for the
+   batch: ``topic`` is then the file and ``offset`` the line number), parsed as the query
+   parses them, and kept where the key matches; each record with
    ``counted`` and, where it did not count, ``why_not``: malformed (the reason
    ``parse_events`` gives) or late (its window had ended when the batch's watermark passed);
 4. the value **reproduced**: the aggregates recomputed by pandas from the records that counted,
@@ -36,7 +38,14 @@ from pyspark.sql import functions as F
 
 from statekit.errors import BadArgument, StatekitError
 from statekit.kafka.topics import offset_bounds
-from statekit.query.input_replay import RAW_SCHEMA, read_batches, recorded_start
+from statekit.query.input_replay import (
+    FILE_RAW_SCHEMA,
+    RAW_SCHEMA,
+    batch_files,
+    read_batches,
+    read_file_batches,
+    recorded_start,
+)
 from statekit.reference.aggregates import windowed_reference
 from statekit.spark_state.progress import input_ranges, kafka_offsets, late_watermark_ms
 from statekit.spark_state.state_reader import to_pandas
@@ -118,8 +127,8 @@ def explain_key(query: StatefulQuery, key: object, window: object = None) -> Key
 
     Raises:
         BadArgument: a key the state does not hold (the nearest keys named), a window of a
-            running aggregate, a session window query; StatekitError: a query that does not
-            read a Kafka topic (its input cannot be read again).
+            running aggregate, a session window query; StatekitError: a query that reads
+            neither a Kafka topic nor text files (its input cannot be read again).
     """
     spec = query.spec
     if spec.kind == "session":
@@ -133,10 +142,9 @@ def explain_key(query: StatefulQuery, key: object, window: object = None) -> Key
         if spec.kind == "running":
             raise BadArgument("window", window, "None: a running aggregate has no windows")
         wanted["window_start"] = _window_start(window)
-    source = query._input
-    if source is None:
-        raise StatekitError(f"query {query.name!r} does not read a Kafka topic, so statekit "
-                            f"cannot read its input again to explain a key")
+    if query._input is None and not (query._file_input and batch_files(query.checkpoint)):
+        raise StatekitError(f"query {query.name!r} reads neither a Kafka topic nor text files, "
+                            f"so statekit cannot read its input again to explain a key")
     last = query.last_batch
     if last < 0:
         raise StatekitError(f"query {query.name!r} has committed no batch yet")
@@ -243,23 +251,32 @@ def _records(query: StatefulQuery, wanted: dict, first: int, last: int
              ) -> tuple[pd.DataFrame, list[int]]:
     from statekit.query.stateful import JSON_OPTIONS, event_struct, parse_events
 
-    spec, source = query.spec, query._input
-    batches = _batch_ranges(query, first, last)
-    rows, gone = read_batches(source, {b: (r, late or 0) for b, (r, late) in batches.items()})
+    spec = query.spec
+    if query._input is not None:
+        source, schema = query._input, RAW_SCHEMA
+        batches = _batch_ranges(query, first, last)
+        rows, gone = read_batches(source, {b: (r, late or 0)
+                                           for b, (r, late) in batches.items()})
+    else:   # text lines from files: the files the source logged for each batch
+        source, schema = query._file_input, FILE_RAW_SCHEMA
+        rows, gone = read_file_batches(query.checkpoint, {
+            b: late_watermark_ms(query.checkpoint, b) or 0 for b in range(first, last + 1)})
     struct = event_struct(source.schema)
     fields = struct.fieldNames()
     empty = pd.DataFrame(columns=[*RECORD_COLUMNS, *fields, *WINDOW, "counted", "why_not"])
     if not len(rows):
         return empty, sorted(gone)
     spark = query.spark
-    raw = spark.createDataFrame(rows, RAW_SCHEMA)
+    raw = spark.createDataFrame(rows, schema)
     _, malformed = parse_events(raw, source.schema, source.required,
                                 event_time=spec.event_time,
                                 max_event_time_ahead=spec.max_event_time_ahead)
     position = ["topic", "partition", "offset"]
     parsed = F.from_json(F.col("value").cast("string"), struct, JSON_OPTIONS)
     records = (raw.join(malformed.select(*position, "reason"), position, "left")
-               .select(F.col("_sk_batch").alias("batch"), *position, "timestamp",
+               .select(F.col("_sk_batch").alias("batch"), *position,
+                       (F.col("timestamp") if "timestamp" in raw.columns
+                        else F.lit(None).cast("timestamp")).alias("timestamp"),
                        F.col("_sk_late_ms").alias("late_ms"), "reason",
                        *[parsed[n].alias(n) for n in fields]))
     records = _where_key(records, {k: v for k, v in wanted.items() if k in fields})

@@ -5,7 +5,9 @@ Spark's offset log keeps, per batch, the offsets each Kafka partition was read u
 ``KafkaInput`` keeps which topic, which cluster and how values are parsed. ``read_batches``
 reads the records of chosen batches back from the broker, each tagged with its batch, and
 names the batches whose records are no longer all there (deleted by retention). Spark logs no
-start for the first batch: ``record_start`` keeps it beside a fresh checkpoint.
+start for the first batch: ``record_start`` keeps it beside a fresh checkpoint. A query over a
+streaming DataFrame of text lines from files is read again the same way from the files its
+source logged per batch (``FileInput``, ``read_file_batches``).
 
 Example:
     >>> rows, gone = read_batches(query_input, {3: (ranges, late_ms)})   # doctest: +SKIP
@@ -15,7 +17,10 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pandas as pd
 from pyspark.sql.types import StructType
@@ -120,3 +125,74 @@ def recorded_start(checkpoint: Checkpoint) -> dict[tuple[str, int], int] | None:
         return kafka_offsets(path.read_text())
     except OSError:
         return None
+
+
+# --- a streaming DataFrame of text lines from files ---------------------------------------------
+@dataclass(frozen=True)
+class FileInput:
+    """A streaming DataFrame of text lines (``spark.readStream.text(folder)``) that a query
+    parses, kept so statekit can read its files again: how the lines are parsed
+    (``parse_events``' schema and required fields)."""
+
+    schema: str | StructType
+    required: tuple[str, ...]
+
+
+#: the rows ``read_file_batches`` gives, as a Spark schema: a line, where it is (``topic``: the
+#: file, ``partition`` 0, ``offset``: its line number from 1), its batch and late watermark (ms)
+FILE_RAW_SCHEMA = ("value binary, topic string, partition int, offset long, _sk_batch long, "
+                   "_sk_late_ms long")
+
+
+def batch_files(checkpoint: Checkpoint, source: int = 0) -> dict[int, list[str]]:
+    """Batch → the files Spark's file source read in it, from the source's own log
+    (``sources/<source>/<batch>``, compacted every few batches into ``<batch>.compact``), as
+    Spark logged them (``file:///...``). Empty when the source is not a file source."""
+    folder = checkpoint.path / "sources" / str(source)
+    files: dict[int, list[str]] = {}
+    try:
+        names = [n for n in os.listdir(folder) if not n.startswith(".")]
+    except OSError:
+        return files
+    for name in names:
+        if not (name.isdigit() or name.endswith(".compact")):
+            continue
+        try:
+            lines = (folder / name).read_text().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines[1:]:   # the first line is the log's version ("v1")
+            try:
+                entry = json.loads(line)
+                batch, path = int(entry["batchId"]), str(entry["path"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if path not in files.setdefault(batch, []):
+                files[batch].append(path)
+    return files
+
+
+def read_file_batches(checkpoint: Checkpoint, batches: dict[int, int]
+                      ) -> tuple[pd.DataFrame, set[int]]:
+    """The lines of the files each of ``batches`` (batch → late watermark ms) read, tagged
+    with their batch, and the batches whose files are no longer all there."""
+    logged = batch_files(checkpoint)
+    columns: dict[str, list] = {c: [] for c in ("value", "topic", "partition", "offset",
+                                                 "_sk_batch", "_sk_late_ms")}
+    gone = set()
+    for batch, late_ms in sorted(batches.items()):
+        for uri in logged.get(batch, []):
+            try:
+                data = Path(unquote(urlparse(uri).path)).read_bytes()
+            except OSError:
+                gone.add(batch)
+                continue
+            lines = data.split(b"\n")
+            if lines and lines[-1] == b"":   # the newline that ends the file starts no line
+                lines.pop()
+            for number, line in enumerate(lines, start=1):
+                for name, value in (("value", line.removesuffix(b"\r")), ("topic", uri),
+                                    ("partition", 0), ("offset", number),
+                                    ("_sk_batch", batch), ("_sk_late_ms", late_ms)):
+                    columns[name].append(value)
+    return pd.DataFrame(columns), gone

@@ -54,7 +54,13 @@ from statekit.model.connection import Kafka, connect
 from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import Aggregate, QuerySpec
 from statekit.options import route, settle
-from statekit.query.input_replay import RAW_SCHEMA, KafkaInput, read_batches, record_start
+from statekit.query.input_replay import (
+    RAW_SCHEMA,
+    FileInput,
+    KafkaInput,
+    read_batches,
+    record_start,
+)
 from statekit.query.restart_check import record_query, require_restartable, session_settings
 from statekit.spark.connect import default_parallelism
 from statekit.spark.stopping import stop_between_batches
@@ -427,7 +433,7 @@ class StatefulQuery:
 
     def __init__(self, spark: SparkSession, spec: QuerySpec, checkpoint: Checkpoint,
                  started: Started, changelog: ChangelogWriter | None = None,
-                 kafka_input: KafkaInput | None = None):
+                 kafka_input: KafkaInput | None = None, file_input: FileInput | None = None):
         self.spark, self.spec = spark, spec
         #: the checkpoint folder (``Checkpoint``: Spark's logs and statekit's files beside them)
         self.checkpoint = Checkpoint(checkpoint)
@@ -435,6 +441,7 @@ class StatefulQuery:
         self.state = StateReader(spark, self.checkpoint, spec)
         self._first_batch = started.first_batch  # the first batch this run commits
         self._input = kafka_input  # what it reads, to read again (late events); None: not Kafka
+        self._file_input = file_input  # text lines it parses from a streaming DataFrame
         self._counted: dict[int, dict] = {}  # Spark's state counts of recovered batches
         #: ships each committed batch's state changes to the changelog topic (None: logging off)
         self.changelog = changelog
@@ -810,7 +817,8 @@ class StatefulQuery:
     # --- provenance ------------------------------------------------------------------
     def explain(self, key: object, window: object = None) -> KeyExplanation:
         """Why ``key`` holds its value: every input record of the key batch by batch (read
-        back from Kafka), those that did not count and why (malformed, late), the value
+        back from Kafka, or from the files a text-line source read), those that did not count
+        and why (malformed, late), the value
         after each batch, and the value recomputed from the records that counted
         (``statekit.query.explain``).
 
@@ -1056,12 +1064,14 @@ def start_query(
             # best effort: without it, explain() takes batch 0 to start at the log start
             with contextlib.suppress(OSError, KafkaException, TimeoutError, StatekitError):
                 record_start(checkpoint, kafka_input, source_options.starting_offsets)
+    file_input = (FileInput(event_schema, tuple(required))
+                  if not isinstance(source, str) and malformed is not None else None)
     query = start_recorded(plan, spark, checkpoint,
                            replace(run, name=name, output_mode=output_mode))
     handle = StatefulQuery(spark, spec, checkpoint,
                            Started(query, malformed, first_batch,
                                    available_now="availableNow" in trigger_kwargs),
-                           kafka_input=kafka_input)
+                           kafka_input=kafka_input, file_input=file_input)
     if topic:
         handle.changelog = ChangelogWriter(handle.state, conn, topic,
                                            topic_config=run.changelog_topic_config).start()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import time
 
 import pandas as pd
 import pytest
@@ -149,3 +151,42 @@ def test_input_no_longer_in_kafka_makes_the_explanation_partial(run, broker):
     why = query.explain(run[2]["origin"])
     assert why.partial and 0 in why.gone
     assert "PARTIAL" in repr(why) and "batches [0" in repr(why)
+
+
+def test_a_query_over_text_files_is_explained_from_the_files_each_batch_read(spark, tmp_path):
+    """The same flights as lines of files, one file a batch, then a file of LATE early flights
+    and broken lines: the records come from the files the source logged, line by line."""
+    lines = flights(limit=3000).records["value"].tolist()
+    rows = [json.loads(v) for v in lines]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    parts = [lines[:1000], lines[1000:2000], lines[2000:],
+             [*lines[:LATE], json.dumps(dict(rows[-1], distance="far")), "not json"]]
+    start = time.time() - 100
+    for i, part in enumerate(parts):
+        path = folder / f"f{i}.json"
+        path.write_text("\n".join(part) + "\n")
+        os.utime(path, (start + i, start + i))
+    stream = spark.readStream.option("maxFilesPerTrigger", 1).text(str(folder))
+    query = sk.start_query(stream, SPEC, spark=spark, event_schema=FLIGHT_EVENT_SCHEMA,
+                           checkpoint=str(tmp_path / "ck"), name="explain-files",
+                           trigger="available-now")
+    query.wait_until_drained(timeout=300)
+    query.stop()
+    origin = rows[-1]["origin"]
+    why = query.explain(origin)
+    assert why.agrees and not why.partial
+    missed = why.not_counted()
+    late = missed[missed["why_not"].str.startswith("late:")]
+    assert sorted(late["flight"]) == sorted(r["flight"] for r in rows[:LATE]
+                                            if r["origin"] == origin)
+    assert (late["topic"].str.endswith("/f3.json")).all()
+    assert sorted(late["offset"]) == [n + 1 for n, r in enumerate(rows[:LATE])
+                                      if r["origin"] == origin]   # line numbers in f3.json
+    broken = missed[missed["why_not"].str.startswith("malformed:")]
+    assert broken["why_not"].tolist() == ["malformed: distance is not a bigint: far"]
+    assert broken["offset"].tolist() == [LATE + 1]
+    counted = why.records[why.records["counted"]]
+    assert len(counted) == sum(r["origin"] == origin for r in rows)  # every flight, once
+    (folder / "f0.json").unlink()   # input gone: the explanation says which batch
+    assert query.explain(origin).gone == [0]
