@@ -112,7 +112,7 @@ def _reader_of(source: object, part: str | None, which: str) -> StateView | Stat
                                              f"({type(source).__name__})")
         return source
     state = getattr(source, "state", None)
-    if isinstance(state, StateReader):  # start_query's query: its own flattened columns
+    if isinstance(state, StateReader) and state.spec is not None:  # start_query's query
         if part is not None:
             raise BadArgument("part", part, f"None: {which} (a statekit query) has one store")
         return state

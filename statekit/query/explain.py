@@ -131,6 +131,10 @@ def explain_key(query: StatefulQuery, key: object, window: object = None) -> Key
             neither a Kafka topic nor text files (its input cannot be read again).
     """
     spec = query.spec
+    if spec is None:
+        raise BadArgument("query", query.name, "a query start_query runs (a processor's stores "
+                          "hold what its code put there: read them with snapshot(store) and "
+                          "changes(store, ...))")
     if spec.kind == "session":
         raise BadArgument("query", query.name, "a time-window or running aggregation (a "
                           "session's records are not explained yet: a session merges as "

@@ -365,6 +365,13 @@ def test_session_tracker_keeps_the_active_sessions(spark, broker, games, events,
         assert set(zip(got["player"], ends, strict=True)) <= set(
             zip(timers["player"], timers["expiration_timestamp_ms"], strict=True))
         attached_to_a_transform_with_state(query, broker, tmp_path, last)
+        # a processor's stores diff like any part; explain is for start_query's aggregates
+        import statekit as sk
+
+        d = sk.diff((query, last - 1), (query, last), part="sessions")
+        assert d.key_columns[0] == "player" and d.counts.sum() > 0
+        with pytest.raises(sk.BadArgument, match="a query start_query runs"):
+            query.explain("p1")
     finally:
         query.stop()
 
