@@ -2,11 +2,12 @@
 
 Starts the embedded broker (or uses ``--bootstrap-servers``), replays the game
 events, runs the windowed leaderboard until the input is drained, prints the
-top players of the latest windows and the change feed summary, reads the
-changelog topic back (and what compaction would keep), restores local RocksDB
-stores from it, serves the store by key from two instances (the leaderboard,
-enriched from a global store of player profiles), and writes the charts as HTML
-and PNG.
+top players of the latest windows and the change feed summary, what the last
+batch changed (``diff``) and why the top player holds its count (``explain``),
+reads the changelog topic back (and what compaction would keep), checks the
+restore before it runs (``restore_preflight``) and restores local RocksDB stores
+from it, serves the store by key from two instances (the leaderboard, enriched
+from a global store of player profiles), and writes the charts as HTML and PNG.
 """
 
 from __future__ import annotations
@@ -82,6 +83,23 @@ def serve_leaderboard(servers: str, query, snapshot: pd.DataFrame, out: Path) ->
         return cluster.assignment.to_frame()
 
 
+def debugging_lines(query, diff, last: int) -> str:
+    """What changed in the last batch (``statekit.diff``) and why the top key of the latest
+    window holds its count (``query.explain``), in two lines."""
+    d = diff((query, max(last - 1, 0)), (query, last))
+    counts = ", ".join(f"{int(d.counts[k])} {k}" for k in ("added", "removed", "changed"))
+    snapshot = query.snapshot(last)
+    latest = snapshot[snapshot["window_start"] == snapshot["window_start"].max()]
+    top = latest.sort_values(["count", "player"], ascending=[False, True]).iloc[0]
+    why = query.explain(top["player"], window=top["window_start"])
+    counted = int(why.records["counted"].sum())
+    return (f"diff of batches {max(last - 1, 0)} and {last} ({d.how}): {counts}\n"
+            f"[statekit] why {top['player']} has count {int(top['count'])} in the window of "
+            f"{top['window_start']:%H:%M}: {counted} records counted, read back from Kafka "
+            f"batch by batch, {len(why.records) - counted} did not count; pandas reproduces "
+            f"the value: {why.agrees}")
+
+
 def broker_cleaned(servers: str, log, broker=None) -> str:
     """Let the broker's log cleaner compact the changelog ``log`` was read from, and say what
     it kept beside what statekit predicts for the same point."""
@@ -152,12 +170,12 @@ def main(args: Namespace) -> int:
         state_rows_chart,
     )
     from statekit.datasets import game_events
-    from statekit.inspect import open_checkpoint
+    from statekit.inspect import diff, open_checkpoint
     from statekit.kafka import EmbeddedBroker
     from statekit.kafka.dataset_replay import replay
     from statekit.model.query_options import RunOptions, SourceOptions
     from statekit.query.stateful import start_query
-    from statekit.restore import RestoreOptions, restore_stores
+    from statekit.restore import RestoreOptions, restore_preflight, restore_stores
     from statekit.spark.session import spark_session
     from statekit.spark_state.changes import same_rows
 
@@ -208,6 +226,7 @@ def main(args: Namespace) -> int:
         _say(f"change feed of batches 0..{last}: {int((changes['change'] == 'put').sum())} puts, "
              f"{int((changes['change'] == 'delete').sum())} deletes (windows evicted)")
         print(change_summary(changes).T.to_string())
+        _say(debugging_lines(query, diff, last))
         query.stop()
         log = query.read_changelog()
         compacted = log.compact()
@@ -219,6 +238,12 @@ def main(args: Namespace) -> int:
         _say(broker_cleaned(servers, log, broker))
         same = same_rows(log.materialize(), snapshot)
         _say(f"replaying the changelog rebuilds the {len(snapshot)}-row store: {same}")
+        check = restore_preflight(servers, query.changelog_topic, query.spec,
+                                  checkpoint.parent / "stores", checkpoint=checkpoint)
+        _say(f"restore pre-flight: {'ok' if check.ok else 'NOT ok'}, "
+             f"{int(check.partitions['to_read'].sum())} offsets to read, about "
+             f"{check.estimated_seconds or 0:.1f} s at the sampled "
+             f"{check.records_per_s or 0:,.0f} records/s; {len(check.findings)} finding(s)")
         with restore_stores(servers, query.changelog_topic, query.spec,
                             checkpoint.parent / "stores",
                             options=RestoreOptions(progress=False)) as restored:
