@@ -17,7 +17,7 @@ from __future__ import annotations
 import concurrent.futures
 import socket
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -87,6 +87,17 @@ def offset_bounds(kafka: Kafka, topic: str, partitions: list[int], committed: bo
         return {p: watermarks_of(consumer, topic, p, timeout) for p in partitions}
     finally:
         consumer.close()
+
+
+def log_starts(kafka: Kafka, parts: Iterable[tuple[str, int]],
+               timeout: float = 10.0) -> dict[tuple[str, int], int]:
+    """(topic, partition) → its log start offset, one consumer per topic (``offset_bounds``)."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in parts:
+        by_topic.setdefault(topic, []).append(partition)
+    return {(topic, p): low for topic, partitions in by_topic.items()
+            for p, (low, _) in offset_bounds(kafka, topic, sorted(set(partitions)),
+                                             committed=False, timeout=timeout).items()}
 
 
 #: what Apache Kafka answers for a moment after a topic is created (or recreated under the same

@@ -37,7 +37,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from statekit.errors import BadArgument, StatekitError
-from statekit.kafka.topics import offset_bounds
+from statekit.kafka.topics import log_starts
 from statekit.query.input_replay import (
     FILE_RAW_SCHEMA,
     RAW_SCHEMA,
@@ -239,13 +239,10 @@ def _batch_ranges(query: StatefulQuery, first: int, last: int
             for text in query.checkpoint.offset_log(0)[2]:
                 ends.update(kafka_offsets(text) or {})
             starts = recorded_start(query.checkpoint) or {}
-            ranges = {}
-            for (topic, partition), end in ends.items():
-                start = starts.get((topic, partition))
-                if start is None:
-                    start, _ = offset_bounds(query._input.kafka, topic, [partition],
-                                             committed=False)[partition]
-                ranges[(topic, partition)] = (start, end)
+            unrecorded = [part for part in ends if part not in starts]
+            if unrecorded:
+                starts = {**log_starts(query._input.kafka, unrecorded), **starts}
+            ranges = {part: (starts[part], end) for part, end in ends.items()}
         if ranges:
             out[batch] = (ranges, late_watermark_ms(query.checkpoint, batch))
     return out

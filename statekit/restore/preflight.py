@@ -46,6 +46,7 @@ from statekit.kafka.topics import (
     consume_ranges,
     describe_topic_config,
     list_topics,
+    log_starts,
     offset_bounds,
     plain_consumer,
 )
@@ -307,13 +308,14 @@ def _source_findings(conn, checkpoint: Checkpoint) -> list[tuple]:
     if not offsets:
         return []
     topics = list_topics(conn)
+    lows = log_starts(conn, [part for part in offsets if part[0] in topics])
     found = []
     for (source, p), next_offset in sorted(offsets.items()):
         if source not in topics:
             found.append((NOTE, p, f"source topic {source!r} is not on this cluster: its "
                           f"retention is not checked.", "check it on its own cluster"))
             continue
-        low, _ = offset_bounds(conn, source, [p], committed=False)[p]
+        low = lows[(source, p)]
         if next_offset < low:
             found.append((INPUT_LOST, p, f"a restart reads source {source!r} partition {p} "
                           f"from offset {next_offset} (after batch {span[1]}), but it now "
