@@ -162,7 +162,7 @@ def run(spark, job: str, folder: Path, work: Path, attached: bool, kafka: str | 
             figures["ship_s"] = round(sum(r[3] for r in rounds), 3)
             figures["rounds"] = len(rounds)
             figures["shipped_records"] = sum(r[2] for r in rounds)
-            live.detach()
+            live.close()
         batch_ms, batches, rows = _batch_ms(query)
         figures.update(batch_ms=batch_ms, batches=batches, state_rows=rows)
         return figures

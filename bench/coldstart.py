@@ -79,7 +79,7 @@ def _stop(spark, query) -> None:
     from statekit.spark.connect import is_connect
 
     if is_connect(spark):   # no SparkContext to quiet on a Connect client
-        query.stop()
+        query.close()
     else:
         _stop_quietly(spark, query)
 

@@ -11,7 +11,7 @@ step                          baseline
 Spark's restart restore       the restarted query's first batch (Spark loads the N-key state,
                               then updates N/10 keys) vs a fresh query over the same N/10 rows
 snapshot (time, peak memory)  ``query.snapshot()`` vs Spark's ``statestore`` read + toPandas
-change feed                   ``query.changes(0)`` vs the raw ``readChangeFeed`` + toPandas
+change feed                   ``query.changes(from_batch=0)`` vs raw ``readChangeFeed`` + toPandas
                               (up to ``RAW_CHANGE_FEED_UP_TO`` keys: 1M)
 changelog read                ``read_changelog`` (pandas) vs a bare consume of the topic
 compaction                    ``compact()`` vs pandas ``drop_duplicates(keep="last")`` on key
@@ -68,7 +68,7 @@ LOOKUPS = 2000
 STEPS = [
     ("spark restart restore", "restarted query, first batch", "fresh query, same batch"),
     ("snapshot", "query.snapshot()", "statestore + toPandas"),
-    ("change feed", "query.changes(0)", "readChangeFeed + toPandas"),
+    ("change feed", "query.changes(from_batch=0)", "readChangeFeed + toPandas"),
     ("changelog read", "read_changelog", "bare consume"),
     ("compaction", "compact()", "drop_duplicates(key)"),
     ("restore raw log", "restore_stores", "bare consume"),
@@ -165,7 +165,7 @@ def _run_available_now(spark, input_dir: Path, checkpoint: Path, name: str):
                            aggregates=AGGREGATES, watermark="1 day", name=name,
                            checkpoint=str(checkpoint), trigger="available-now")
     query.query.awaitTermination()
-    query.stop()
+    query.close()
     if query.query.exception() is not None:
         raise RuntimeError(f"query {name!r} failed: {query.query.exception()}")
     return query
@@ -249,7 +249,7 @@ def one_size(spark, broker, keys: int, work: Path) -> dict:
                          "frame_bytes": int(frame.memory_usage(deep=True).sum())}
     del frame, raw
     step("change feed")
-    t_sk, changes, mem_sk = measured(lambda: query.changes(0))
+    t_sk, changes, mem_sk = measured(lambda: query.changes(from_batch=0))
     changed = len(changes)
     del changes
     t_raw = mem_raw = None
@@ -267,7 +267,7 @@ def one_size(spark, broker, keys: int, work: Path) -> dict:
 
     topic = f"bench-curves-{keys}-counts-changelog"
     step("changelog: ship, read, compact")
-    writer = ChangelogWriter(query.state, broker, topic)
+    writer = ChangelogWriter(query.reader, broker, topic)
     out["ship_s"], _ = timed(writer.ship)
     writer.stop()
     bootstrap = broker.bootstrap_servers

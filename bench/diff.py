@@ -55,7 +55,7 @@ def build(spark, work: Path, name: str, files: list[tuple[int, int, int]]):
                            name=f"bench_diff_{name}", checkpoint=str(work / name / "ck"),
                            trigger="available-now")
     query.query.awaitTermination()
-    query.stop()
+    query.close()
     if query.query.exception() is not None:
         raise RuntimeError(f"building the checkpoint failed: {query.query.exception()}")
     return query

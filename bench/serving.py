@@ -281,7 +281,7 @@ def shipped_store(keys: int, topic: str, workdir: str | None, result: dict, pref
     try:
         result["build_checkpoint_s"], query = timed(lambda: build_checkpoint(spark, work, keys))
         with EmbeddedBroker() as broker:
-            writer = ChangelogWriter(query.state, broker, topic)
+            writer = ChangelogWriter(query.reader, broker, topic)
             result["ship_s"], result["shipped_batch"] = timed(writer.ship)
             writer.stop()
             yield spark, work, query, broker

@@ -45,7 +45,7 @@ def build_checkpoint(spark, work: Path, keys: int):
                            aggregates=AGGREGATES, watermark="1 day", name="bench_snapshot",
                            checkpoint=str(work / "checkpoint"), trigger="available-now")
     query.query.awaitTermination()
-    query.stop()
+    query.close()
     if query.query.exception() is not None:
         raise RuntimeError(f"building the checkpoint failed: {query.query.exception()}")
     return query
@@ -65,8 +65,8 @@ def one_round(spark, query, batch: int) -> tuple[dict, dict]:
     """(seconds, rows) of one statekit snapshot, one baseline read and statekit's parts."""
     t_sk, sk_frame = timed(query.snapshot)
     t_raw, raw_frame = timed(lambda: raw_snapshot(spark, str(query.checkpoint)))
-    t_lookup, _ = timed(query.state.batch_range)
-    t_frame, unsorted = timed(lambda: query.state.snapshot_frame(batch).toPandas())
+    t_lookup, _ = timed(query.reader.batch_range)
+    t_frame, unsorted = timed(lambda: query.reader.snapshot_frame(batch).toPandas())
     t_sort, _ = timed(lambda: unsorted.sort_values(query.spec.key_columns, kind="stable"))
     seconds = {"statekit": t_sk, "baseline": t_raw, "statekit_batch_lookup": t_lookup,
                "statekit_frame_to_pandas": t_frame, "statekit_pandas_sort": t_sort}

@@ -253,7 +253,7 @@ def _stop_quietly(spark, query) -> None:
     """Stop a query mid-batch without Spark logging the aborted batch as an ERROR."""
     spark.sparkContext.setLogLevel("FATAL")
     try:
-        query.stop()
+        query.close()
     finally:
         spark.sparkContext.setLogLevel("ERROR")
 

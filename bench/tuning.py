@@ -106,7 +106,7 @@ def worker(name: str, records: int, keys: int, batch: int, partitions: int, work
         seconds = time.perf_counter() - start
     finally:
         spark.sparkContext.setLogLevel("FATAL")   # stopping mid-batch is not an error here
-        query.stop()
+        query.close()
     time.sleep(1.0)   # the progress listener writes the last report
     progress = query.progress()
     metrics = wide(rocksdb_metrics(progress))

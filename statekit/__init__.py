@@ -38,7 +38,7 @@ from statekit.errors import (
 _NAMES = {  # name → the subpackage that exports it (which knows its module)
     **dict.fromkeys(("EmbeddedBroker", "KafkaConnection", "TopicRef"), "statekit.kafka"),
     **dict.fromkeys(("Aggregate", "QuerySpec", "WindowSpec", "hopping", "session", "tumbling",
-                     "RunOptions", "SourceOptions"), "statekit.model"),
+                     "RunOptions", "SourceOptions", "QueryHandle"), "statekit.model"),
     **dict.fromkeys(("StatefulQuery", "start_query", "check_restart", "RestartCheck"),
                     "statekit.query"),
     "spark_session": "statekit.spark.session",
@@ -47,7 +47,7 @@ _NAMES = {  # name → the subpackage that exports it (which knows its module)
     **dict.fromkeys(("RestorePreflight", "restore_preflight", "restore_stores"),
                     "statekit.restore"),
     "StandbyReplica": "statekit.standby",
-    "start_processor": "statekit.processor",
+    **dict.fromkeys(("ProcessorQuery", "start_processor"), "statekit.processor"),
     **dict.fromkeys(("CheckpointView", "StateDiff", "diff", "open_checkpoint"),
                    "statekit.inspect"),
     **dict.fromkeys(("AttachedQuery", "attach"), "statekit.live"),
@@ -85,6 +85,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
     from statekit.kafka.broker import EmbeddedBroker
     from statekit.live.handle import AttachedQuery, attach
     from statekit.model.connection import KafkaConnection, TopicRef
+    from statekit.model.query_handle import QueryHandle
     from statekit.model.query_options import RunOptions, SourceOptions
     from statekit.model.query_spec import (
         Aggregate,
@@ -94,7 +95,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
         session,
         tumbling,
     )
-    from statekit.processor.query import start_processor
+    from statekit.processor.query import ProcessorQuery, start_processor
     from statekit.query.restart_check import RestartCheck, check_restart
     from statekit.query.stateful import StatefulQuery, start_query
     from statekit.restore.preflight import RestorePreflight, restore_preflight
@@ -130,6 +131,8 @@ __all__ = [
     "IncompatibleRestart",
     "KafkaConnection",
     "NotShippedYet",
+    "ProcessorQuery",
+    "QueryHandle",
     "QuerySpec",
     "RestartCheck",
     "RestorePreflight",

@@ -256,7 +256,7 @@ def _inspect(lines: Iterable[str]) -> pd.DataFrame:
 def parse_game_events(lines: Iterable[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Split game-event lines into good rows and malformed rows (a pure-pandas reference).
 
-    The rule is the query's null rule (``statekit.query.stateful.parse_events``) for
+    The rule is the query's null rule (``statekit.query.parsing.parse_events``) for
     ``GAME_SPEC`` over ``GAME_EVENT_SCHEMA``, checked in the same order:
 
     1. not a JSON object → malformed (a JSON object followed by other text is that

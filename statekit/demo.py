@@ -88,7 +88,7 @@ def debugging_lines(query, diff, last: int) -> str:
     window holds its count (``query.explain``), in two lines."""
     d = diff((query, max(last - 1, 0)), (query, last))
     counts = ", ".join(f"{int(d.counts[k])} {k}" for k in ("added", "removed", "changed"))
-    snapshot = query.snapshot(last)
+    snapshot = query.snapshot(batch=last)
     latest = snapshot[snapshot["window_start"] == snapshot["window_start"].max()]
     top = latest.sort_values(["count", "player"], ascending=[False, True]).iloc[0]
     why = query.explain(top["player"], window=top["window_start"])
@@ -151,7 +151,7 @@ def attach_own_job(spark, dataset, servers: str, out: Path) -> None:
             _say(f"  part {part}: {len(snap)} rows, each in the partition statekit computes: "
                  f"{placed}; changelog {topic!r}: {len(log)} records, replays to the "
                  f"snapshot: {same_rows(log.materialize(), snap)}")
-        live.detach()
+        live.close()
     finally:
         job.stop()
 
@@ -222,12 +222,12 @@ def main(args: Namespace) -> int:
         _say(f"snapshot of batch {last}: {len(snapshot)} state rows (windows x players) "
              f"in {snapshot['partition'].nunique()} partitions")
         print(leaderboard(snapshot).to_string(index=False))
-        changes = query.changes(0, last)
+        changes = query.changes(from_batch=0, to_batch=last)
         _say(f"change feed of batches 0..{last}: {int((changes['change'] == 'put').sum())} puts, "
              f"{int((changes['change'] == 'delete').sum())} deletes (windows evicted)")
         print(change_summary(changes).T.to_string())
         _say(debugging_lines(query, diff, last))
-        query.stop()
+        query.close()
         log = query.read_changelog()
         compacted = log.compact()
         stats = compaction_stats(log, compacted)

@@ -69,7 +69,7 @@ def no_query_outlives_its_module():
         return
     left = [q for q in session.streams.active]
     for query in left:
-        query.stop()
+        query.close()
     if left:
         warnings.warn(f"streaming queries still running after the module, now stopped: "
                       f"{', '.join(str(q.name or q.id) for q in left)}", stacklevel=1)
@@ -139,5 +139,5 @@ def logged(spark, broker, games, tmp_path_factory):
     # Stopped once drained: a drained query still triggers every 100 ms (about a third of a
     # core on this machine), a tax on every later test; what the tests read (snapshots,
     # progress, the changelog) outlives the stop.
-    query.stop()
+    query.close()
     yield query, log

@@ -10,7 +10,7 @@ beyond the log's end, naming what it found.
 
 Example:
     >>> log = read_changelog(broker, "statekit-aggregate-changelog")     # doctest: +SKIP
-    >>> log.materialize(to_batch=3)          # equals query.snapshot(3)   # doctest: +SKIP
+    >>> log.materialize(to_batch=3)          # equals query.snapshot(batch=3)   # doctest: +SKIP
 """
 
 from __future__ import annotations

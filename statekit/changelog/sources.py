@@ -16,7 +16,7 @@ from is a ``ChangeSource``:
   never in the person's checkpoint.
 
 Example:
-    >>> source = QueryChanges(query.state)                                # doctest: +SKIP
+    >>> source = QueryChanges(query.reader)                                # doctest: +SKIP
     >>> source.key_columns, source.value_columns                          # doctest: +SKIP
     (['player', 'window_start', 'window_end'], ['count', 'sum_score', 'max_score'])
 """

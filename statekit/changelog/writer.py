@@ -29,7 +29,7 @@ Exactly once, across crashes and broker faults:
   and to the readers, so they agree).
 
 Example:
-    >>> writer = ChangelogWriter(query.state, broker,                     # doctest: +SKIP
+    >>> writer = ChangelogWriter(query.reader, broker,                     # doctest: +SKIP
     ...                          "leaderboard-counts-changelog")
     >>> writer.ship()           # ships every committed batch not shipped yet  # doctest: +SKIP
     3

@@ -123,7 +123,7 @@ def _run_query(config: Mapping) -> None:
                         spark=spark)
     if job.mode == "drain":
         query.wait_until_drained()
-        query.stop()
+        query.close()
         print(f"drained through batch {query.last_batch}", flush=True)
         return
     print("running", flush=True)

@@ -45,6 +45,7 @@ from statekit.inspect.diff_in_spark import side, spark_diff
 from statekit.inspect.diff_result import StateDiff  # noqa: F401 - what diff returns
 from statekit.inspect.part_names import find_part
 from statekit.inspect.part_views import StateView
+from statekit.model.query_handle import QueryHandle
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.state_reader import StateReader
 
@@ -111,19 +112,14 @@ def _reader_of(source: object, part: str | None, which: str) -> StateView | Stat
             raise BadArgument("part", part, f"None: {which} is already one part "
                                              f"({type(source).__name__})")
         return source
-    state = getattr(source, "state", None)
-    if isinstance(state, StateReader) and state.spec is not None:  # start_query's query
-        if part is not None:
-            raise BadArgument("part", part, f"None: {which} (a statekit query) has one store")
-        return state
+    if isinstance(source, QueryHandle):  # start_query's, start_processor's, attach's
+        return source.state(part)
     from statekit.inspect.view import CheckpointView, open_checkpoint
 
     if isinstance(source, str | os.PathLike | Checkpoint):
         view = open_checkpoint(source)
     elif isinstance(source, CheckpointView):
         view = source
-    elif getattr(source, "checkpoint", None) is not None:  # attach's and processor queries
-        view = open_checkpoint(source.checkpoint, getattr(source, "spark", None))
     else:
         raise BadArgument(which, type(source).__name__, ACCEPTED)
     parts = view.parts()

@@ -5,7 +5,7 @@ followed and returns an ``AttachedQuery``: the shape of ``StatefulQuery`` for an
 with every stateful operator's parts named ``"<operator_id>/<name>"``
 (``statekit.inspect.part_names``). It reads with Spark's state readers and the query's progress
 reports, which it keeps in memory; it never writes into the checkpoint, never changes the
-plan, and ``detach()`` leaves the query running.
+plan, and ``close()`` leaves the query running.
 
 Example:
     >>> q = (events.dropDuplicatesWithinWatermark(["event_id"])        # doctest: +SKIP
@@ -17,7 +17,7 @@ Example:
     0  0/default    aggregation  store         True
     1  1/default  deduplication  store         True
     >>> live.wait_for_batches(3); live.snapshot("0/default")             # doctest: +SKIP
-    >>> live.changes("1/default", 0); live.detach()                      # doctest: +SKIP
+    >>> live.changes("1/default", from_batch=0); live.close()            # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from statekit.changelog.sources import PartChanges
 from statekit.changelog.writer import ChangelogWriter
+from statekit.deprecation import deprecated
 from statekit.errors import AlreadyAttached, NotShippedYet, StatekitError
 from statekit.inspect.describe import Description
 from statekit.inspect.limits import UnsupportedRead
@@ -54,6 +55,7 @@ from statekit.live.locate import (
     require_state,
 )
 from statekit.model.connection import Kafka, connect
+from statekit.model.query_handle import choose_part
 from statekit.model.store_schema import PartShape
 from statekit.spark.connect import is_connect
 from statekit.spark_state.checkpoint import Checkpoint
@@ -175,8 +177,8 @@ def _claim_shipping(query, handle: AttachedQuery | None = None) -> None:
             f"{describe_query(query)} is already attached with kafka= by another handle, "
             f"which ships its parts to the changelog topics {topics}: a second one would "
             f"fence the first's writers. Use that handle (it is this error's .handle), or "
-            f"call its detach() first and attach again", other)
-    other.detach()
+            f"call its close() first and attach again", other)
+    other.close()
     _claim_shipping(query, handle)
 
 
@@ -260,12 +262,24 @@ class AttachedQuery:
         self._require_state()
         return self._view().operators()
 
-    def parts(self) -> list[Part]:
-        """Every readable part of every operator (they are fixed by the plan: read once)."""
+    def parts(self) -> list[str]:
+        """Every readable part of every operator, named ``"<operator_id>/<name>"`` (what
+        ``snapshot`` and the others take; ``states()`` says what each is)."""
+        return [part_id(p) for p in self._part_list()]
+
+    def _part_list(self) -> list[Part]:
+        """The parts themselves (they are fixed by the plan: read once)."""
         if self._parts is None:
             self._require_state()
             self._parts = self._view().parts()
         return list(self._parts)
+
+    def _find(self, part: str | None) -> Part:
+        """The part named ``part`` (``"0/default"``, or a name only one operator has);
+        None: the only part, when there is one."""
+        self._require_state()
+        name = choose_part(part, self.parts(), describe_query(self.query))
+        return find_part(self._part_list(), name)
 
     def states(self) -> pd.DataFrame:
         """Every readable part: ``part`` (what ``snapshot``/``changes`` take), then
@@ -276,13 +290,13 @@ class AttachedQuery:
                                                               frame["name"], strict=True)])
         return frame
 
-    def state(self, part: str) -> StateView:
-        """The reader of one part, over the batches committed so far."""
-        self._require_state()
-        found = find_part(self.parts(), part)
-        return StateView(self.checkpoint, found, self.spark, None)
+    def state(self, part: str | None = None) -> StateView:
+        """The reader of one part, over the batches committed so far (``part`` may be left
+        out when the query has one)."""
+        return StateView(self.checkpoint, self._find(part), self.spark, None)
 
-    def snapshot(self, part: str, batch: int | None = None, sort: bool = False) -> pd.DataFrame:
+    def snapshot(self, part: str | None = None, batch: int | None = None,
+                 sort: bool = False) -> pd.DataFrame:
         """The part's state after ``batch`` (the last committed when None), with
         ``partition``; ``attrs["part"]`` names it."""
         view = self.state(part)
@@ -290,10 +304,14 @@ class AttachedQuery:
         frame.attrs["part"] = part_id(view.part)
         return frame
 
-    def changes(self, part: str, from_batch: int, to_batch: int | None = None) -> pd.DataFrame:
+    def changes(self, part: str | None = None, from_batch: int | None = None,
+                to_batch: int | None = None) -> pd.DataFrame:
         """Every change batches ``from_batch..to_batch`` made to the part (Spark's change
-        feed); a join side and timers have none (``UnsupportedRead`` names what works)."""
+        feed; the last batch's when both are None); a join side and timers have none
+        (``UnsupportedRead`` names what works)."""
         view = self.state(part)
+        if from_batch is None:
+            from_batch = self.last_batch if to_batch is None else to_batch
         frame = view.changes(from_batch, to_batch)
         frame.attrs["part"] = part_id(view.part)
         return frame
@@ -345,7 +363,7 @@ class AttachedQuery:
         frame = operator_frame(reports)
         names = {}
         if self.checkpoint.committed_batches() and self.checkpoint.operator_ids():
-            names = {p.operator_id: p.operator for p in self.parts()}
+            names = {p.operator_id: p.operator for p in self._part_list()}
         same = all(names.get(pos) == name for pos, name in
                    zip(frame["position"], frame["operator"], strict=True))
         ids = frame["position"] if same and names else pd.array([pd.NA] * len(frame),
@@ -429,7 +447,7 @@ class AttachedQuery:
         app = app_name(self.name, self.id) if app is None else app
         folder = ledger_folder(self.id, ledger_dir)
         try:
-            parts = self.parts()
+            parts = self._part_list()
             for part in parts:
                 if part_id(part) in self.changelogs:
                     continue
@@ -462,8 +480,8 @@ class AttachedQuery:
         """Part → its changelog topic, for the parts shipped."""
         return {part: writer.topic for part, writer in self.changelogs.items()}
 
-    def _writer(self, part: str) -> ChangelogWriter:
-        full = part_id(find_part(self.parts(), part))
+    def _writer(self, part: str | None) -> ChangelogWriter:
+        full = part_id(self._find(part))
         if full not in self.changelogs:
             shipped = ", ".join(self.changelogs) or "none: attach with kafka= to ship them"
             raise StatekitError(f"part {full!r} has no changelog here; parts shipped: {shipped}")
@@ -471,7 +489,7 @@ class AttachedQuery:
         writer.raise_if_failed()
         return writer
 
-    def serve(self, part: str, *, instances: int = 2, standbys: int | None = None,
+    def serve(self, part: str | None = None, *, instances: int = 2, standbys: int | None = None,
               workdir: str | os.PathLike | None = None, timeout: float = 120.0):
         """Serve one shipped part by key: ``instances`` serving processes (``standbys`` each)
         that tail its changelog, routed as Spark places the part's keys
@@ -490,17 +508,19 @@ class AttachedQuery:
         return serve(writer.kafka, writer.topic, instances=instances, standbys=standbys,
                      workdir=workdir, timeout=timeout)
 
-    def part_shape(self, part: str) -> PartShape:
+    def part_shape(self, part: str | None = None) -> PartShape:
         """What the part's changelog holds (for ``restore_stores`` and standbys)."""
         return self._writer(part).source.shape
 
-    def read_changelog(self, part: str, from_batch: int | None = None,
-                       to_batch: int | None = None):
+    def read_changelog(self, part: str | None = None, from_batch: int | None = None,
+                       to_batch: int | None = None, *, progress: bool | None = None):
         """The part's changelog records shipped so far (a ``Changelog``), its time columns
         as timestamps, as in the part's snapshots; its ``last_batch`` is the last batch
-        shipped (a batch that changed nothing in the part leaves no record)."""
+        shipped (a batch that changed nothing in the part leaves no record). ``progress``:
+        a bar while it reads (None: only for a long read)."""
         from statekit.changelog.reader import read_changelog
 
+        part = part_id(self._find(part))
         writer = self._writer(part)
         from_batch = optional_batch_id(from_batch, "from_batch")
         if from_batch is not None:
@@ -513,7 +533,7 @@ class AttachedQuery:
                                 f"wait_shipped({to_batch}) waits for it")
         # a batch that changed nothing in the part leaves no record, yet is shipped: read
         # the whole topic and cut it here, where the shipped batch is known
-        log = read_changelog(writer.kafka, writer.topic, progress=False)
+        log = read_changelog(writer.kafka, writer.topic, progress=progress)
         records = log.records
         if from_batch is not None or to_batch is not None:
             low = -1 if from_batch is None else from_batch
@@ -528,7 +548,7 @@ class AttachedQuery:
         return dataclasses.replace(log.with_records(records),
                                    last_batch=max(log.last_batch, shipped))
 
-    def replay(self, part: str, batch: int | None = None, timeout: float = 120.0
+    def replay(self, part: str | None = None, batch: int | None = None, timeout: float = 120.0
                ) -> pd.DataFrame:
         """The part's state rebuilt from its changelog topic alone, through ``batch`` (the
         last shipped when None), in the rows of its snapshot: a join side's or a list
@@ -545,6 +565,7 @@ class AttachedQuery:
         """
         from statekit.inspect.lists import list_rows
 
+        part = part_id(self._find(part))
         writer = self._writer(part)
         timeout = timeout_seconds(timeout)
         if batch is None and writer.shipped_batch < 0 and self.last_batch >= 0:
@@ -557,7 +578,7 @@ class AttachedQuery:
                     f"batch: give it a longer timeout=, or call wait_shipped() first"
                 ) from None
         shape = writer.source.shape
-        table = self.read_changelog(part, to_batch=batch).materialize()
+        table = self.read_changelog(part, to_batch=batch, progress=False).materialize()
         if table.empty:  # a topic with no record yet knows none of the part's columns
             table = pd.DataFrame(columns=[*shape.key_columns, *shape.value_columns,
                                           "partition"])
@@ -577,8 +598,13 @@ class AttachedQuery:
 
     # --- the end -------------------------------------------------------------------------
     def detach(self) -> None:
+        """Deprecated alias of ``close()`` (every handle ends with ``close()``)."""
+        deprecated("AttachedQuery.detach()", "close()")
+        self.close()
+
+    def close(self) -> None:
         """Stop following the query, after shipping every committed batch to the
-        changelogs; the query itself keeps running. Idempotent."""
+        changelogs; the query itself keeps running. Idempotent; a ``with`` block calls it."""
         if not self._detached:
             self._detached = True
             _release(self.spark, self)
@@ -597,7 +623,7 @@ class AttachedQuery:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.detach()
+        self.close()
 
 
 def _growing(operators: pd.DataFrame, batches: int) -> pd.DataFrame:
@@ -657,6 +683,6 @@ def attach(query, *, checkpoint: str | os.PathLike | None = None,
         if kafka is not None:
             handle.ship_changelogs(kafka, app, ledger_dir, ship_nice)
     except BaseException:
-        handle.detach()
+        handle.close()
         raise
     return handle

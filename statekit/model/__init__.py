@@ -2,7 +2,8 @@
 
 What a query computes (``query_spec``: ``QuerySpec``, windows, aggregates) and where it
 reads and how it runs (``query_options``: ``SourceOptions``, ``RunOptions``), what a
-changelog's store holds (``store_schema``), the changelog record codec
+changelog's store holds (``store_schema``), the verbs every query handle answers
+(``query_handle``: ``QueryHandle``), the changelog record codec
 (``changelog_record``: key and value JSON, the batch headers) and where Kafka is
 (``connection``: ``KafkaConnection``, ``TopicRef``). Plain values, no I/O; these modules import only
 ``statekit.errors``, ``statekit.validate``, ``statekit.durations`` and each other, so any
@@ -25,6 +26,8 @@ _NAMES = {
     "tumbling": "statekit.model.query_spec",
     "RunOptions": "statekit.model.query_options",
     "SourceOptions": "statekit.model.query_options",
+    "PartReader": "statekit.model.query_handle",
+    "QueryHandle": "statekit.model.query_handle",
     "PartShape": "statekit.model.store_schema",
     "StoreSchema": "statekit.model.store_schema",
     "WriterInfo": "statekit.model.store_schema",

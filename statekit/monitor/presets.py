@@ -98,7 +98,7 @@ def compare_presets(spark: SparkSession, configs: Sequence[str] = CONFIGS, *, ba
         try:
             query.wait_for_batches(batches, timeout=timeout)
         finally:
-            query.stop()
+            query.close()
         progress = query.progress()
         table = wide(rocksdb_metrics(progress))
         busy = progress[progress["input_rows"] > 0]

@@ -167,6 +167,6 @@ def measure_record_cache(
             query.wait_until_drained(timeout)
             frame = write_coalescing(query.read_changelog(progress=False), query.progress())
         finally:
-            query.stop()
+            query.close()
         frames.append(frame.assign(batch_size=size)[["batch_size", *COLUMNS]])
     return pd.concat(frames, ignore_index=True)

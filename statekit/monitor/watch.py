@@ -259,7 +259,7 @@ class Monitor:
             self._timed("changelog", self.changelog_tail.poll)
             changelog = self.changelog_tail.frame()
         if last >= 0 and (snapshot or (snapshot is None and self.snapshot_due())):
-            snap = self._timed("snapshot", lambda: self.query.snapshot(last))
+            snap = self._timed("snapshot", lambda: self.query.snapshot(batch=last))
             self._top = top_rows(snap, self.by, self.top)
             self._top_batch, self._top_at = last, time.monotonic()
         return Reading(at=time.time(), last_batch=last, active=active, progress=progress,

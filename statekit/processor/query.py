@@ -2,10 +2,10 @@
 
 ``start_processor`` groups the events by ``keys`` and runs the processor with Spark's
 ``transformWithStateInPandas`` (RocksDB state store, changelog checkpointing, as every
-statekit query). The returned ``ProcessorQuery`` waits, reports progress (it is a
-``StatefulQuery``) and reads each store as the inspect readers read any
+statekit query). The returned ``ProcessorQuery`` (a ``QueryHandle``, as every handle)
+waits, reports progress and reads each store as the inspect readers read any
 transformWithState state variable: ``snapshot(store, batch)``, ``changes(store,
-from_batch, to_batch)``, ``timers()``; ``store(name)`` is the inspect reader itself;
+from_batch, to_batch)``, ``timers()``; ``state(store)`` is the inspect reader itself;
 ``layout()`` says which columns each has.
 
 Example:
@@ -26,25 +26,23 @@ from typing import Any
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 
+from statekit.deprecation import deprecated
 from statekit.durations import spark_interval
 from statekit.errors import BadArgument, StatekitError
 from statekit.inspect.operators import Part
 from statekit.inspect.part_views import StateView
+from statekit.model.query_handle import choose_part
 from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import DEFAULT_MAX_EVENT_TIME_AHEAD
 from statekit.options import route, settle
 from statekit.processor.errors import ProcessorError
 from statekit.processor.layout import StoreLayout
 from statekit.processor.processor import Plan, Processor, ProcessorRunner, plan_of
-from statekit.query.stateful import (
-    Started,
-    StatefulQuery,
-    new_run,
-    source_events,
-    spark_message,
-    start_recorded,
-)
+from statekit.query.failures import spark_message
+from statekit.query.running import RunningQuery, Started, new_run, start_recorded
+from statekit.query.source import source_events
 from statekit.spark_state.checkpoint import Checkpoint
+from statekit.spark_state.state_reader import StateReader
 
 #: The column metadata Spark sets on an event-time column by ``withWatermark``.
 WATERMARK_METADATA = "spark.watermarkDelayMs"
@@ -52,16 +50,21 @@ OUTPUT_MODES = {"append": "Append", "update": "Update"}
 _RAISED = re.compile(r"ProcessorError: (.+)")
 
 
-class ProcessorQuery(StatefulQuery):
+class ProcessorQuery(RunningQuery):
     """A running processor: wait on it, read its progress and its stores by name.
 
-    ``spec`` is None (a processor has no ``QuerySpec``); ``processor`` and ``plan`` say
-    what runs. ``snapshot`` and ``changes`` take the store's name first.
+    A ``QueryHandle`` (``statekit.model.query_handle``): its parts are the processor's
+    stores (``parts()``, and ``"timers"``, Spark's timers of the processor), so
+    ``snapshot(store)``, ``changes(store, from_batch)`` and ``state(store)`` read one by its
+    name, and a processor with one store needs none. ``processor`` and ``plan`` say what
+    runs. A processor keeps no changelog topic: ``changelog_topics()`` is empty and
+    ``attach(q.query, kafka=...)`` ships one per store.
     """
 
     def __init__(self, spark: SparkSession, processor: Processor, plan: Plan,
                  checkpoint: Checkpoint, started: Started, sink: str = "noop"):
-        super().__init__(spark, None, checkpoint, started)
+        checkpoint = Checkpoint(checkpoint)
+        super().__init__(spark, checkpoint, started, StateReader(spark, checkpoint, None))
         self.processor, self.plan, self._sink = processor, plan, sink
         self._parts: dict[str, Part] | None = None
 
@@ -106,7 +109,18 @@ class ProcessorQuery(StatefulQuery):
         frame = self.progress()
         return int(frame["dropped_by_watermark"].fillna(0).sum()) if len(frame) else 0
 
-    # --- the stores ----------------------------------------------------------------------------
+    def explain(self, key: object, window: object = None):
+        """Refused by name: ``explain`` recomputes ``start_query``'s aggregates from their
+        input records, and a processor's stores hold what its code put there."""
+        raise BadArgument("query", self.name, "a query start_query runs (a processor's stores "
+                          "hold what its code put there: read them with snapshot(store) and "
+                          "changes(store, ...))")
+
+    # --- the stores: the QueryHandle verbs --------------------------------------------------
+    def parts(self) -> list[str]:
+        """The processor's stores by name, then ``"timers"``."""
+        return [*(lay.store for lay in self.plan.layouts()), "timers"]
+
     def layout(self) -> pd.DataFrame:
         """One row per store: ``store``, ``kind``, ``state_variable`` (its Spark state
         variable: the same name), ``variable_type``, ``key_columns``, ``value_columns``,
@@ -120,9 +134,12 @@ class ProcessorQuery(StatefulQuery):
         """Where ``store`` lies in Spark's state (its key and value columns)."""
         return self.plan.store(store).layout(self.plan.grouping_keys)
 
-    def store(self, store: str) -> StateView:
-        """The inspect reader of ``store`` (or of ``"timers"``): ``snapshot``, ``changes``,
-        ``schema``, as ``open_checkpoint(...).state(store)`` gives for any query."""
+    def state(self, part: str | None = None) -> StateView:
+        """The inspect reader of a store (or of ``"timers"``): ``snapshot``, ``changes``,
+        ``schema``, as ``open_checkpoint(...).state(store)`` gives for any query. ``part``
+        may be left out when the processor has one store."""
+        stores = self.parts()[:-1]
+        store = choose_part(part, stores, f"processor query {self.name!r}")
         if store != "timers":
             self.plan.store(store)
         if self._parts is None or store not in self._parts:
@@ -135,22 +152,32 @@ class ProcessorQuery(StatefulQuery):
             self._parts = {name: p for p in operator.parts for name in p.names}
         return StateView(self.checkpoint, self._parts[store], self.spark)
 
-    def snapshot(self, store: str, batch: int | None = None,  # type: ignore[override]
-                 sort: bool = True) -> pd.DataFrame:
-        """``store``'s entries after ``batch`` (the last committed when None): the layout's
-        key and value columns, then ``partition``; sorted by partition and key."""
-        return self.store(store).snapshot(batch, sort=sort)
+    def store(self, store: str) -> StateView:
+        """Deprecated alias of ``state(store)`` (every handle names its reader ``state``)."""
+        deprecated("ProcessorQuery.store(name)", "state(name)")
+        return self.state(store)
 
-    def changes(self, store: str, from_batch: int,  # type: ignore[override]
+    def snapshot(self, part: str | None = None, batch: int | None = None,
+                 sort: bool = False) -> pd.DataFrame:
+        """A store's entries after ``batch`` (the last committed when None): the layout's
+        key and value columns, then ``partition``; ``sort=True`` orders them by partition
+        and key."""
+        return self.state(part).snapshot(batch, sort=sort)
+
+    def changes(self, part: str | None = None, from_batch: int | None = None,
                 to_batch: int | None = None) -> pd.DataFrame:
-        """Every put and delete batches ``from_batch..to_batch`` made to ``store``:
-        ``batch``, ``change``, the layout's columns (a delete has no value), ``partition``."""
-        return self.store(store).changes(from_batch, to_batch)
+        """Every put and delete batches ``from_batch..to_batch`` made to a store (the last
+        batch's when both are None): ``batch``, ``change``, the layout's columns (a delete
+        has no value), ``partition``."""
+        view = self.state(part)
+        if from_batch is None:
+            from_batch = self.last_batch if to_batch is None else to_batch
+        return view.changes(from_batch, to_batch)
 
     def timers(self, batch: int | None = None) -> pd.DataFrame:
         """The registered timers after ``batch``: grouping key columns,
         ``expiration_timestamp_ms`` (retention and punctuation timers alike), ``partition``."""
-        return self.store("timers").snapshot(batch, sort=True)
+        return self.state("timers").snapshot(batch, sort=True)
 
     def metadata(self) -> pd.DataFrame:
         """The operator and its parts (every store, the timers), as ``open_checkpoint``
@@ -158,6 +185,21 @@ class ProcessorQuery(StatefulQuery):
         from statekit.inspect.view import open_checkpoint
 
         return open_checkpoint(self.checkpoint, self.spark).states()
+
+    def changelog_topics(self) -> dict[str, str]:
+        """None: a processor keeps no changelog topic (``attach(q.query, kafka=...)`` ships
+        one per store)."""
+        return {}
+
+    def read_changelog(self, part: str | None = None, from_batch: int | None = None,
+                       to_batch: int | None = None, *, progress: bool | None = None):
+        """Refused: a processor keeps no changelog topic. ``attach(q.query, kafka=...)``
+        ships each store to one, and that handle's ``read_changelog(store)`` reads it."""
+        if part is not None:
+            self.state(part)  # a name that is no store is named first
+        raise StatekitError(f"processor query {self.name!r} keeps no changelog topic: "
+                            f"statekit.attach(q.query, kafka=<broker>) ships each store to "
+                            f"one, and that handle's read_changelog(<store>) reads it back")
 
     def output(self) -> pd.DataFrame:
         """The rows the processor returned so far (``sink="memory"`` only)."""

@@ -1,5 +1,8 @@
-"""The stateful query: starting and watching it (``stateful``), and whether a changed one
-will restart on its checkpoint (``restart_check``).
+"""The stateful query: starting it (``stateful``: ``start_query`` and its handle), where its
+events come from (``source``) and how they are parsed (``parsing``), what it computes
+(``aggregation``), watching it run (``running``, ``failures``), its late events
+(``late_events``), why a key holds its value (``explain``) and whether a changed one will
+restart on its checkpoint (``restart_check``).
 
 What it computes is described in ``statekit.model.query_spec``, its progress reports are
 read by ``statekit.spark_state.progress`` and the same aggregates in plain pandas are in
@@ -12,7 +15,7 @@ _NAMES = {
     "RestartCheck": "statekit.query.restart_check",
     "StatefulQuery": "statekit.query.stateful",
     "check_restart": "statekit.query.restart_check",
-    "parse_events": "statekit.query.stateful",
+    "parse_events": "statekit.query.parsing",
     "start_query": "statekit.query.stateful",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)

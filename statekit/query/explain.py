@@ -131,10 +131,6 @@ def explain_key(query: StatefulQuery, key: object, window: object = None) -> Key
             neither a Kafka topic nor text files (its input cannot be read again).
     """
     spec = query.spec
-    if spec is None:
-        raise BadArgument("query", query.name, "a query start_query runs (a processor's stores "
-                          "hold what its code put there: read them with snapshot(store) and "
-                          "changes(store, ...))")
     if spec.kind == "session":
         raise BadArgument("query", query.name, "a time-window or running aggregation (a "
                           "session's records are not explained yet: a session merges as "
@@ -152,12 +148,12 @@ def explain_key(query: StatefulQuery, key: object, window: object = None) -> Key
     last = query.last_batch
     if last < 0:
         raise StatekitError(f"query {query.name!r} has committed no batch yet")
-    snapshot = query.snapshot(last)
+    snapshot = query.snapshot(batch=last)
     state = _matching(snapshot, wanted).sort_values(spec.key_columns, ignore_index=True)
     if state.empty:
         raise BadArgument("key", _shown(wanted), "a key the state holds after batch "
                           f"{last}; nearest: {_nearest(snapshot, wanted)}")
-    first = query.state.batch_range()[0]
+    first = query.reader.batch_range()[0]
     history = _history(query, wanted, first, last)
     records, gone = _records(query, wanted, first, last)
     values = [a.name for a in spec.aggregates]
@@ -214,7 +210,7 @@ def _nearest(snapshot: pd.DataFrame, wanted: dict) -> str:
 
 
 def _history(query: StatefulQuery, wanted: dict, first: int, last: int) -> pd.DataFrame:
-    feed = query.state.changes_frame(first, last)
+    feed = query.reader.changes_frame(first, last)
     return _matching(to_pandas(_where_key(feed, wanted), nullable_ints=True), wanted) \
         .sort_values(["batch", "partition"], ignore_index=True)
 
@@ -250,7 +246,7 @@ def _batch_ranges(query: StatefulQuery, first: int, last: int
 
 def _records(query: StatefulQuery, wanted: dict, first: int, last: int
              ) -> tuple[pd.DataFrame, list[int]]:
-    from statekit.query.stateful import JSON_OPTIONS, event_struct, parse_events
+    from statekit.query.parsing import JSON_OPTIONS, event_struct, parse_events
 
     spec = query.spec
     if query._input is not None:

@@ -221,7 +221,7 @@ def check_restart(spec: QuerySpec, checkpoint: str | os.PathLike | Checkpoint, *
         >>> check.compatible                                              # doctest: +SKIP
         True
     """
-    from statekit.query.stateful import event_struct
+    from statekit.query.parsing import event_struct
     from statekit.spark.session import spark_session
 
     if not isinstance(spec, QuerySpec):

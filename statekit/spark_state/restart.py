@@ -244,7 +244,7 @@ def state_store_events(
 def _progress(checkpoint: Path) -> pd.DataFrame:
     """runId, batch, start, end and the first state operator's metrics of every report."""
     rows = []
-    # statekit's progress recorder keeps them beside the checkpoint (statekit.query.stateful)
+    # statekit's progress recorder keeps them beside the checkpoint (statekit.query.running)
     for report in Checkpoint(checkpoint).progress_reports():
         ops = report.get("stateOperators") or [{}]
         duration = report.get("batchDuration",

@@ -122,6 +122,25 @@ class StateReader:
                        "value_columns": list(self.spec.value_columns)}
         return frame
 
+    def schema(self, batch: int | None = None) -> pd.DataFrame:
+        """One row per snapshot column: ``column``, ``field`` (where Spark keeps it: a key
+        field's path, or ``value`` for an aggregate statekit computes from Spark's buffer),
+        ``role`` (``key`` or ``value``), ``type`` (as text); the same columns as an inspect
+        view's ``schema()``.
+
+        Example:
+            >>> query.state().schema()[["column", "role"]]               # doctest: +SKIP
+        """
+        spec = self.spec
+        fields = {"window_start": "key.window.start", "window_end": "key.window.end",
+                  **{k: f"key.{k}" for k in spec.keys}}
+        if spec.kind == "session":
+            fields.update(window_start="key.sessionStartTime", window_end="value.end")
+        rows = [(f.name, fields.get(f.name, "value"),
+                 "key" if f.name in spec.key_columns else "value", f.dataType.simpleString())
+                for f in self.snapshot_frame(batch).schema.fields if f.name != "partition"]
+        return pd.DataFrame(rows, columns=["column", "field", "role", "type"])
+
     def changes_frame(self, from_batch: int, to_batch: int | None = None) -> DataFrame:
         """The change feed between two batches (inclusive) as a Spark DataFrame."""
         from_batch, to_batch = batch_span(from_batch, to_batch)

@@ -19,7 +19,7 @@ Example:
     >>> board                                          # shows it          # doctest: +SKIP
     >>> board.refresh().progress.tail(1)               # one update now     # doctest: +SKIP
     >>> board.stop()                                   # or let the query end  # doctest: +SKIP
-    >>> query.stop(); board.wait()        # a last refresh, then it ends  # doctest: +SKIP
+    >>> query.close(); board.wait()       # a last refresh, then it ends  # doctest: +SKIP
     >>> show_dashboard(query)                          # the same, one call  # doctest: +SKIP
 """
 

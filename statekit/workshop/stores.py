@@ -57,13 +57,14 @@ def rebuild_version(answer: object, *, expected: pd.DataFrame | None = None,
                     key_columns=None, value_columns=None, batch: int | None = None):
     if not isinstance(expected, pd.DataFrame) or key_columns is None or value_columns is None:
         raise BadArgument("measured", "expected/key_columns/value_columns",
-                          "expected=query.snapshot(b), key_columns=spec.key_columns, "
+                          "expected=query.snapshot(batch=b), key_columns=spec.key_columns, "
                           "value_columns=spec.value_columns")
     what = "the store" if batch is None else f"the store at batch {batch}"
     points = compare_rows(answer, expected, key_columns, value_columns, what)
     if not all(p.ok for p in points) and isinstance(answer, pd.DataFrame):
         points.append(Point(False, "replay the changes of batches 0 up to and including "
-                                   f"{'b' if batch is None else batch} (query.changes(0, b)) "
+                                   f"{'b' if batch is None else batch} "
+                                   "(query.changes(from_batch=0, to_batch=b)) "
                                    "with sk.apply_changes(changes, spec.key_columns, "
                                    "spec.value_columns)"))
     return points
@@ -72,7 +73,7 @@ def rebuild_version(answer: object, *, expected: pd.DataFrame | None = None,
 OLD_VERSIONS = Choices(
     {"a": "Kafka Streams can: store.get(key) on the count's key-value store returns any "
           "earlier value",
-     "b": "statekit can: snapshot(batch) reads the version Spark committed at that batch, "
+     "b": "statekit can: snapshot(batch=b) reads the version Spark committed at that batch, "
           "as long as the checkpoint still retains it",
      "c": "neither: a state store only ever holds its latest version"},
     right="b",

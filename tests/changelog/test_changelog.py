@@ -61,7 +61,7 @@ def test_replaying_the_changelog_gives_every_snapshot(logged):
     assert log.value_columns == ("count", "sum_score", "max_score")
     assert log.last_batch == last >= 8
     for batch in sorted({0, 2, last // 2, last}):
-        table, snapshot = aligned(materialize(log, to_batch=batch), query.snapshot(batch))
+        table, snapshot = aligned(materialize(log, to_batch=batch), query.snapshot(batch=batch))
         assert len(table) > 0
         pd.testing.assert_frame_equal(table, snapshot, check_dtype=False)
 
@@ -72,13 +72,13 @@ def test_the_compacted_view_replays_to_the_same_snapshots(logged):
         upto = log.upto_batch(batch)
         compacted = compact(upto)
         assert len(compacted) < len(upto)
-        table, snapshot = aligned(materialize(compacted), query.snapshot(batch))
+        table, snapshot = aligned(materialize(compacted), query.snapshot(batch=batch))
         pd.testing.assert_frame_equal(table, snapshot, check_dtype=False)
 
 
 def test_each_change_of_each_batch_is_in_the_log_once(logged):
     query, log = logged
-    changes = query.changes(0)
+    changes = query.changes(from_batch=0)
     records = log.records
     per_batch = records.groupby(["batch", "partition"]).size()
     expected = changes.groupby(["batch", "partition"]).size()
@@ -90,7 +90,7 @@ def test_each_change_of_each_batch_is_in_the_log_once(logged):
 
 def test_records_sit_in_the_partition_of_their_state_partition(logged):
     query, log = logged
-    changes = query.changes(0)
+    changes = query.changes(from_batch=0)
     keys = zip(changes["player"], changes["window_start"], strict=True)
     owner = dict(zip(keys, changes["partition"], strict=True))
     for row in log.records.itertuples():
@@ -150,7 +150,7 @@ def test_logging_can_be_switched_off(spark, broker, games, tmp_path):
                            checkpoint=str(tmp_path / "ck"), name="quiet", changelog=False,
                            trigger="available-now")
     query.query.awaitTermination(120)
-    query.stop()
+    query.close()
     assert query.changelog_topic is None
     assert "quiet-aggregate-changelog" not in sk.kafka.list_topics(broker.bootstrap_servers)
     with pytest.raises(sk.StatekitError, match="changelog switched off"):
@@ -164,14 +164,14 @@ def test_reshipping_after_a_lost_ledger_round_skips_what_is_there(spark, broker,
                            checkpoint=str(tmp_path / "ck"), name="reship", changelog=False,
                            trigger="available-now", max_offsets_per_trigger=1000)
     query.query.awaitTermination(180)
-    query.stop()
-    writer = ChangelogWriter(query.state, broker.bootstrap_servers, "reship-agg-changelog")
+    query.close()
+    writer = ChangelogWriter(query.reader, broker.bootstrap_servers, "reship-agg-changelog")
     assert writer.ship(through=1) == 1
     saved = Path(writer.ledger_path).read_text()
     last = writer.ship()
     full = read_changelog(broker.bootstrap_servers, "reship-agg-changelog")
     Path(writer.ledger_path).write_text(saved)  # as if the process died before the ledger write
-    again = ChangelogWriter(query.state, broker.bootstrap_servers, "reship-agg-changelog")
+    again = ChangelogWriter(query.reader, broker.bootstrap_servers, "reship-agg-changelog")
     assert again.shipped_batch == 1
     assert again.ship() == last
     assert again.skipped == (full.records["batch"] > 1).sum() > 0
@@ -179,7 +179,7 @@ def test_reshipping_after_a_lost_ledger_round_skips_what_is_there(spark, broker,
         read_changelog(broker.bootstrap_servers, "reship-agg-changelog").records, full.records)
     # the topic gone (or another broker) while the ledger remains: named, nothing shipped
     delete_topic(broker.bootstrap_servers, "reship-agg-changelog")
-    gone = ChangelogWriter(query.state, broker.bootstrap_servers, "reship-agg-changelog")
+    gone = ChangelogWriter(query.reader, broker.bootstrap_servers, "reship-agg-changelog")
     with pytest.raises(sk.ChangelogError, match=r"batches up to \d+ were shipped to topic "
                                                 r"'reship-agg-changelog', but the broker has no "
                                                 r"topic.*delete the ledger "

@@ -423,9 +423,9 @@ def test_a_checkpoint_without_its_first_batches_says_its_changelog_cannot_start_
                            event_schema=GAME_EVENT_SCHEMA, checkpoint=str(tmp_path / "new"),
                            name="faults", trigger="available-now", max_offsets_per_trigger=2500)
     query.query.awaitTermination(300)
-    query.stop()
+    query.close()
     assert query.changelog_topic == TOPIC
-    assert_each_batch_once(kafka, query.state)
+    assert_each_batch_once(kafka, query.reader)
 
 
 # --- a full disk ----------------------------------------------------------------------------

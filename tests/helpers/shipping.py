@@ -30,7 +30,7 @@ def finished_checkpoint(spark, kafka, topic: str, folder: Path, name: str) -> Pa
                            name=name, changelog=False, trigger="available-now",
                            max_offsets_per_trigger=500)
     query.query.awaitTermination(300)
-    query.stop()
+    query.close()
     return checkpoint
 
 

@@ -60,7 +60,7 @@ def run_flights(spark, root, files, name):
                            event_schema=FLIGHT_EVENT_SCHEMA, checkpoint=str(root / "ck"),
                            name=name, trigger="available-now")
     query.wait_until_drained(timeout=300)
-    query.stop()
+    query.close()
     return query
 
 
@@ -130,7 +130,7 @@ def test_snapshot_frames_and_a_copy_of_the_checkpoint_give_the_same_diff(flights
     copy = tmp_path / "copy"
     shutil.copytree(flights_query.checkpoint, copy)
     from_snapshots = sk.diff((flights_query, 0), (sk.open_checkpoint(copy), 2))
-    from_frames = sk.diff(flights_query.snapshot(0), flights_query.snapshot(2))
+    from_frames = sk.diff(flights_query.snapshot(batch=0), flights_query.snapshot(batch=2))
     assert (from_feed.how, from_snapshots.how, from_frames.how) == (
         "change feed", "snapshots", "pandas frames")
     for other in (from_frames, from_snapshots):
@@ -138,7 +138,7 @@ def test_snapshot_frames_and_a_copy_of_the_checkpoint_give_the_same_diff(flights
         pd.testing.assert_frame_equal(other.frame, from_feed.frame, check_dtype=False)
     # the same batch on both sides: nothing differs
     same = sk.diff((flights_query, 1), (flights_query, 1))
-    assert same.frame.empty and same.counts["unchanged"] == len(flights_query.snapshot(1))
+    assert same.frame.empty and same.counts["unchanged"] == len(flights_query.snapshot(batch=1))
 
 
 def test_the_same_operator_in_two_checkpoints_names_removed_keys(flights_query,
@@ -265,8 +265,10 @@ def test_bad_sources_batches_and_parts_are_named(flights_query, joined, tmp_path
         sk.diff((joined, 0), (joined, 1))
     with pytest.raises(BadArgument, match="0/left"):
         sk.diff(joined, joined, part="middle")
-    with pytest.raises(BadArgument, match="one store"):
-        sk.diff(flights_query, flights_query, part="0/default")
+    with pytest.raises(BadArgument, match="the store of query .*'aggregate'"):
+        sk.diff(flights_query, flights_query, part="0/left")
+    same = sk.diff(flights_query, flights_query, part="aggregate")  # its one part, named
+    assert same.counts["unchanged"] == len(flights_query.snapshot())
     with pytest.raises(CheckpointError):
         sk.diff(tmp_path / "nothing-here", flights_query)
 
@@ -316,13 +318,13 @@ def test_windows_the_watermark_dropped_are_removed_in_the_change_feed_as_in_snap
                            checkpoint=str(tmp_path / "ck"), name="diff-windows",
                            trigger="available-now")
     query.wait_until_drained(timeout=300)
-    query.stop()
+    query.close()
     from_feed = sk.diff((query, 0), (query, 2))
     assert from_feed.counts["removed"] > 0 and from_feed.counts["added"] > 0
     removed = from_feed.of("removed")
     assert removed["count_new"].isna().all()
-    assert (removed["window_end"] <= query.snapshot(2)["window_start"].min()).all()
-    from_frames = sk.diff(query.snapshot(0), query.snapshot(2))
+    assert (removed["window_end"] <= query.snapshot(batch=2)["window_start"].min()).all()
+    from_frames = sk.diff(query.snapshot(batch=0), query.snapshot(batch=2))
     shutil.copytree(tmp_path / "ck", tmp_path / "copy")
     from_copy = sk.diff((query, 0), (str(tmp_path / "copy"), 2))
     assert (from_feed.how, from_copy.how) == ("change feed", "snapshots")

@@ -108,7 +108,7 @@ def job(spark, broker, tmp_path_factory):
     plain.processAllAvailable()
     live.wait_shipped()
     yield live, query, plain, events, profiles, base
-    live.detach()
+    live.close()
     for q in (query, plain):
         q.stop()
 
@@ -335,7 +335,7 @@ def test_a_part_without_a_changelog_says_which_parts_have_one(job):
                                                 "shipped: none: attach with kafka="):
             other.read_changelog("left")
     finally:
-        other.detach()
+        other.close()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread niceness is Linux's")
@@ -365,7 +365,7 @@ def test_a_second_attach_with_kafka_is_refused_naming_the_first(job, broker):
     message = str(err.value)
     assert "already attached with kafka= by another handle" in message
     assert all(topic in message for topic in live.changelog_topics().values()), message
-    assert "detach() first" in message and err.value.handle is live
+    assert "close() first" in message and err.value.handle is live
     assert live.wait_shipped() == live.last_batch  # the first handle still ships, unfenced
 
 
@@ -484,8 +484,8 @@ def test_detach_leaves_the_query_running_and_the_handle_closed(job, spark):
     *_, base = job
     live, query = job[0], job[1]
     again = sk.attach(query)
-    again.detach()
-    again.detach()  # twice is fine
+    again.close()
+    again.close()  # twice is fine
     assert query.isActive
     with pytest.raises(StatekitError, match="detached"):
         again.snapshot("0/default")
@@ -516,7 +516,7 @@ def test_the_right_checkpoint_given_three_ways_is_accepted(job):
     for given in (str(base / "ck-live"), base / "ck-live", f"file:{base / 'ck-live'}"):
         handle = sk.attach(query, checkpoint=given)
         assert Path(str(handle.checkpoint)) == base / "ck-live"
-        handle.detach()
+        handle.close()
 
 
 def _small_query(spark, tmp_path, stateful: bool, name: str):
@@ -659,7 +659,7 @@ def test_kill_9_while_shipping_then_a_rerun_keeps_each_batch_once_in_each_part(
         growing = live.growing_operators(batches=3)
         assert list(growing["operator_id"]) == [1] and len(expected) == 14
         assert list(growing["rows"]) == [first["event_id"].nunique()]
-        live.detach()
+        live.close()
     finally:
         query.stop()
 

@@ -62,7 +62,7 @@ def test_replay_right_after_attaching_with_kafka_waits_for_the_first_shipped_bat
         assert len(replayed) == 3 and same_rows(snapshot, replayed)
         assert set(snapshot.columns) <= set(replayed.columns)
     finally:
-        live.detach()
+        live.close()
 
 
 class _Probe(StreamingQueryListener):
@@ -113,11 +113,11 @@ def test_detach_removes_the_progress_listener_once_the_last_handle_goes(
     probe = _Probe()
     spark.streams.addListener(probe)
     try:
-        first.detach()
+        first.close()
         _next_batch_reported(query, add, probe)
         assert str(query.id) in calls  # still there for the other handle
         assert second.progress()["batch"].max() >= probe.batches[-1]
-        second.detach()
+        second.close()
         spark.streams.removeListener(probe)  # added again after: the last to be called
         probe = _Probe()
         spark.streams.addListener(probe)
@@ -126,5 +126,5 @@ def test_detach_removes_the_progress_listener_once_the_last_handle_goes(
         assert calls == [], "a statekit listener still hears the session's queries"
     finally:
         spark.streams.removeListener(probe)
-        first.detach()
-        second.detach()
+        first.close()
+        second.close()

@@ -45,7 +45,7 @@ def _attached_until_drained(query, broker, base: Path, events: pd.DataFrame):
         last = live.wait_shipped()
         yield live, events, last
     finally:
-        live.detach()
+        live.close()
         query.stop()
 
 

@@ -87,7 +87,7 @@ def tracker(spark, broker, tmp_path_factory):
         last = live.wait_shipped()
         yield live, events, last
     finally:
-        live.detach()
+        live.close()
         query.stop()
 
 

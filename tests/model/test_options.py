@@ -200,5 +200,5 @@ def test_typed_and_shortcut_forms_give_the_same_query(spark, broker, games, tmp_
         assert len(left) > 0
         assert left.equals(right)
     finally:
-        typed.stop()
-        short.stop()
+        typed.close()
+        short.close()

@@ -48,7 +48,7 @@ def run(spark, broker, topic, tmp_path, name, **spec):
     try:
         query.wait_until_drained(timeout=240)
     finally:
-        query.stop()
+        query.close()
     return query
 
 
@@ -81,7 +81,7 @@ def test_three_shapes_of_state_and_a_warning_that_names_the_cause(spark, broker,
     for row in held.itertuples():
         assert row.count == totals.loc[row.user, "count"]
         assert row.sum_score == totals.loc[row.user, "sum_score"]
-    changes = ttl.changes(0)
+    changes = ttl.changes(from_batch=0)
     assert (changes["change"] == "delete").sum() == ttl_progress["state_rows_removed"].sum()
 
     # windowed: closed windows are evicted, the state stays bounded

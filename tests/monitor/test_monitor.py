@@ -350,7 +350,7 @@ def test_the_dashboard_shows_what_the_query_holds_and_ends_with_it(spark, broker
         board.start()
         assert board.running
     finally:
-        query.stop()
+        query.close()
     assert board.wait(120), "the thread outlived the query"
     assert "stopped" in board.status.value
     assert board.reading.top_batch == query.last_batch

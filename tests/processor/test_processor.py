@@ -365,6 +365,7 @@ def test_session_tracker_keeps_the_active_sessions(spark, broker, games, events,
         assert set(zip(got["player"], ends, strict=True)) <= set(
             zip(timers["player"], timers["expiration_timestamp_ms"], strict=True))
         attached_to_a_transform_with_state(query, broker, tmp_path, last)
+        the_handle_verbs_read_its_one_store_by_default(query, last)
         # a processor's stores diff like any part; explain is for start_query's aggregates
         import statekit as sk
 
@@ -373,7 +374,26 @@ def test_session_tracker_keeps_the_active_sessions(spark, broker, games, events,
         with pytest.raises(sk.BadArgument, match="a query start_query runs"):
             query.explain("p1")
     finally:
-        query.stop()
+        query.close()
+
+
+def the_handle_verbs_read_its_one_store_by_default(query, last: int) -> None:
+    """QueryHandle on a processor: its parts are its stores and the timers; with one store
+    no name is needed; it keeps no changelog topic and says how to get one."""
+    import statekit as sk
+
+    assert query.parts() == ["sessions", "timers"]
+    pd.testing.assert_frame_equal(query.snapshot(batch=last, sort=True),
+                                  query.snapshot("sessions", batch=last, sort=True))
+    pd.testing.assert_frame_equal(query.changes(), query.changes("sessions", last, last))
+    with pytest.warns(DeprecationWarning, match=r"state\(name\)"):
+        old = query.store("sessions")
+    assert old.part == query.state().part
+    assert query.changelog_topics() == {}
+    with pytest.raises(sk.StatekitError, match=r"keeps no changelog topic.*attach\(q.query"):
+        query.read_changelog()
+    with pytest.raises(sk.BadArgument, match="'session'.*sessions"):
+        query.snapshot("session")
 
 
 def attached_to_a_transform_with_state(query, broker, tmp_path, last: int) -> None:
@@ -400,8 +420,12 @@ def attached_to_a_transform_with_state(query, broker, tmp_path, last: int) -> No
             columns = view.key_columns + view.value_columns
             assert same_rows(live.replay(part, last)[columns],
                              live.snapshot(part, last)[columns]), part
+        with pytest.raises(sk.BadArgument, match="0/sessions, 0/timers"):
+            live.snapshot()  # two parts: one must be named
     finally:
-        live.detach()
+        live.close()
+    with pytest.warns(DeprecationWarning, match=r"use close\(\)"):
+        live.detach()  # the old verb: closed already, nothing more to do
 
 
 @pytest.mark.slow
@@ -434,7 +458,7 @@ def test_the_three_games_rule_flags_like_pandas_and_forgets_old_buckets(
         assert got["bucket"].min() >= clock - pd.Timedelta("10min")
         assert len(got) < len(store)  # old buckets were forgotten
     finally:
-        query.stop()
+        query.close()
 
 
 @pytest.mark.slow
@@ -474,7 +498,7 @@ def test_deduplicate_passes_each_event_once_and_remembers_ids_for_its_ttl(
         keys, values = list(layout.key_columns), list(layout.value_columns)
         assert same_rows(apply_changes(changes, keys, values), seen[keys + values])
     finally:
-        query.stop()
+        query.close()
 
 
 # --- a window store, written here as a person would --------------------------------------------
@@ -532,7 +556,7 @@ def test_a_window_store_holds_the_windows_its_retention_keeps(spark, broker, gam
         assert same_rows(apply_changes(changes, ["player", "window_start"], ["events", "score"]),
                          got[columns])
     finally:
-        query.stop()
+        query.close()
 
 
 # --- a TTL, watched expiring -----------------------------------------------------------------
@@ -577,7 +601,7 @@ def test_a_ttl_forgets_ids_so_a_late_copy_passes_again(spark, broker, tmp_path):
         query.wait_until_drained()
         assert len(query.output()) == 24
     finally:
-        query.stop()
+        query.close()
 
 
 # --- bad values at run time: a clear error, and the query untouched -----------------------------
@@ -636,7 +660,7 @@ def test_a_bad_value_fails_the_batch_by_name_and_leaves_the_state_as_committed(
                 max_offsets_per_trigger=20, watermark="5 minutes")
     with pytest.raises(ProcessorError, match="query 'boom' failed: " + message):
         query.wait_until_drained()
-    query.stop()
+    query.close()
     assert query.last_batch == 1  # batches 0 and 1 read the 40 good events; 2 failed
     counts = pd.Series([e["game"] for e in plays(40)]).value_counts()
     assert query.snapshot("counts").set_index("game")["n"].to_dict() == counts.to_dict()
@@ -648,7 +672,7 @@ def test_a_bad_value_fails_the_batch_by_name_and_leaves_the_state_as_committed(
             got = again.snapshot("counts").set_index("game")["n"].to_dict()
             assert got == {**counts.to_dict(), "boom": 1}
         finally:
-            again.stop()
+            again.close()
 
 
 # --- punctuation on processing time ------------------------------------------------------------
@@ -701,7 +725,7 @@ def test_a_punctuation_on_processing_time_runs_per_player_holding_state(spark, b
         time.sleep(3)  # a player with no state left gets no timer, so no more reports
         assert query.output()["n"].sum() == 15 and query.timers().empty
     finally:
-        query.stop()
+        query.close()
 
 
 def echo() -> Processor:
@@ -732,7 +756,7 @@ def test_late_events_counts_the_rows_spark_dropped_behind_the_watermark(spark, b
         assert len(out) == 40 and "late" not in set(out["game"])
         assert query.late_events() == 3
     finally:
-        query.stop()
+        query.close()
 
 
 # --- punctuation on event time: once a clock, whatever else expires ---------------------------
@@ -783,4 +807,4 @@ def test_a_punctuation_runs_once_a_clock_though_retention_timers_fall_on_its_tic
         repeated = reports[reports.duplicated(["player", "game"], keep=False)]
         assert repeated.empty, f"a punctuation ran twice at one clock:\n{repeated}"
     finally:
-        query.stop()
+        query.close()

@@ -17,7 +17,7 @@ import statekit as sk
 from statekit.datasets import GAME_EVENT_SCHEMA, parse_game_events
 from statekit.kafka.topics import create_topic
 from statekit.model.query_spec import QuerySpec, tumbling
-from statekit.query.stateful import CORRUPT, JSON_OPTIONS, parse_events
+from statekit.query.parsing import CORRUPT, JSON_OPTIONS, parse_events
 from statekit.reference.aggregates import windowed_reference
 from statekit.restore import restore_stores
 from statekit.spark.kafka_source import JsonValues
@@ -324,7 +324,7 @@ def test_bad_records_are_kept_aside_and_the_state_is_what_pandas_gives(spark, br
         expected = expected_state([*GOOD_BEFORE, *GOOD_AFTER], watermark)
         pd.testing.assert_frame_equal(snapshot, expected, check_dtype=False)
     finally:
-        query.stop()
+        query.close()
 
 
 @pytest.mark.slow  # ~1 min: a query, its changelog and a restore
@@ -344,9 +344,9 @@ def test_without_the_bound_every_reader_keeps_the_far_times_spark_accepted(spark
         progress = query.progress()
         assert progress["watermark"].max() == FAR_57983 - pd.Timedelta(minutes=10).as_unit("us")
         far = {FAR_9999, FAR_57983}
-        changes = query.changes(0)
+        changes = query.changes(from_batch=0)
         assert far <= set(changes.loc[changes["change"] == "put", "window_start"])
-        snapshots = [query.snapshot(b) for b in range(query.last_batch + 1)]
+        snapshots = [query.snapshot(batch=b) for b in range(query.last_batch + 1)]
         assert far <= {t for s in snapshots for t in s["window_start"]}
         snapshot = query.snapshot(sort=True)
         assert snapshot["window_start"].tolist() == [FAR_57983]
@@ -356,7 +356,7 @@ def test_without_the_bound_every_reader_keeps_the_far_times_spark_accepted(spark
             restored = r.table()
         pd.testing.assert_frame_equal(restored[snapshot.columns], snapshot, check_dtype=False)
     finally:
-        query.stop()
+        query.close()
 
 
 def test_the_pandas_reference_applies_the_same_bound():

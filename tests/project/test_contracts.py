@@ -22,12 +22,13 @@ def test_batch_ids_read_out_of_pandas_are_accepted(logged, broker):
     assert isinstance(first, np.integer)
     # the log was read when the query had drained; a later no-data batch (windows the
     # watermark evicts) may have committed since, so compare the batches the log holds
-    changes = query.changes(first, log.last_batch)
+    changes = query.changes(from_batch=first, to_batch=log.last_batch)
     assert changes["batch"].min() == first and len(changes) == len(log)
     last = query.progress()["batch"].max()
     assert isinstance(last, np.integer)
-    pd.testing.assert_frame_equal(query.snapshot(last), query.snapshot(int(last)))
-    pd.testing.assert_frame_equal(query.changes(np.int32(2), np.int64(3)), query.changes(2, 3))
+    pd.testing.assert_frame_equal(query.snapshot(batch=last), query.snapshot(batch=int(last)))
+    pd.testing.assert_frame_equal(query.changes(from_batch=np.int32(2), to_batch=np.int64(3)),
+                                  query.changes(from_batch=2, to_batch=3))
     part = read_changelog(broker, query.changelog_topic, to_batch=np.int64(2),
                           partitions=[np.int64(1)])
     assert set(part.records["partition"]) == {1} and part.records["batch"].max() <= 2
@@ -42,9 +43,9 @@ def test_bools_floats_and_strings_are_refused_as_batch_ids(logged, bad):
     query, log = logged
     with pytest.raises(sk.BadArgument, match=r"bad batch: .*; accepted: a batch id \(a whole "
                                              r"number >= 0\)"):
-        query.snapshot(bad)
+        query.snapshot(batch=bad)
     with pytest.raises(sk.BadArgument, match="from_batch"):
-        query.changes(bad)
+        query.changes(from_batch=bad)
     with pytest.raises(sk.BadArgument, match="to_batch"):
         log.materialize(to_batch=bad)
 
@@ -53,7 +54,7 @@ def test_a_batch_past_the_end_names_the_retained_range(logged):
     query, _ = logged
     with pytest.raises(sk.BatchNotRetained, match=rf"batch {query.last_batch + 1} .*"
                                                   rf"0\.\.{query.last_batch}"):
-        query.snapshot(np.int64(query.last_batch + 1))
+        query.snapshot(batch=np.int64(query.last_batch + 1))
 
 
 # --- waits that end -------------------------------------------------------------------------
@@ -66,7 +67,7 @@ def test_waiting_for_a_batch_that_never_commits_times_out_naming_it(logged, brok
                                            rf"; the last batch shipped is {query.last_batch}"):
         query.changelog.wait_shipped(never, timeout=0.5)  # the background thread is running
     # a writer whose thread is not running (stopped, or never started) times out too
-    idle = ChangelogWriter(query.state, broker, query.changelog_topic)
+    idle = ChangelogWriter(query.reader, broker, query.changelog_topic)
     with pytest.raises(TimeoutError, match=f"batch {never} was not shipped"):
         idle.wait_shipped(never, timeout=0.5)
     assert time.monotonic() - started < 30
@@ -80,7 +81,7 @@ def test_waiting_after_stop_times_out(spark, broker, games, tmp_path):
                            event_schema=GAME_EVENT_SCHEMA, checkpoint=str(tmp_path / "ck"),
                            name="stopped", trigger="available-now")
     query.query.awaitTermination(120)
-    query.stop()  # the writer's thread is gone now
+    query.close()  # the writer's thread is gone now
     last = query.last_batch
     assert query.changelog.shipped_batch == last
     with pytest.raises(TimeoutError, match=rf"batch {last + 1} was not shipped .* the last "

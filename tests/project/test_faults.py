@@ -94,7 +94,7 @@ def test_a_full_disk_is_named_progress_still_reads_and_the_query_resumes(
         with pytest.raises(OSError):
             (checkpoint / "probe").write_text("x")
         assert query.progress()["input_rows"].sum() == 1000  # nor does a read-only one
-        query.stop()
+        query.close()
     finally:
         subprocess.run(["umount", str(checkpoint)], check=True)
     filler.unlink()
@@ -103,7 +103,7 @@ def test_a_full_disk_is_named_progress_still_reads_and_the_query_resumes(
         again.wait_until_drained()
         assert again.progress()["input_rows"].sum() == 1500  # resumed: nothing read twice
     finally:
-        again.stop()
+        again.close()
 
 
 def test_stop_on_a_full_disk_names_the_changelog_ledger_folder(spark, broker, topic_name,
@@ -112,12 +112,12 @@ def test_stop_on_a_full_disk_names_the_changelog_ledger_folder(spark, broker, to
     query = start(topic_name, broker, spark, small_disk / "ck", "full-ledger", changelog=False)
     query.wait_until_drained()
     # a changelog writer that ships only when asked: stop() ships the batches committed
-    query.changelog = ChangelogWriter(query.state, broker, f"{topic_name}-changelog")
+    query.changelog = ChangelogWriter(query.reader, broker, f"{topic_name}-changelog")
     fill(small_disk)
     ledger = query.checkpoint.ledger_path(query.changelog.topic).parent
     written = re.escape(repr(str(ledger))[:-1] + "/")  # the ledger file, in its folder
     with pytest.raises(DiskFull, match=f"no space left to write {written}") as err:
-        query.stop()
+        query.close()
     assert isinstance(err.value, OSError) and not query.is_active
 
 
@@ -153,7 +153,7 @@ def test_a_stalled_broker_is_named_and_the_query_resumes_from_its_checkpoint(spa
             again.wait_until_drained()
             assert again.progress()["input_rows"].sum() == 3000
         finally:
-            again.stop()
+            again.close()
 
 
 CHILD = textwrap.dedent("""

@@ -4,7 +4,8 @@ what it needs.
 Layers, lowest first (a module may import its own layer and lower ones, never higher;
 ``LAYER_NAMES`` below is the table the architecture page shows):
 
-0. rules, files and processes: ``errors``, ``validate``, ``atomic``, ``durations``, ``_lazy``,
+0. rules, files and processes: ``errors``, ``validate``, ``deprecation``, ``atomic``,
+   ``durations``, ``_lazy``,
    ``processes``, ``ports``, ``cache``, ``java``; typed options' machinery: ``options``
 1. descriptions: ``model`` (the query and store descriptions and options, the changelog
    record codec, the Kafka connection)
@@ -43,6 +44,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "statekit"
 LAYERS = [
     ("statekit.errors", 0), ("statekit.validate", 0), ("statekit.atomic", 0),
     ("statekit.durations", 0), ("statekit._lazy", 0), ("statekit.processes", 0),
+    ("statekit.deprecation", 0),
     ("statekit.ports", 0), ("statekit.cache", 0), ("statekit.java", 0), ("statekit.options", 0),
     ("statekit.model", 1),
     ("statekit.kafka", 2), ("statekit.spark", 2), ("statekit.datasets", 2),

@@ -60,7 +60,7 @@ def check_against_pandas(dataset, query) -> None:
     keys = query.spec.key_columns
 
     # every window ever: the change feed's last put per window equals pandas
-    changes = query.changes(0)
+    changes = query.changes(from_batch=0)
     puts = changes[changes["change"] == "put"]
     last_put = puts.drop_duplicates(keys, keep="last").drop(columns=["batch", "change",
                                                                       "partition"])
@@ -98,7 +98,7 @@ def test_two_months_of_flights_per_origin_and_hour_equal_pandas(spark, broker, t
         assert query.last_batch >= 8
         check_against_pandas(dataset, query)
     finally:
-        query.stop()
+        query.close()
 
 
 @pytest.mark.slow
@@ -110,7 +110,7 @@ def test_a_whole_year_of_flights_per_origin_and_hour_equals_pandas(spark, broker
         assert query.progress()["input_rows"].sum() == ALL_FLIGHTS
         check_against_pandas(dataset, query)
     finally:
-        query.stop()
+        query.close()
 
 
 def test_a_required_field_makes_a_null_malformed(spark, broker, tmp_path):
@@ -131,7 +131,7 @@ def test_a_required_field_makes_a_null_malformed(spark, broker, tmp_path):
         assert set(kept["reason"]) == {"dep_delay is missing or null"}
         assert int(query.snapshot()["count"].sum()) <= len(events) - nulls
     finally:
-        query.stop()
+        query.close()
 
 
 def test_an_unknown_required_field_is_named(spark, broker):

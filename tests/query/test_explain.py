@@ -49,7 +49,7 @@ def run(spark, broker, tmp_path_factory):
                            name="explain-flights", max_offsets_per_trigger=700,
                            trigger="available-now")
     query.wait_until_drained(timeout=300)
-    query.stop()
+    query.close()
     events = pd.DataFrame(rows)
     events["ts"] = pd.to_datetime(events["ts"]).dt.tz_localize(None)
     return query, events, last, topic
@@ -172,7 +172,7 @@ def test_a_query_over_text_files_is_explained_from_the_files_each_batch_read(spa
                            checkpoint=str(tmp_path / "ck"), name="explain-files",
                            trigger="available-now")
     query.wait_until_drained(timeout=300)
-    query.stop()
+    query.close()
     origin = rows[-1]["origin"]
     why = query.explain(origin)
     assert why.agrees and not why.partial

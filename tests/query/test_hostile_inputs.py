@@ -51,7 +51,7 @@ def test_a_checkpoint_folder_given_as_a_path_object_still_starts(spark, broker, 
         frame = query.snapshot()
         assert len(frame) and {"player", "count", "sum_score"} <= set(frame.columns)
     finally:
-        query.stop()
+        query.close()
 
 
 @pytest.mark.parametrize("path", [42, b"/tmp/ck", None, 3.5])
@@ -111,7 +111,7 @@ def test_min_and_max_of_a_text_column_are_still_accepted(spark, broker, games, t
         frame = query.snapshot()
         assert (frame["max_player"] == frame["player"]).all()
     finally:
-        query.stop()
+        query.close()
 
 
 def test_a_second_active_query_of_one_name_is_refused_naming_it(spark, broker, games):
@@ -124,17 +124,17 @@ def test_a_second_active_query_of_one_name_is_refused_naming_it(spark, broker, g
         assert [q.name for q in spark.streams.active].count("twice") == 1
         assert first.is_active
     finally:
-        first.stop()
+        first.close()
 
 
 def test_swapped_change_feed_batches_are_named_as_a_swap(logged):
     query, _ = logged
     with pytest.raises(BadArgument, match=r"bad from_batch: 5; accepted: a batch id <= "
                                           r"to_batch \(2\)"):
-        query.changes(5, 2)
+        query.changes(from_batch=5, to_batch=2)
     with pytest.raises(BadArgument, match="bad from_batch: 3"):
         query.read_changelog(from_batch=3, to_batch=1)
-    assert len(query.changes(2, 2)) > 0          # the same batches in order still read
+    assert len(query.changes(from_batch=2, to_batch=2)) > 0  # the same batches in order still read
 
 
 def test_a_changelog_read_from_beyond_its_end_names_the_last_batch(logged):

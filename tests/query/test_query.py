@@ -33,7 +33,7 @@ def drained(spark, broker, games_topic, tmp_path_factory):
                 sk.tumbling("10 minutes"), "tumbling")
     query.wait_until_drained()
     yield query
-    query.stop()
+    query.close()
 
 
 def reference_events() -> pd.DataFrame:
@@ -73,19 +73,20 @@ def test_change_feed_replays_to_every_snapshot(drained):
     last = drained.last_batch
     assert last >= 8
     for batch in sorted({1, 3, last // 2, last}):
-        changes = drained.changes(0, batch)
+        changes = drained.changes(from_batch=0, to_batch=batch)
         assert set(changes["change"]) <= {"put", "delete"}
         assert changes["batch"].between(0, batch).all()
         rebuilt = sk.apply_changes(changes, spec.key_columns, values)
-        expected = drained.snapshot(batch, sort=True)[rebuilt.columns]
+        expected = drained.snapshot(batch=batch, sort=True)[rebuilt.columns]
         pd.testing.assert_frame_equal(rebuilt, expected, check_dtype=False)
-    assert (drained.changes(0, last)["change"] == "delete").any()  # evicted windows
+    evicted = drained.changes(from_batch=0, to_batch=last)["change"] == "delete"
+    assert evicted.any()  # evicted windows
 
 
 def test_earlier_batches_are_snapshotted_too(drained):
-    first, last = drained.state.batch_range()
+    first, last = drained.state().batch_range()
     assert first == 0
-    sizes = [len(drained.snapshot(b)) for b in range(1, last + 1)]
+    sizes = [len(drained.snapshot(batch=b)) for b in range(1, last + 1)]
     assert sizes == drained.progress().set_index("batch").loc[1:last, "state_rows_total"].tolist()
 
 
@@ -113,6 +114,49 @@ def test_late_events_are_counted(drained):
     assert drained.late_events() == 8
 
 
+def test_the_handle_verbs_need_no_part_and_the_old_spellings_still_read(drained):
+    """QueryHandle on start_query's handle: its one part is its store; a batch where the
+    part goes (the spelling before the protocol) reads the same batch, with a warning."""
+    last = drained.last_batch
+    assert drained.parts() == ["aggregate"]
+    pd.testing.assert_frame_equal(drained.snapshot(batch=last),
+                                  drained.snapshot("aggregate", batch=last))
+    pd.testing.assert_frame_equal(drained.snapshot(), drained.state().snapshot(last))
+    with pytest.warns(DeprecationWarning, match=r"snapshot\(batch=1\)"):
+        old = drained.snapshot(1)
+    pd.testing.assert_frame_equal(old, drained.snapshot(batch=1))
+    with pytest.warns(DeprecationWarning, match="from_batch=1"):
+        old = drained.changes(1, 2)
+    pd.testing.assert_frame_equal(old, drained.changes(from_batch=1, to_batch=2))
+    # no batches: what the last batch changed
+    pd.testing.assert_frame_equal(drained.changes(), drained.changes(from_batch=last,
+                                                                      to_batch=last))
+    assert list(drained.state().schema()["column"]) == [
+        c for c in drained.snapshot().columns if c != "partition"]
+    assert drained.describe().table["rows"].sum() == len(drained.snapshot())
+    for wrong in ("counts", "1/default"):
+        with pytest.raises(sk.BadArgument, match="'aggregate'") as err:
+            drained.snapshot(wrong)
+        assert repr(wrong) in str(err.value)
+    with pytest.raises(sk.BadArgument, match="part"):
+        drained.snapshot(3, batch=2)  # a batch in both places
+
+
+def test_stop_is_close_with_a_warning_and_both_end_the_query(spark, broker, games_topic,
+                                                              tmp_path):
+    query = run(spark, broker, games_topic, tmp_path / "ck", sk.tumbling("10 minutes"),
+                "closing")
+    query.wait_for_batches(1)
+    with pytest.warns(DeprecationWarning, match=r"use close\(\)"):
+        query.stop()
+    assert not query.is_active
+    query.close()  # once more: nothing to do
+    with run(spark, broker, games_topic, tmp_path / "ck", sk.tumbling("10 minutes"),
+             "closing") as again:
+        again.wait_for_batches(1)
+    assert not again.is_active and again.last_batch >= query.last_batch
+
+
 def test_metadata_names_the_store(drained):
     meta = drained.metadata()
     assert meta.loc[0, "operator"] == "stateStoreSave"
@@ -125,7 +169,7 @@ def test_restart_mid_stream_gives_the_same_state(spark, broker, games_topic, dra
     checkpoint = tmp_path / "restarted"
     first = run(spark, broker, games_topic, checkpoint, sk.tumbling("10 minutes"), "first-half")
     first.wait_for_batches(3)
-    first.stop()
+    first.close()
     stopped_at = first.last_batch
     assert 0 <= stopped_at < drained.last_batch
     second = run(spark, broker, games_topic, checkpoint, sk.tumbling("10 minutes"), "second-half")
@@ -136,7 +180,7 @@ def test_restart_mid_stream_gives_the_same_state(spark, broker, games_topic, dra
         assert second.malformed_count() == 6
         assert len(second.malformed()) == 6  # kept aside exactly once across both runs
     finally:
-        second.stop()
+        second.close()
 
 
 def test_hopping_windows_match_pandas(spark, broker, games_topic, tmp_path):
@@ -149,7 +193,7 @@ def test_hopping_windows_match_pandas(spark, broker, games_topic, tmp_path):
         pd.testing.assert_frame_equal(without_partition(query.snapshot(sort=True)), expected,
                                       check_dtype=False)
     finally:
-        query.stop()
+        query.close()
 
 
 def test_session_windows_replay_from_the_change_feed(spark, broker, games_topic, tmp_path):
@@ -160,11 +204,11 @@ def test_session_windows_replay_from_the_change_feed(spark, broker, games_topic,
         snapshot = query.snapshot(sort=True)
         assert (snapshot["window_end"] > snapshot["window_start"]).all()
         spec = query.spec
-        rebuilt = sk.apply_changes(query.changes(0), spec.key_columns,
+        rebuilt = sk.apply_changes(query.changes(from_batch=0), spec.key_columns,
                                    [*spec.value_columns, "partition"])
         pd.testing.assert_frame_equal(rebuilt, snapshot[rebuilt.columns], check_dtype=False)
     finally:
-        query.stop()
+        query.close()
 
 
 # --- bad input ------------------------------------------------------------------------
@@ -203,9 +247,9 @@ def test_unreachable_broker_is_named(spark):
 
 def test_batch_not_retained_names_the_batch_and_the_range(drained):
     with pytest.raises(sk.BatchNotRetained, match=r"batch 9999 .*0\.\.\d+"):
-        drained.snapshot(9999)
+        drained.snapshot(batch=9999)
     with pytest.raises(sk.BadArgument, match="from_batch: -3; accepted: a batch id"):
-        drained.changes(-3, 2)
+        drained.changes(from_batch=-3, to_batch=2)
 
 
 def test_missing_checkpoint_is_named(spark, tmp_path):
@@ -247,9 +291,9 @@ def test_a_query_stopped_by_a_second_run_on_its_checkpoint_says_why(spark, broke
                 wait()
         assert second.wait_until_drained() >= first.last_batch  # the new run goes on
     finally:
-        first.stop()
+        first.close()
         if second is not None:
-            second.stop()
+            second.close()
 
 
 # --- lost progress reports, late events ---------------------------------------------------
@@ -264,7 +308,7 @@ def test_lost_progress_reports_are_recovered_and_counts_stay_exact(spark, broker
     first = run(spark, broker, games_topic, checkpoint, sk.tumbling("10 minutes"), "lost-1",
                 changelog=False)
     first.wait_until_drained()
-    first.stop()
+    first.close()
     kept = first.progress().set_index("batch")
     assert kept["malformed_rows"].sum() == 6 and kept["dropped_by_watermark"].sum() == 8
     # what kill -9 between Spark's commit and the report being kept leaves: no report
@@ -287,7 +331,7 @@ def test_lost_progress_reports_are_recovered_and_counts_stay_exact(spark, broker
         assert second.malformed_count() == 6   # from the side output, exactly
         assert second.late_events() == 8
     finally:
-        second.stop()
+        second.close()
 
 
 def late_burst(n_late: int) -> pd.DataFrame:
@@ -320,11 +364,11 @@ def test_late_events_are_events_not_the_groups_spark_drops(spark, broker, topic_
         assert len(list(query.checkpoint.late_dir.iterdir())) == 1  # counted once, kept
         assert query.late_events() == 60
     finally:
-        query.stop()
+        query.close()
 
 
 def test_kafka_format_is_statekits_source_without_sparks_connector(spark):
-    from statekit.query.stateful import KAFKA_PROVIDER, _jvm_has_class, kafka_format
+    from statekit.query.source import KAFKA_PROVIDER, _jvm_has_class, kafka_format
 
     assert _jvm_has_class(spark, "org.apache.spark.sql.SparkSession")
     assert not _jvm_has_class(spark, KAFKA_PROVIDER)          # no spark-sql-kafka jar here

@@ -17,6 +17,7 @@ import statekit as sk
 from statekit.datasets import FLIGHT_EVENT_SCHEMA, flights
 from statekit.errors import BadArgument, CorruptFile, IncompatibleRestart
 from statekit.model.query_options import SourceOptions
+from statekit.query.aggregation import aggregate
 from statekit.query.restart_check import (
     KEPT,
     MEANING_CHANGES,
@@ -24,7 +25,7 @@ from statekit.query.restart_check import (
     check_restart,
     planned_state,
 )
-from statekit.query.stateful import aggregate, source_events
+from statekit.query.source import source_events
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.state_schema import stored_state_schema, type_text
 
@@ -83,7 +84,7 @@ def first_run(spark, tmp_path_factory):
     _write_flights(folder, 0, slice(0, 2000))
     query = _start(spark, folder, BASE, checkpoint, "restart-base")
     query.wait_until_drained(timeout=300)
-    query.stop()
+    query.close()
     _write_flights(folder, 1, slice(2000, 3000))
     return folder, checkpoint
 
@@ -178,7 +179,7 @@ def test_start_query_restarts_a_compatible_change_and_records_it(spark, first_ru
     spec = dataclasses.replace(BASE, aggregates=["count", "sum(dep_delay)", "max(flight)"])
     query = _start(spark, first_run[0], spec, copy, "restart-accepted")
     query.wait_until_drained(timeout=300)
-    query.stop()
+    query.close()
     assert query.checkpoint.last_batch > Checkpoint(first_run[1]).last_batch
     # the next check compares with what this start recorded: max(flight), not max(distance)
     again = check_restart(spec, copy, event_schema=FLIGHT_EVENT_SCHEMA, spark=spark)
@@ -213,7 +214,7 @@ def test_the_planned_state_is_the_state_spark_writes(spark, tmp_path, name):
     spec = SPECS[name]
     query = _start(spark, folder, spec, tmp_path / "ck", "planned")
     query.wait_for_batches(1, timeout=300)   # Spark writes the schemas before batch 0 runs
-    query.stop()
+    query.close()
     events, _ = source_events(_stream(spark, folder), spark,
                               SourceOptions(event_schema=FLIGHT_EVENT_SCHEMA), [])
     planned = planned_state(spec, events.schema)

@@ -196,7 +196,7 @@ def test_a_restart_that_would_lose_input_and_the_ledger_are_checked(spark, broke
                            event_schema=GAME_EVENT_SCHEMA, checkpoint=str(tmp_path / "ck"),
                            name=f"{topic_name}-q", trigger="available-now")
     query.wait_until_drained(timeout=300)
-    query.stop()
+    query.close()
     check = sk.restore_preflight(broker, query.changelog_topic, query.spec,
                                  checkpoint=query.checkpoint)
     assert check.ok and check.of(INPUT_LOST).empty
@@ -216,7 +216,7 @@ def test_a_restart_that_would_lose_input_and_the_ledger_are_checked(spark, broke
         with pytest.raises(sk.StatekitError, match=r"offsets 200\.\.299 .* no longer on the"):
             restarted.wait_until_drained(timeout=300)
     finally:
-        restarted.stop()
+        restarted.close()
 
 
 def test_bad_arguments_are_named(changelog, broker):

@@ -42,7 +42,7 @@ def test_a_store_restored_up_to_a_batch_equals_that_snapshot(logged, broker, tmp
         with restore_stores(broker.bootstrap_servers, query.changelog_topic, query.spec,
                             tmp_path / f"b{batch}", to_batch=batch) as restored:
             assert sorted(restored.stores) == [0, 1, 2]
-            assert_same_rows(restored.table(), query.snapshot(batch), KEYS)
+            assert_same_rows(restored.table(), query.snapshot(batch=batch), KEYS)
 
 
 def test_in_memory_stores_restore_the_same(logged, broker):

@@ -463,7 +463,7 @@ def states(spark, tmp_path_factory):
         return {name: query.snapshot() for name, query in started.items()}
     finally:
         for query in started.values():
-            query.stop()
+            query.close()
 
 
 @pytest.mark.parametrize("name", list(QUERIES))

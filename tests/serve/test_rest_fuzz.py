@@ -115,7 +115,7 @@ def each_kind(request, service, spark, broker, games, tmp_path_factory):
             server.stop()
             instance.close()
     finally:
-        query.stop()
+        query.close()
 
 
 def test_the_schema_lists_the_queries_of_the_store_kind_only(each_kind):

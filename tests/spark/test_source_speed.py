@@ -384,7 +384,7 @@ def test_a_broker_lost_while_planning_a_batch_is_named_like_a_stalled_read():
     asking for end offsets, not by a read task: the error is the same one, naming the
     address and that a restart resumes from the checkpoint (and query._failure knows it)."""
     from statekit.errors import StatekitError
-    from statekit.query.stateful import _BROKER_STALL
+    from statekit.query.failures import BROKER_STALL as _BROKER_STALL
 
     reader = KafkaStreamReader({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "events"})
     with pytest.raises(StatekitError) as err:

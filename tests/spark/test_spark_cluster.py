@@ -60,13 +60,13 @@ with urllib.request.urlopen(web_url + "/json", timeout=10) as answer:
 where = (spark.sparkContext.parallelize(range(4), 4)
          .map(lambda _: (os.getpid(), os.getcwd())).collect())
 query.snapshot().to_pickle(out / "snapshot.pkl")
-query.changes(0).to_pickle(out / "changes.pkl")
+query.changes(from_batch=0).to_pickle(out / "changes.pkl")
 query.metadata().to_pickle(out / "metadata.pkl")
 (out / "run.json").write_text(json.dumps({
     "master": spark.sparkContext.master, "last_batch": query.last_batch,
     "changelog_topic": query.changelog_topic, "apps": apps, "python_workers": where,
     "driver_pid": os.getpid()}))
-query.stop()
+query.close()
 spark.stop()
 '''
 
@@ -98,7 +98,7 @@ try:
     query.snapshot()
 except sk.StatekitError as exc:
     seen["snapshot"] = [type(exc).__name__, str(exc)]
-query.stop()
+query.close()
 spark.stop()
 Path(out).write_text(json.dumps(seen))
 '''
@@ -168,7 +168,7 @@ def test_snapshot_changes_and_metadata_equal_the_local_run(logged, on_cluster):
     assert run["last_batch"] == local.last_batch
     assert_same_rows(pd.read_pickle(out / "snapshot.pkl"), local.snapshot(), KEYS)
     remote_changes = pd.read_pickle(out / "changes.pkl")
-    local_changes = local.changes(0)
+    local_changes = local.changes(from_batch=0)
     order = ["batch", *KEYS, "change"]
     columns = [c for c in local_changes.columns if c in remote_changes.columns]
     pd.testing.assert_frame_equal(

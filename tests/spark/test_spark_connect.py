@@ -52,14 +52,14 @@ query = sk.start_query(topic, GAME_SPEC, spark=spark, kafka=bootstrap,
                        changelog_topic_config=sk.changelog.HOLD_COMPACTION)
 query.wait_until_drained(timeout=1500)
 query.snapshot().to_pickle(out / "snapshot.pkl")
-query.changes(0).to_pickle(out / "changes.pkl")
+query.changes(from_batch=0).to_pickle(out / "changes.pkl")
 progress = query.progress()
 try:
     require_classic(spark, "SparkSession.sparkContext")
     refused = None
 except NotOnConnect as exc:
     refused = str(exc)
-query.stop()
+query.close()
 
 # a plain PySpark job over Connect, attached: Spark does not tell a Connect client where its
 # checkpoint is, so attach asks for it; given it, the state reads through the server
@@ -82,7 +82,7 @@ own_snapshot = live.snapshot("0/default")
 attached = {"refused": attach_refused, "parts": list(live.states()["part"]),
             "rows": sorted([p, int(n)] for p, n in zip(own_snapshot["player"],
                                                        own_snapshot["count"]))}
-live.detach()
+live.close()
 own.stop()
 
 (out / "run.json").write_text(json.dumps({
@@ -122,7 +122,7 @@ def test_the_query_and_its_snapshot_over_connect_equal_the_local_run(logged, ove
     assert run["connect"] is True
     assert run["last_batch"] == local.last_batch
     assert_same_rows(pd.read_pickle(out / "snapshot.pkl"), local.snapshot(), KEYS)
-    changes, local_changes = pd.read_pickle(out / "changes.pkl"), local.changes(0)
+    changes, local_changes = pd.read_pickle(out / "changes.pkl"), local.changes(from_batch=0)
     order = ["batch", *KEYS, "change"]
     columns = [c for c in local_changes.columns if c in changes.columns]
     pd.testing.assert_frame_equal(changes[columns].sort_values(order, ignore_index=True),

@@ -27,7 +27,7 @@ def test_a_query_stopped_between_batches_committed_every_batch_it_planned(spark,
     assert checkpoint.offset_batches() == checkpoint.committed_batches(), query.progress()[
         ["batch", "duration_ms"]].to_dict("records")
     assert len(checkpoint.committed_batches()) >= 3
-    query.stop()  # already stopped: nothing to do, no error
+    query.close()  # already stopped: nothing to do, no error
 
 
 def test_a_stopped_query_is_left_alone():

@@ -114,7 +114,7 @@ def query(spark, tmp_path_factory):
     for i in range(FILES):
         add_events_file(base / "in", i, players=4, rows=10)
         running.wait_until_drained()
-    running.stop()
+    running.close()
     assert not [p for p in running.checkpoint.state_dir.rglob("*.zip")], "no snapshot expected"
     yield running
 
@@ -123,7 +123,7 @@ def query(spark, tmp_path_factory):
 def intact(query):
     """The query's snapshot and change feed before any damage (and a check that each test
     leaves the checkpoint as it found it)."""
-    before = query.snapshot(sort=True), query.changes(0)
+    before = query.snapshot(sort=True), query.changes(from_batch=0)
     yield before
     pd.testing.assert_frame_equal(query.snapshot(sort=True), before[0])
 
@@ -174,8 +174,8 @@ def test_a_truncated_delta_is_named_by_snapshot_changes_and_describe(query, inta
             query.snapshot()
         assert str(delta) in str(err.value) and "getResult" not in str(err.value)
         with pytest.raises(CheckpointError, match=str(delta)):
-            query.changes(0)
-        assert len(query.snapshot(query.last_batch - 1)) > 0  # earlier state still reads
+            query.changes(from_batch=0)
+        assert len(query.snapshot(batch=query.last_batch - 1)) > 0  # earlier state still reads
         found = flags_of(query)
         relative = str(delta.relative_to(query.checkpoint.path))
         assert ("corrupt_file", relative) in found
@@ -186,7 +186,7 @@ def test_a_deleted_partition_folder_is_named(query, intact):
     folder = query.checkpoint.path / "state" / "0" / "2"
     with damaged(folder):
         shutil.rmtree(folder)
-        for read in (query.snapshot, lambda: query.changes(0)):
+        for read in (query.snapshot, lambda: query.changes(from_batch=0)):
             with pytest.raises(CheckpointError, match=r"partition 2 of operator 0 has no folder "
                                                       r"\(the operator has 3 partitions\)"):
                 read()
@@ -227,7 +227,7 @@ def test_a_missing_state_folder_is_named(query, intact):
                                                   r"committed batches 0\.\."):
             query.snapshot()
         with pytest.raises(CheckpointError, match="is gone"):
-            query.changes(0)
+            query.changes(from_batch=0)
         description = open_checkpoint(query.checkpoint).describe()
         assert description.flag_names == ["missing_state"]
         assert "keeps no state" not in " ".join(description.notes)

@@ -41,7 +41,7 @@ def test_a_standby_tails_a_running_query_and_ends_equal_to_its_store(spark, brok
                                for p, s in standby.stores.items()], ignore_index=True)
             lag = standby.lag()
     finally:
-        query.stop()
+        query.close()
     snapshot = query.snapshot()
     keys = ["window_start", "window_end", "player"]
     pd.testing.assert_frame_equal(

@@ -53,7 +53,7 @@ def test_01_2_rebuild_right():
 def test_01_2_rebuild_wrong_answers_say_what_differs():
     missing = check("01.2", EXPECTED.iloc[:2], expected=EXPECTED, **COLS)
     assert "1 of the store at batch 2's 3 rows are missing" in texts(missing)
-    assert "query.changes(0, b)" in texts(missing)
+    assert "query.changes(from_batch=0, to_batch=b)" in texts(missing)
     changed = check("01.2", EXPECTED.assign(count=[2, 1, 5]), expected=EXPECTED, **COLS)
     assert "count differs in 1 rows" in texts(changed) and "yours 5" in texts(changed)
     extra = pd.concat([EXPECTED, EXPECTED.iloc[[0]].assign(player="p99")])
