@@ -28,10 +28,13 @@ from statekit.validate import non_negative_number
 
 
 def check_host(host: str, allow_remote: bool) -> str:
-    """``host`` when it is a loopback address, or another address of this machine when remote
-    serving is asked for (``ports.check_bindable``)."""
+    """``host`` when it is a loopback address (IPv4 or IPv6), or another address of this
+    machine when remote serving is asked for (``ports.check_bindable``). An IPv6 address may
+    come bracketed as in a URL (``[::1]``): it is returned bare (``::1``)."""
+    if isinstance(host, str) and host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     if not is_loopback(host) and not allow_remote:
-        raise BadArgument("host", host, "a loopback address such as 127.0.0.1 (pass "
+        raise BadArgument("host", host, "a loopback address such as 127.0.0.1 or ::1 (pass "
                                         "allow_remote=True to listen on other interfaces)")
     return check_bindable(host)
 
@@ -43,8 +46,9 @@ class Server:
     Bound beyond loopback (``allow_remote=True``) it answers only calls with the token:
     ``security.token``, or one generated and printed with the URL at ``start``. With
     ``security.certfile`` / ``keyfile`` it serves HTTPS. ``url`` is the URL to use from
-    this machine; ``security`` what it checks. A connection has ``header_timeout`` seconds
-    to send a request's head (``StatekitHttpProtocol``).
+    this machine (an IPv6 host bracketed: ``http://[::1]:8123``); ``security`` what it
+    checks. A connection has ``header_timeout`` seconds to send a request's head
+    (``StatekitHttpProtocol``).
 
     Example:
         >>> server = Server(app, "0.0.0.0", allow_remote=True).start()  # doctest: +SKIP
