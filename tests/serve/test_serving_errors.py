@@ -72,15 +72,16 @@ def test_a_security_that_is_not_a_serving_security_is_refused_without_its_secret
 
 
 # --- 2. a host that is no address of this machine ----------------------------------------------
-@pytest.mark.parametrize("host", ["my laptop", "no-such-host.invalid", "203.0.113.7"])
+@pytest.mark.parametrize("host", ["my laptop", "no-such-host.invalid", "203.0.113.7",
+                                  "2001:db8::1", "x" * 70])
 def test_a_host_this_machine_cannot_listen_on_is_named_with_what_is_accepted(broker,
                                                                              topic_name, host):
     with pytest.raises(sk.BadArgument) as caught:
         built(broker, topic_name, host=host, allow_remote=True)
     said = str(caught.value)
-    assert said.startswith(f"bad host: {host!r}; accepted: an IPv4 address of this machine "
-                           f"or a name that resolves to one, e.g. 127.0.0.1, or 0.0.0.0 for "
-                           f"every interface ("), said
+    assert said.startswith(f"bad host: {host!r}; accepted: an IPv4 or IPv6 address of this "
+                           f"machine or a name that resolves to one, e.g. 127.0.0.1 or ::1, or "
+                           f"0.0.0.0 or :: for every interface ("), said
     with pytest.raises(sk.BadArgument, match=f"bad host: {host!r}"):
         Server(create_app, host, allow_remote=True)  # checked before the app is looked at
 

@@ -13,21 +13,21 @@ owners (``statekit.serve.client``). Requests a router sends with ``local=true``
 are answered from this instance's own partitions only (``partitions`` narrows
 them; a routed query reads every partition it needs).
 
-Every error is JSON ``{"detail": {"error": ..., "message": ...}}`` naming the bad
-value and what would be accepted: 400 for a bad key, time or parameter (a key is
-parsed within bounds: ``keys.MAX_KEY_CHARS``, ``keys.MAX_KEY_DEPTH``), 404 for an
-unknown store or path, 405 for a method a path does not take, 409 when the store
-has not reached the batch asked for within ``timeout`` (``min_batch``; the batch it
-has is given), 413 for a result larger than ``limit`` rows or a body larger than
-``MAX_BODY``, 414 for a URL longer than ``MAX_URL`` (the server's own refusals are
-JSON too: ``StatekitHttpProtocol``), 421 for a key asked with ``local=true`` of a
-partition this instance does not hold (its owners named), 422 for a parameter or
-body of the wrong shape (each problem listed in ``errors``; a JSON body nested deeper than
-``MAX_BODY_DEPTH`` is refused before it is parsed), 503 with
-``Retry-After`` when no live instance holds a partition (named, with its state).
-The OpenAPI schema states what the service takes (``schema.tighten``). Served on
-127.0.0.1 unless a non-loopback address is asked for explicitly
-(``allow_remote=True``).
+Every error is JSON ``{"detail": {"error": ..., "message": ...}}`` naming the bad value and
+what would be accepted: 400 for a bad key, time or parameter (a key is parsed within bounds:
+``keys.MAX_KEY_CHARS``, ``keys.MAX_KEY_DEPTH``), 404 for an unknown store or path, 405 for a
+method a path does not take, 408 for a request head or body not all sent within
+``HEADER_TIMEOUT`` / ``BODY_TIMEOUT`` seconds (the connection closed), 409 when the store
+has not reached the batch asked for within ``timeout`` (``min_batch``; the batch it has is
+given), 413 for a result larger than ``limit`` rows or a body larger than ``MAX_BODY``, 414
+for a URL longer than ``MAX_URL`` (the server's own refusals are JSON too:
+``StatekitHttpProtocol``), 421 for a key asked with ``local=true`` of a partition this
+instance does not hold (its owners named), 422 for a parameter or body of the wrong shape
+(each problem listed in ``errors``; a JSON body nested deeper than ``MAX_BODY_DEPTH`` is
+refused before it is parsed), 503 with ``Retry-After`` when no live instance holds a
+partition (named, with its state). The OpenAPI schema states what the service takes
+(``schema.tighten``). Served on 127.0.0.1 unless a non-loopback address is asked for
+explicitly (``allow_remote=True``).
 
 A wait for ``min_batch`` holds no thread: the query is asked without waiting, and
 when a partition it needs is behind, the request awaits that partition's next
@@ -71,6 +71,7 @@ _NAMES = {
     "SERVER_OPTIONS": "statekit.serve.rest.protocol",
     "StatekitHttpProtocol": "statekit.serve.rest.protocol",
     "plain_lookup": "statekit.serve.rest.fast_lookup",
+    "BODY_TIMEOUT": "statekit.serve.rest.limits",
     "CONTROL_THREADS": "statekit.serve.rest.limits",
     "DEFAULT_LIMIT": "statekit.serve.rest.limits",
     "HEADER_TIMEOUT": "statekit.serve.rest.limits",

@@ -15,6 +15,8 @@ MAX_BODY_DEPTH = 16          # levels a JSON body's arrays and objects nest (an 
 MAX_WAIT = 30.0              # seconds a query may wait for min_batch
 HEADER_TIMEOUT = 10.0        # seconds a connection has to send a request's whole head
                              # (request line and headers): uvicorn has no such bound
+BODY_TIMEOUT = 30.0          # seconds a request has to send its whole body once its head
+                             # arrived (MAX_BODY at 2.2 KB/s): uvicorn has no such bound
 MAX_REQUEST_LINE = 262_144   # bytes of a request's target (and h11's head) the server itself
                              # reads: well over MAX_URL, so statekit's own 414 answers first
 MAX_ID = 2**53 - 1           # batch ids and versions: whole numbers JSON (a double) holds exactly

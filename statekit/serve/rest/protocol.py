@@ -1,6 +1,6 @@
 """uvicorn's HTTP protocol as statekit's REST servers run it: its own refusals JSON too, a
-request head that is not all sent in time refused, and a plain lookup answered as soon as its
-headers are read (``StatekitHttpProtocol``).
+request head or body that is not all sent in time refused, and a plain lookup answered as soon
+as its headers are read (``StatekitHttpProtocol``).
 
 Example:
     >>> SERVER_OPTIONS["http"] is StatekitHttpProtocol
@@ -14,7 +14,7 @@ import json
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from statekit.serve.rest.limits import HEADER_TIMEOUT, MAX_REQUEST_LINE, MAX_URL
+from statekit.serve.rest.limits import BODY_TIMEOUT, HEADER_TIMEOUT, MAX_REQUEST_LINE, MAX_URL
 
 
 class _Answered:
@@ -50,13 +50,26 @@ class StatekitHttpProtocol(HttpToolsProtocol):
     ``ReadHeaderTimeout``: uvicorn bounds only the idle time between requests, so a client
     sending half a head (or a byte now and then) held its connection open for good. Past
     the bound a half-sent request gets a JSON 408 and the connection is closed; a connection
-    that sent nothing is closed."""
+    that sent nothing is closed.
 
-    def __init__(self, *args, header_timeout: float = HEADER_TIMEOUT, **kwargs) -> None:
+    Its body, likewise, must arrive within ``body_timeout`` seconds of its head's end (a
+    client that declared ``Content-Length: 1000`` and sent 10 bytes held the connection, and
+    the request's task, for good; so did one trickling a body the app had already answered).
+    Past the bound the request gets a JSON 408 naming the bytes that came (the connection
+    closed alone when its answer was already sent); time the server itself holds the body
+    back (a pipelined request waiting its turn) does not count. A request without a body
+    arms no timer."""
+
+    def __init__(self, *args, header_timeout: float = HEADER_TIMEOUT,
+                 body_timeout: float = BODY_TIMEOUT, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
         self._head_deadline: asyncio.TimerHandle | None = None
         self._head_begun = False  # a request's first bytes came, its head is not complete
+        self._body_deadline: asyncio.TimerHandle | None = None
+        self._body_pending = False  # a request's head came, its body is not complete
+        self._body_received = 0
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -64,7 +77,16 @@ class StatekitHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_deadline()
+        self._disarm_body_deadline()
         super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        # armed only when a body is still to come once these bytes are read: a request
+        # without a body ends in the same call (on_message_complete), arming nothing
+        if self._body_pending and self._body_deadline is None and \
+                not self.transport.is_closing():
+            self._body_deadline = self.loop.call_later(self.body_timeout, self._body_timed_out)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -96,6 +118,9 @@ class StatekitHttpProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._disarm_head_deadline()
+        # a websocket taken up has no body: the connection is another protocol's then
+        upgrade = self.parser.should_upgrade() and self._should_upgrade()
+        self._body_pending, self._body_received = not upgrade, 0
         answer_now = getattr(getattr(self.app, "state", None), "answer_now", None)
         if answer_now is not None and self.parser.get_method() == b"GET" and \
                 (self.cycle is None or self.cycle.response_complete) and not self.pipeline \
@@ -113,6 +138,44 @@ class StatekitHttpProtocol(HttpToolsProtocol):
                 self.on_response_complete()
                 return
         super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        self._body_received += len(body)
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._disarm_body_deadline()
+        super().on_message_complete()
+
+    def _disarm_body_deadline(self) -> None:
+        self._body_pending = False
+        if self._body_deadline is not None:
+            self._body_deadline.cancel()
+            self._body_deadline = None
+
+    def _body_timed_out(self) -> None:
+        """408 for a body not all sent in time (the connection closed alone when the request
+        was already answered); the deadline runs again while the server holds the body back."""
+        self._body_deadline = None
+        if self.transport.is_closing() or not self._body_pending:
+            return
+        if self.flow.read_paused:  # a pipelined request waits its turn: not the client's delay
+            self._body_deadline = self.loop.call_later(self.body_timeout, self._body_timed_out)
+            return
+        cycle = self.cycle
+        if getattr(cycle, "response_started", True):
+            self.transport.close()
+            return
+        cycle.disconnected = True  # the app's receive() gets http.disconnect, its send nothing
+        cycle.message_event.set()
+        length = dict(self.headers).get(b"content-length", b"").decode("latin-1")
+        came = f"{self._body_received:,} of {int(length):,} bytes" if length.isascii() and \
+            length.isdigit() else \
+            f"{self._body_received:,} bytes, in chunks,"
+        bound = f"{self.body_timeout:g} s"
+        self._send_error(408, {"error": "RequestTimeout", "message": (
+            f"bad request: its body was not all sent within {bound} of its head ({came} "
+            f"came); accepted: a whole body within {bound} of the request's head")})
 
     def on_url(self, url: bytes) -> None:
         super().on_url(url)

@@ -22,16 +22,19 @@ from fastapi import FastAPI
 from statekit.errors import BadArgument
 from statekit.ports import check_bindable, free_port
 from statekit.serve.auth import ServingSecurity, announce, arm, is_loopback, settle
-from statekit.serve.rest.limits import HEADER_TIMEOUT
+from statekit.serve.rest.limits import BODY_TIMEOUT, HEADER_TIMEOUT
 from statekit.serve.rest.protocol import SERVER_OPTIONS
-from statekit.validate import non_negative_number
+from statekit.validate import timeout_seconds
 
 
 def check_host(host: str, allow_remote: bool) -> str:
-    """``host`` when it is a loopback address, or another address of this machine when remote
-    serving is asked for (``ports.check_bindable``)."""
+    """``host`` when it is a loopback address (IPv4 or IPv6), or another address of this
+    machine when remote serving is asked for (``ports.check_bindable``). An IPv6 address may
+    come bracketed as in a URL (``[::1]``): it is returned bare (``::1``)."""
+    if isinstance(host, str) and host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     if not is_loopback(host) and not allow_remote:
-        raise BadArgument("host", host, "a loopback address such as 127.0.0.1 (pass "
+        raise BadArgument("host", host, "a loopback address such as 127.0.0.1 or ::1 (pass "
                                         "allow_remote=True to listen on other interfaces)")
     return check_bindable(host)
 
@@ -43,28 +46,32 @@ class Server:
     Bound beyond loopback (``allow_remote=True``) it answers only calls with the token:
     ``security.token``, or one generated and printed with the URL at ``start``. With
     ``security.certfile`` / ``keyfile`` it serves HTTPS. ``url`` is the URL to use from
-    this machine; ``security`` what it checks. A connection has ``header_timeout`` seconds
-    to send a request's head (``StatekitHttpProtocol``).
+    this machine (an IPv6 host bracketed: ``http://[::1]:8123``); ``security`` what it
+    checks. A connection has ``header_timeout`` seconds to send a request's head, and a
+    request ``body_timeout`` seconds more for its body (``StatekitHttpProtocol``: a JSON 408
+    past either).
 
     Example:
         >>> server = Server(app, "0.0.0.0", allow_remote=True).start()  # doctest: +SKIP
         statekit serving on http://127.0.0.1:8123 needs its token (generated): ...
+        >>> Server(app, "::1", body_timeout=5).start().url               # doctest: +SKIP
+        'http://[::1]:8123'
     """
 
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, *,
                  allow_remote: bool = False, security: ServingSecurity | None = None,
-                 header_timeout: float = HEADER_TIMEOUT):
+                 header_timeout: float = HEADER_TIMEOUT, body_timeout: float = BODY_TIMEOUT):
         import uvicorn
 
-        accepted = "a number of seconds > 0"
-        if not non_negative_number(header_timeout, "header_timeout", accepted=accepted):
-            raise BadArgument("header_timeout", header_timeout, accepted)
+        bounds = {"header_timeout": timeout_seconds(header_timeout, "header_timeout"),
+                  "body_timeout": timeout_seconds(body_timeout, "body_timeout")}
         self.host = check_host(host, allow_remote)
         self.port = port or free_port(self.host)
         self.security, self._generated = settle(self.host, security)
         arm(app, self.security)
-        # a request's head must come within header_timeout s (StatekitHttpProtocol)
-        http = functools.partial(SERVER_OPTIONS["http"], header_timeout=header_timeout)
+        # a request's head must come within header_timeout s, its body within body_timeout s
+        # more (StatekitHttpProtocol)
+        http = functools.partial(SERVER_OPTIONS["http"], **bounds)
         config = uvicorn.Config(app, host=self.host, port=self.port,
                                 **{**SERVER_OPTIONS, "http": http},
                                 **self.security.uvicorn_options())
