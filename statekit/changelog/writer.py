@@ -76,7 +76,7 @@ from statekit.kafka.topics import (
 from statekit.kafka.transactions import discard, is_fenced, transactional_producer
 from statekit.model import changelog_record as codec
 from statekit.model.connection import Kafka, connect
-from statekit.spark_state.integrity import reading
+from statekit.spark_state.read_errors import reading
 from statekit.spark_state.state_reader import StateReader
 from statekit.validate import batch_id, whole_number
 

@@ -11,6 +11,6 @@ Example:
 
 from __future__ import annotations
 
-from statekit.spark_state.integrity import reading, spark_reason
+from statekit.spark_state.read_errors import reading, spark_reason
 
 __all__ = ["reading", "spark_reason"]

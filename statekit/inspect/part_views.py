@@ -37,7 +37,8 @@ from statekit.inspect.flatten import FlatColumn, flat_columns, flatten, to_panda
 from statekit.inspect.operators import Part
 from statekit.spark.connect import is_connect
 from statekit.spark_state.checkpoint import Checkpoint
-from statekit.spark_state.integrity import Problem, reading, require_readable, restore_problems
+from statekit.spark_state.integrity import Problem, require_readable, restore_problems
+from statekit.spark_state.read_errors import reading
 from statekit.spark_state.spark_files import _ranges, require_state_files_visible, state_files
 from statekit.validate import batch_span
 

@@ -31,9 +31,8 @@ corrupt_file        a state file fails its ``.crc``; a delta or Spark snapshot w
 ``structure_problems`` lists only folders (cheap: every read runs it first);
 ``checkpoint_problems`` also reads every log and state file (``describe()`` runs it);
 ``restore_problems`` reads the files a restore of one version would read (a read that
-Spark failed runs it to name the file). ``reading`` turns a failed Spark read into a
-``CheckpointError`` that names the damaged files (a file Hadoop found failing its checksum
-too).
+Spark failed runs it to name the file: ``statekit.spark_state.read_errors.reading``). The
+checks of single files by their content are ``statekit.spark_state.file_checks``'.
 
 Example:
     >>> import tempfile, pathlib
@@ -53,30 +52,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import struct
 import time
-import warnings
-import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
-from statekit.errors import CheckpointError, CorruptFile, StatekitError
+from statekit.errors import CheckpointError, CorruptFile
 from statekit.spark_state.checkpoint import DEFAULT_STORE, Checkpoint
-from statekit.spark_state.checksums import checksum_problem, crc_file
+from statekit.spark_state.checksums import crc_file
+from statekit.spark_state.file_checks import (
+    file_problems,
+)
 from statekit.spark_state.spark_files import _ranges, folder_state_files
-from statekit.validate import require_columns
 
 PROBLEM_KINDS = ("not_a_folder", "commit_log_gap", "offset_log_gap", "missing_state",
                  "missing_partition", "missing_delta", "no_checksum", "corrupt_file")
-LZ4_MAGIC = b"LZ4Block"
-LZ4_HEADER = 21  # magic, token, compressed length, original length, checksum
-#: RocksDB's block-based table magic number, the last 8 bytes of every SST file it writes
-SST_MAGIC = bytes.fromhex("f7cff485b741e288")
-STREAM_EXTENSIONS = (".changelog", ".delta", ".snapshot")
 
 
 @dataclass(frozen=True)
@@ -95,129 +85,6 @@ class Problem:
     def __str__(self) -> str:
         fix = f". To fix it: {self.remedy}" if self.remedy else ""
         return f"{self.path!r}: {self.detail}{fix}"
-
-
-# --- single files -------------------------------------------------------------------------------
-def lz4_stream_problem(data: bytes) -> str | None:
-    """Why ``data`` is not a whole LZ4 block stream (Spark's ``lz4`` codec: blocks that start
-    with ``LZ4Block``, closed by an empty block), or None when it is.
-
-    Only the framing is checked (block headers, lengths, the closing block), not the
-    compressed bytes: a file cut short anywhere is caught.
-
-    Example:
-        >>> end = LZ4_MAGIC + bytes([0x15]) + bytes(12)
-        >>> block = LZ4_MAGIC + bytes([0x15]) + (3).to_bytes(4, "little") * 2 + bytes(4) + b"abc"
-        >>> lz4_stream_problem(block + end) is None
-        True
-        >>> lz4_stream_problem(block)
-        'its LZ4 stream has no closing block (truncated)'
-        >>> lz4_stream_problem(block + block[:-1])
-        'its LZ4 stream is cut short inside a block (truncated)'
-    """
-    pos, size = 0, len(data)
-    if size == 0:
-        return "it is empty (truncated)"
-    while True:
-        if pos == size:
-            return "its LZ4 stream has no closing block (truncated)"
-        if size - pos < LZ4_HEADER:
-            return "its LZ4 stream is cut short inside a block header (truncated)"
-        if data[pos:pos + 8] != LZ4_MAGIC:
-            return (f"it is not an LZ4 block stream at byte {pos} (no 'LZ4Block' header): "
-                    f"corrupt, or written with another compression codec")
-        compressed, original = struct.unpack_from("<ii", data, pos + 9)
-        method = data[pos + 8] & 0xF0
-        if method not in (0x10, 0x20) or compressed < 0 or original < 0:
-            return f"its LZ4 block header at byte {pos} is not valid (corrupt)"
-        pos += LZ4_HEADER
-        if original == 0:  # the closing block
-            return None if pos == size else f"it has {size - pos} bytes after its closing block"
-        if size - pos < compressed:
-            return "its LZ4 stream is cut short inside a block (truncated)"
-        pos += compressed
-
-
-def sst_problem(path: str | os.PathLike, expected_size: int | None = None) -> str | None:
-    """Why an SST file is not whole (missing, another size than its snapshot lists, no
-    RocksDB closing magic number), or None."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as src:
-            src.seek(max(size - 8, 0))
-            tail = src.read(8)
-    except FileNotFoundError:
-        return "it is missing"
-    if expected_size is not None and size != expected_size:
-        return f"it has {size:,} bytes where its snapshot lists {expected_size:,} (truncated)"
-    if tail != SST_MAGIC:
-        return "it does not end with RocksDB's table magic number (truncated or corrupt)"
-    return None
-
-
-def zip_problems(path: str | os.PathLike) -> list[tuple[str, str]]:
-    """(file, problem) for a RocksDB snapshot ``N.zip``: the zip itself (whole, each member's
-    CRC) and the SST files its ``metadata`` lists under ``SSTs/`` (present, of that size)."""
-    path = Path(path)
-    try:
-        with zipfile.ZipFile(path) as archive:
-            bad = archive.testzip()
-            if bad is not None:
-                return [(str(path), f"its member {bad!r} fails its CRC (corrupt)")]
-            names = archive.namelist()
-            meta = archive.read("metadata").decode("utf-8") if "metadata" in names else None
-    except (zipfile.BadZipFile, EOFError, OSError, UnicodeDecodeError) as exc:
-        return [(str(path), f"it is not a whole zip file ({exc}): truncated or corrupt")]
-    if meta is None:
-        return []  # not RocksDB's layout (no SST list to follow)
-    try:
-        listed = json.loads(meta.split("\n", 1)[1] if meta.startswith("v") else meta)
-        ssts = [(f["dfsSstFileName"], int(f["sizeBytes"])) for f in listed.get("sstFiles", [])]
-    except (ValueError, KeyError, TypeError, IndexError) as exc:
-        return [(str(path), f"its 'metadata' member is not RocksDB's file list ({exc})")]
-    found = []
-    for name, size in ssts:
-        sst = path.parent / "SSTs" / name
-        problem = sst_problem(sst, size)
-        if problem:
-            found.append((str(sst), f"{problem} (an SST file of snapshot {path.name})"))
-    return found
-
-
-def file_problems(path: str | os.PathLike, codec: str = "lz4") -> list[tuple[str, str]]:
-    """(file, problem) for one state file: its checksum, then its content (a delta's or an
-    HDFS snapshot's compressed stream when ``codec`` is lz4, a zip and its SST files)."""
-    path = Path(path)
-    problem = checksum_problem(path)
-    if problem:
-        return [(str(path), problem)]
-    try:
-        if path.suffix in STREAM_EXTENSIONS and codec == "lz4":
-            problem = lz4_stream_problem(path.read_bytes())
-            return [(str(path), problem)] if problem else []
-        if path.suffix == ".zip":
-            return zip_problems(path)
-    except FileNotFoundError:
-        return [(str(path), "it is missing")]
-    return []
-
-
-def verify_checksums(files: pd.DataFrame) -> pd.DataFrame:
-    """``files`` (as ``state_files`` gives) plus a column ``checksum``: ``"ok"``, ``"no crc"``
-    (no checksum file beside it) or what is wrong (``checksum_problem``).
-
-    Example:
-        >>> checked = verify_checksums(state_files("/tmp/ck"))           # doctest: +SKIP
-        >>> checked[checked["checksum"] != "ok"]                         # doctest: +SKIP
-    """
-    require_columns(files, ("partition", "version", "kind", "file"), "state files frame",
-                    "as state_files() gives")
-    out = files.copy()
-    results = [checksum_problem(p) or ("ok" if crc_file(p).exists() else "no crc")
-               for p in out["file"]]
-    out["checksum"] = pd.Series(results, index=out.index, dtype=object)
-    return out
 
 
 # --- folders --------------------------------------------------------------------------------
@@ -567,88 +434,3 @@ def raise_problems(problems: list[Problem], what: str) -> None:
     raise CheckpointError(f"cannot read {what}: {shown}{more}.{fix} "
                           f"open_checkpoint(path).describe() lists every problem of the "
                           f"checkpoint")
-
-
-# --- Spark's failures ---------------------------------------------------------------------
-_CONDITION = re.compile(r"\[[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*\][^\n]*")
-_CAUSE = re.compile(r"^Caused by: ([^\n]+)", re.MULTILINE)
-#: Hadoop's error for a file that does not match its ``.crc`` (the path, with or without
-#: ``file:``)
-_CHECKSUM_FAILURE = re.compile(r"ChecksumException: Checksum error: (?:file:)?(/\S+) at \d+")
-
-
-def spark_reason(exc: BaseException) -> str:
-    """The telling line of one of Spark's errors: its error condition (``[NAME] text``), else
-    its deepest ``Caused by``, else its first line.
-
-    Example:
-        >>> spark_reason(RuntimeError("An error occurred while calling o1.load.\\n"
-        ...     ": java.lang.IllegalStateException: [STDS_FAILED_TO_READ_STATE_SCHEMA] Failed."))
-        '[STDS_FAILED_TO_READ_STATE_SCHEMA] Failed.'
-    """
-    text = str(exc)
-    condition = _CONDITION.search(text)
-    if condition:
-        return condition.group(0).strip()[:500]
-    causes = _CAUSE.findall(text)
-    if causes:
-        return causes[-1].strip()[:500]
-    lines = [line.strip() for line in text.splitlines()
-             if line.strip() and not line.strip().startswith("An error occurred while calling")]
-    return (lines[0] if lines else type(exc).__name__)[:500]
-
-
-def checksum_failure(text: str) -> Problem | None:
-    """The file a Hadoop ``ChecksumException`` in Spark's error ``text`` names, as a
-    ``corrupt_file`` problem (one of Spark's log files: its own check and remedy), or None.
-
-    Example:
-        >>> checksum_failure("org.apache.hadoop.fs.ChecksumException: Checksum error: "
-        ...                  "file:/nowhere/ck/state/0/1/2.changelog at 0 exp: 1 got: 2").path
-        '/nowhere/ck/state/0/1/2.changelog'
-    """
-    match = _CHECKSUM_FAILURE.search(text)
-    if match is None:
-        return None
-    path = Path(match.group(1))
-    root = next((p for p in path.parents if (p / "offsets").is_dir()), None)
-    found = log_file_problems(root, only=path) if root is not None else []
-    return found[0] if found else Problem(
-        "corrupt_file", str(path), checksum_problem(path) or "its bytes do not match its "
-        "checksum file (truncated or changed)", remedy="restore it from a copy of the checkpoint")
-
-
-@contextlib.contextmanager
-def reading(what: str, bad_files: Callable[[], list[Problem]] | None = None) -> Iterator[None]:
-    """Run a Spark read; any failure becomes a ``CheckpointError`` about ``what``.
-
-    ``bad_files`` lists the problems of the files the read used (``restore_problems``); it is
-    asked when the read fails, and the error names them, as it names a file Hadoop found
-    failing its checksum (``checksum_failure``); otherwise the error gives Spark's reason in
-    one line (the full error stays in statekit's Spark log).
-    """
-    try:
-        with warnings.catch_warnings():
-            # PySpark warns with the whole Java trace before it raises; the error says it once
-            warnings.filterwarnings("ignore", message="toPandas attempted Arrow optimization")
-            yield
-    except StatekitError:
-        raise
-    except Exception as exc:  # Spark's AnalysisException, Py4JJavaError and the rest
-        text = str(exc)
-        reason = spark_reason(exc)
-        if "INVALID_LOG_VERSION" in text:
-            raise CheckpointError(f"cannot read {what}: a log file of the checkpoint was written "
-                                  f"by a newer Spark: {reason}") from None
-        bad = bad_files() if bad_files is not None else []
-        failed = checksum_failure(text)
-        if failed is not None and failed.path not in {p.path for p in bad}:
-            bad.append(failed)
-        if bad:
-            named = "; ".join(str(p) for p in bad[:5])
-            fix = "" if all(p.remedy for p in bad[:5]) else (
-                ". Restore the file (or the whole checkpoint) from a copy; a batch whose state "
-                "does not need it can still be read")
-            raise CheckpointError(f"cannot read {what}: Spark could not load it: {named}{fix}"
-                                  ) from None
-        raise CheckpointError(f"cannot read {what}: {reason}") from None

@@ -27,7 +27,8 @@ from pyspark.sql.types import StructField, StructType
 from statekit.errors import BatchNotRetained, StatekitError
 from statekit.model.query_spec import BUFFER_WIDTH, QuerySpec
 from statekit.spark_state.checkpoint import Checkpoint
-from statekit.spark_state.integrity import reading, require_readable, restore_problems
+from statekit.spark_state.integrity import require_readable, restore_problems
+from statekit.spark_state.read_errors import reading
 from statekit.spark_state.spark_files import require_state_files_visible
 from statekit.spark_state.times import table_for_pandas
 from statekit.validate import batch_id, batch_span

@@ -23,12 +23,8 @@ from statekit.drills.spark_restart import MIN_DELTAS
 from statekit.errors import CheckpointError
 from statekit.inspect import open_checkpoint
 from statekit.spark_state.checkpoint import Checkpoint
-from statekit.spark_state.integrity import (
-    LZ4_MAGIC,
-    checkpoint_problems,
-    lz4_stream_problem,
-    structure_problems,
-)
+from statekit.spark_state.file_checks import LZ4_MAGIC, lz4_stream_problem
+from statekit.spark_state.integrity import checkpoint_problems, structure_problems
 
 FILES = 5
 
