@@ -22,13 +22,32 @@ from statekit.errors import (
     ChangelogFenced,
     CheckpointError,
     CheckpointNotShared,
+    ClusterStartError,
     CorruptFile,
     DataLoss,
     DiskFull,
+    HandoutFailed,
     IncompatibleRestart,
+    InstanceDown,
+    KafkaJarsMissing,
+    NoLiveInstance,
+    NotOnConnect,
     NotShippedYet,
+    NotSolved,
+    PartitionNotHeld,
+    PartitionUnavailable,
+    PositionNotReached,
+    ProcessorError,
+    RestoreWorkerLost,
+    ResultTooLarge,
     StatekitError,
+    StoreClosed,
+    StoreCorrupt,
+    StoreLocked,
+    StoreMismatch,
+    TokenRefused,
     TopicNotFound,
+    UnsupportedRead,
     WorkersLackStatekit,
 )
 
@@ -44,8 +63,11 @@ _NAMES = {  # name → the subpackage that exports it (which knows its module)
     "spark_session": "statekit.spark.session",
     **dict.fromkeys(("Checkpoint", "StateReader", "apply_changes"), "statekit.spark_state"),
     "Changelog": "statekit.changelog",
-    **dict.fromkeys(("RestorePreflight", "restore_preflight", "restore_stores"),
-                    "statekit.restore"),
+    **dict.fromkeys(("RestoreOptions", "RestorePreflight", "restore_preflight",
+                     "restore_stores"), "statekit.restore"),
+    "ServeOptions": "statekit.serve.options",
+    "ServingClient": "statekit.serve",
+    "ReplayOptions": "statekit.kafka",
     "StandbyReplica": "statekit.standby",
     **dict.fromkeys(("ProcessorQuery", "start_processor"), "statekit.processor"),
     **dict.fromkeys(("CheckpointView", "StateDiff", "diff", "open_checkpoint"),
@@ -83,6 +105,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
     from statekit.inspect.state_diff import diff
     from statekit.inspect.view import CheckpointView, open_checkpoint
     from statekit.kafka.broker import EmbeddedBroker
+    from statekit.kafka.dataset_replay import ReplayOptions
     from statekit.live.handle import AttachedQuery, attach
     from statekit.model.connection import KafkaConnection, TopicRef
     from statekit.model.query_handle import QueryHandle
@@ -99,7 +122,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
     from statekit.query.restart_check import RestartCheck, check_restart
     from statekit.query.stateful import StatefulQuery, start_query
     from statekit.restore.preflight import RestorePreflight, restore_preflight
-    from statekit.restore.rebuild import restore_stores
+    from statekit.restore.rebuild import RestoreOptions, restore_stores
+    from statekit.serve.client import ServingClient
+    from statekit.serve.options import ServeOptions
     from statekit.spark.session import spark_session
     from statekit.spark_state.changes import apply_changes
     from statekit.spark_state.checkpoint import Checkpoint
@@ -124,27 +149,50 @@ __all__ = [
     "CheckpointError",
     "CheckpointNotShared",
     "CheckpointView",
+    "ClusterStartError",
     "CorruptFile",
     "DataLoss",
     "DiskFull",
     "EmbeddedBroker",
+    "HandoutFailed",
     "IncompatibleRestart",
+    "InstanceDown",
     "KafkaConnection",
+    "KafkaJarsMissing",
+    "NoLiveInstance",
+    "NotOnConnect",
     "NotShippedYet",
+    "NotSolved",
+    "PartitionNotHeld",
+    "PartitionUnavailable",
+    "PositionNotReached",
+    "ProcessorError",
     "ProcessorQuery",
     "QueryHandle",
     "QuerySpec",
+    "ReplayOptions",
     "RestartCheck",
+    "RestoreOptions",
     "RestorePreflight",
+    "RestoreWorkerLost",
+    "ResultTooLarge",
     "RunOptions",
+    "ServeOptions",
+    "ServingClient",
     "SourceOptions",
     "StandbyReplica",
     "StateDiff",
     "StateReader",
     "StatefulQuery",
     "StatekitError",
+    "StoreClosed",
+    "StoreCorrupt",
+    "StoreLocked",
+    "StoreMismatch",
+    "TokenRefused",
     "TopicNotFound",
     "TopicRef",
+    "UnsupportedRead",
     "WindowSpec",
     "WorkersLackStatekit",
     "apply_changes",

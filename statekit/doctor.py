@@ -99,7 +99,8 @@ def check_pyspark() -> Check:
 
 def check_kafka_jars() -> Check:
     name = "apache kafka jars"
-    from statekit.kafka.jars import FETCH_COMMAND, KAFKA_VERSION, KafkaJarsMissing, kafka_classpath
+    from statekit.errors import KafkaJarsMissing
+    from statekit.kafka.jars import FETCH_COMMAND, KAFKA_VERSION, kafka_classpath
 
     try:
         classpath = kafka_classpath()

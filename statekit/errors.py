@@ -1,4 +1,6 @@
-"""Errors statekit raises: each names the bad value and what would be accepted.
+"""Every error statekit raises, in one place: each names the bad value and what would be
+accepted, or what was found and what to do. All are ``StatekitError``s and importable from
+the top (``statekit.BadArgument``, ``statekit.ProcessorError``, ...).
 
 Example:
     >>> err = BadArgument("window kind", "weekly", ["tumbling", "hopping", "session"])
@@ -9,7 +11,8 @@ Example:
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from os import PathLike
 
 
 class StatekitError(Exception):
@@ -178,3 +181,154 @@ file system of '/ck/_statekit' has 0 bytes free; the file is unchanged: free spa
 class WorkersLackStatekit(StatekitError):
     """A Spark session's Python workers run an interpreter that cannot import statekit
     (``statekit.spark.workers``)."""
+
+
+# --- reading state ----------------------------------------------------------------------
+class UnsupportedRead(StatekitError, NotImplementedError):
+    """A read that Spark's State Data Source cannot do: what, why, and what works instead."""
+
+    def __init__(self, what: str, why: str, instead: str):
+        self.what, self.why, self.instead = what, why, instead
+        super().__init__(f"cannot read {what}: {why}; instead: {instead}")
+
+
+
+# --- local stores -----------------------------------------------------------------------
+class StoreMismatch(StatekitError):
+    """A store directory that belongs to another store, or to a newer statekit."""
+
+    def __init__(self, path: str | PathLike, what: str, found: object, expected: object,
+                 remedy: str, message: str | None = None):
+        self.path, self.what, self.found, self.expected = str(path), what, found, expected
+        text = message or (f"store directory {self.path!r} belongs to another store: "
+                           f"its {what} is {found!r}, not {expected!r}")
+        super().__init__(f"{text}; {remedy}")
+
+
+class StoreCorrupt(StatekitError):
+    """A store file (metadata or checkpoint) that cannot be read; the path is named."""
+
+    def __init__(self, path: str | PathLike, detail: str, remedy: str):
+        self.path = str(path)
+        super().__init__(f"store file {self.path!r} is unreadable ({detail}); {remedy}")
+
+
+class StoreLocked(StatekitError):
+    """A RocksDB store directory that another open store (in this or another process) holds."""
+
+    def __init__(self, path: str | PathLike, detail: str = ""):
+        self.path = str(path)
+        super().__init__(
+            f"store directory {self.path!r} is open elsewhere (RocksDB holds its LOCK file)"
+            + (f": {detail}" if detail else "")
+            + "; close the other store first, or open another directory")
+
+
+class StoreClosed(BadArgument):
+    """Using a store, or one of its iterators, after the store was closed."""
+
+    def __init__(self, store: str):
+        super().__init__("use of a closed store", store,
+                         "an open store (open it again with statekit.stores.open_store)")
+
+
+
+# --- processors -------------------------------------------------------------------------
+class ProcessorError(StatekitError):
+    """A processor did something its declarations do not allow: rows that do not fit the
+    declared output, a store key or value of the wrong shape, a window or session behind
+    its store's retention. The message names the value and what is accepted."""
+
+
+
+# --- serving ----------------------------------------------------------------------------
+class InstanceDown(StatekitError, ConnectionError):
+    """An instance did not answer (connection refused, timed out)."""
+
+
+class NoLiveInstance(StatekitError):
+    """Every instance that could own a partition is gone."""
+
+
+class TokenRefused(StatekitError):
+    """An instance refused the call's token (none was sent, or not its own)."""
+
+
+class PartitionNotHeld(StatekitError, LookupError):
+    """This instance does not hold the partition: ask its owner."""
+
+    def __init__(self, instance: str, partition: int, owners: Sequence[str]):
+        self.instance, self.partition, self.owners = instance, partition, list(owners)
+        super().__init__(f"instance {instance!r} does not hold partition {partition}; its "
+                         f"owners: {', '.join(owners) or 'none'}")
+
+
+class PositionNotReached(StatekitError):
+    """The store has not reached the batch the query asked for (within its timeout)."""
+
+    def __init__(self, partition: int, wanted: int, current: int, instance: str = ""):
+        self.partition, self.wanted, self.current = partition, wanted, current
+        self.instance = instance  # the instance that answered (a forwarded wait asks it again)
+        at = f" on instance {instance!r}" if instance else ""
+        super().__init__(f"not yet: partition {partition}{at} reflects batch {current}, the "
+                         f"query asked for at least batch {wanted}; retry later or wait longer")
+
+
+class ResultTooLarge(StatekitError):
+    """A row-shaped answer would hold more rows than its ``limit``: never cut silently
+    (``most``: the largest limit serving takes, ``statekit.serve.results.MAX_LIMIT``)."""
+
+    def __init__(self, kind: str, limit: int, most: int):
+        self.kind, self.limit = kind, limit
+        super().__init__(f"the answer to {kind} has more than {limit:,} rows; ask with a "
+                         f"larger limit (at most {most:,}), a narrower query "
+                         f"(fetch_range, range), or read the whole state columnar with "
+                         f"table() / to_pandas() (no limit)")
+
+
+class PartitionUnavailable(StatekitError):
+    """No live instance can answer for a partition now (owner and standbys gone, or restoring)."""
+
+    def __init__(self, partition: int, detail: str, retry_after: float = 1.0):
+        self.partition, self.retry_after = partition, retry_after
+        super().__init__(f"partition {partition} is unavailable: {detail}; retry in about "
+                         f"{retry_after:.0f} s")
+
+
+
+# --- machines and engines ---------------------------------------------------------------
+class KafkaJarsMissing(StatekitError):
+    """Apache Kafka's jars are not on this machine, or not whole; the message says how to get
+    them."""
+
+
+class NotOnConnect(StatekitError, NotImplementedError):
+    """A statekit call that Spark Connect does not allow; the message says which and why."""
+
+    def __init__(self, call: str, why: str | None = None):
+        self.call = call
+        reason = why or "Spark Connect does not offer it"
+        super().__init__(f"{call} does not work through Spark Connect: {reason}")
+
+
+class ClusterStartError(StatekitError, RuntimeError):
+    """The standalone master or a worker did not come up; the message quotes its log."""
+
+
+
+# --- restore ----------------------------------------------------------------------------
+class RestoreWorkerLost(StatekitError):
+    """A restore worker process ended without finishing (killed, or out of memory): its
+    partitions' stores keep what their last checkpoint says; restore again to go on."""
+
+
+
+# --- the workshop -----------------------------------------------------------------------
+class NotSolved(StatekitError, AssertionError):
+    """A solution that a check does not accept (raised by ``Verdict.require``)."""
+
+
+class HandoutFailed(StatekitError):
+    """Some notebooks raised while running, or showed output they did not mean to (a
+    traceback, stderr); the others' handouts were written."""
+

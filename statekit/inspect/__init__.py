@@ -22,7 +22,7 @@ _NAMES = {
     "open_checkpoint": "statekit.inspect.view",
     "OperatorView": "statekit.inspect.part_views",
     "StateView": "statekit.inspect.part_views",
-    "UnsupportedRead": "statekit.inspect.limits",
+    "UnsupportedRead": "statekit.errors",
     "flat_columns": "statekit.inspect.flatten",
     "Description": "statekit.inspect.describe",
     "StateDiff": "statekit.inspect.diff_result",

@@ -15,15 +15,7 @@ readChangeFeed; instead: the change feed of store 'left-keyWithIndexToValue'
 
 from __future__ import annotations
 
-from statekit.errors import StatekitError
-
-
-class UnsupportedRead(StatekitError, NotImplementedError):
-    """A read that Spark's State Data Source cannot do: what, why, and what works instead."""
-
-    def __init__(self, what: str, why: str, instead: str):
-        self.what, self.why, self.instead = what, why, instead
-        super().__init__(f"cannot read {what}: {why}; instead: {instead}")
+from statekit.errors import UnsupportedRead
 
 
 def join_side_changes(side: str, operator_id: int) -> UnsupportedRead:

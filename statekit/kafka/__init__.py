@@ -11,7 +11,7 @@ _NAMES = {
     "EmbeddedBroker": "statekit.kafka.broker",
     "KafkaCluster": "statekit.kafka.cluster",
     "TansuBroker": "statekit.kafka.tansu",
-    "KafkaJarsMissing": "statekit.kafka.jars",
+    "KafkaJarsMissing": "statekit.errors",
     "KafkaConnection": "statekit.model.connection",
     "TopicRef": "statekit.model.connection",
     "ReplayOptions": "statekit.kafka.dataset_replay",

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from statekit.atomic import write_atomic
 from statekit.cache import cache_dir, remove_stale
-from statekit.errors import StatekitError
+from statekit.errors import KafkaJarsMissing
 
 #: the Apache Kafka release the embedded broker runs (and, later, Kafka Streams beside Spark)
 KAFKA_VERSION = "4.1.1"
@@ -44,11 +44,6 @@ SERVER_JAR = f"kafka_2.13-{KAFKA_VERSION}.jar"
 MANIFEST = "jars.json"
 HOME_VARIABLE = "STATEKIT_KAFKA_HOME"
 FETCH_COMMAND = "python -m statekit.kafka.jars"
-
-
-class KafkaJarsMissing(StatekitError):
-    """Apache Kafka's jars are not on this machine, or not whole; the message says how to get
-    them."""
 
 
 def how_to_get() -> str:

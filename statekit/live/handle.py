@@ -36,9 +36,8 @@ from pyspark.sql.streaming import StreamingQueryListener
 from statekit.changelog.sources import PartChanges
 from statekit.changelog.writer import ChangelogWriter
 from statekit.deprecation import deprecated
-from statekit.errors import AlreadyAttached, NotShippedYet, StatekitError
+from statekit.errors import AlreadyAttached, NotShippedYet, StatekitError, UnsupportedRead
 from statekit.inspect.describe import Description
-from statekit.inspect.limits import UnsupportedRead
 from statekit.inspect.lists import join_side_stores
 from statekit.inspect.operators import Part
 from statekit.inspect.part_names import find_part, part_id

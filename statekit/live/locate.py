@@ -27,8 +27,7 @@ from __future__ import annotations
 import os
 import re
 
-from statekit.errors import BadArgument, CheckpointError, StatekitError
-from statekit.inspect.limits import UnsupportedRead
+from statekit.errors import BadArgument, CheckpointError, StatekitError, UnsupportedRead
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.spark_files import state_files
 

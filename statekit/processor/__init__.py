@@ -11,8 +11,8 @@ Modules: ``fields`` (store field types and checks), ``layout`` (store declaratio
 where each lies in Spark's state: the one place that says so), ``stores`` (the stores a
 processor uses inside Spark's Python worker, and what each method scans), ``processor``
 (``Processor``, ``schedule``, the runner Spark calls), ``query`` (``start_processor``,
-``ProcessorQuery``), ``examples`` (sessions, deduplication with a TTL, a per-player rule),
-``errors`` (``ProcessorError``).
+``ProcessorQuery``), ``examples`` (sessions, deduplication with a TTL, a per-player rule);
+``ProcessorError`` lives with every other error in ``statekit.errors``.
 
 Example:
     >>> from statekit.processor import key_value_store
@@ -36,7 +36,7 @@ _NAMES = {
     "KeyValueStore": "statekit.processor.stores",
     "WindowStore": "statekit.processor.stores",
     "SessionStore": "statekit.processor.stores",
-    "ProcessorError": "statekit.processor.errors",
+    "ProcessorError": "statekit.errors",
     "ProcessorQuery": "statekit.processor.query",
     "start_processor": "statekit.processor.query",
 }

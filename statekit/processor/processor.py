@@ -54,8 +54,7 @@ import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from statekit.durations import to_millis
-from statekit.errors import BadArgument
-from statekit.processor.errors import ProcessorError
+from statekit.errors import BadArgument, ProcessorError
 from statekit.processor.fields import (
     TYPES,
     Field,

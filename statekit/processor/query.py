@@ -28,14 +28,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from statekit.deprecation import deprecated
 from statekit.durations import spark_interval
-from statekit.errors import BadArgument, StatekitError
+from statekit.errors import BadArgument, ProcessorError, StatekitError
 from statekit.inspect.operators import Part
 from statekit.inspect.part_views import StateView
 from statekit.model.query_handle import choose_part
 from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import DEFAULT_MAX_EVENT_TIME_AHEAD
 from statekit.options import route, settle
-from statekit.processor.errors import ProcessorError
 from statekit.processor.layout import StoreLayout
 from statekit.processor.processor import Plan, Processor, ProcessorRunner, plan_of
 from statekit.query.failures import spark_message

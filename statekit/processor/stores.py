@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from statekit.processor.errors import ProcessorError
+from statekit.errors import ProcessorError
 from statekit.processor.fields import (
     Field,
     from_millis,

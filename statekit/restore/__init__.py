@@ -17,7 +17,7 @@ _NAMES = {
     "RecordingListener": "statekit.restore.listener",
     "RestoreListener": "statekit.restore.listener",
     "RestoreProgress": "statekit.restore.listener",
-    "RestoreWorkerLost": "statekit.restore.worker",
+    "RestoreWorkerLost": "statekit.errors",
     "RestorePreflight": "statekit.restore.preflight",
     "restore_preflight": "statekit.restore.preflight",
 }

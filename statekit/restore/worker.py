@@ -44,7 +44,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
-from statekit.errors import StatekitError
+from statekit.errors import RestoreWorkerLost, StatekitError
 from statekit.model.connection import KafkaConnection
 from statekit.model.query_spec import QuerySpec
 from statekit.model.store_schema import PartShape
@@ -124,11 +124,6 @@ class WorkerJob:
     def describe(self) -> str:
         return f"{self.topic!r} partition{'s' if len(self.ranges) > 1 else ''} " \
                f"{', '.join(map(str, sorted(self.ranges)))}"
-
-
-class RestoreWorkerLost(StatekitError):
-    """A restore worker process ended without finishing (killed, or out of memory): its
-    partitions' stores keep what their last checkpoint says; restore again to go on."""
 
 
 class RemoteTraceback(Exception):

@@ -18,18 +18,18 @@ _NAMES = {
     "serve": "statekit.serve.cluster",
     "ServingClient": "statekit.serve.client",
     "KeyMetadata": "statekit.serve.client",
-    "InstanceDown": "statekit.serve.client",
+    "InstanceDown": "statekit.errors",
     "ServingSecurity": "statekit.serve.auth",
-    "TokenRefused": "statekit.serve.auth",
+    "TokenRefused": "statekit.errors",
     "ServingInstance": "statekit.serve.instance",
-    "PartitionNotHeld": "statekit.serve.instance",
+    "PartitionNotHeld": "statekit.errors",
     "KeyCodec": "statekit.serve.routing.key_codec",
     "spark_hash": "statekit.serve.routing.partitioner",
     "state_partition": "statekit.serve.routing.partitioner",
     "QueryResult": "statekit.serve.results",
     "PartitionAnswer": "statekit.serve.results",
-    "PartitionUnavailable": "statekit.serve.results",
-    "PositionNotReached": "statekit.serve.results",
+    "PartitionUnavailable": "statekit.errors",
+    "PositionNotReached": "statekit.errors",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

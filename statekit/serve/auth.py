@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
-from statekit.errors import BadArgument, StatekitError
+from statekit.errors import BadArgument, TokenRefused
 
 #: The one path answered without a token (a liveness probe says nothing about the state).
 OPEN_PATHS = frozenset({"/health"})
@@ -69,10 +69,6 @@ SCHEMES = {
     "tokenQuery": {"type": "apiKey", "in": "query", "name": QUERY_PARAM,
                    "description": "?token=<token> (a link for a browser)"},
 }
-
-
-class TokenRefused(StatekitError):
-    """An instance refused the call's token (none was sent, or not its own)."""
 
 
 def new_token() -> str:

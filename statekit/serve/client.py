@@ -50,21 +50,22 @@ import httpx
 import numpy as np
 import pandas as pd
 
-from statekit.errors import BadArgument, StatekitError
+from statekit.errors import (
+    BadArgument,
+    InstanceDown,
+    PartitionNotHeld,
+    PartitionUnavailable,
+    PositionNotReached,
+    ResultTooLarge,
+    StatekitError,
+)
 from statekit.model.changelog_record import format_time
 from statekit.model.query_spec import QuerySpec
 from statekit.model.store_schema import PartShape, StoreSchema
 from statekit.serve.auth import bearer, client_context
-from statekit.serve.instance import PartitionNotHeld, ServingInstance, top
+from statekit.serve.instance import ServingInstance, top
 from statekit.serve.part_keys import PartKeyCodec, key_codec
-from statekit.serve.results import (
-    MAX_LIMIT,
-    PartitionUnavailable,
-    PositionNotReached,
-    QueryResult,
-    ResultTooLarge,
-    TableResult,
-)
+from statekit.serve.results import MAX_LIMIT, QueryResult, TableResult
 from statekit.serve.routing.assignment import Assignment
 from statekit.serve.routing.key_codec import parse_key_json, time_ms
 from statekit.serve.transport import HttpError, HttpPool, Reply
@@ -84,10 +85,6 @@ class KeyMetadata:
     partition: int
     active: str | None
     standbys: tuple[str, ...]
-
-
-class InstanceDown(StatekitError, ConnectionError):
-    """An instance did not answer (connection refused, timed out)."""
 
 
 URLS_ACCEPTED = ("a dict of one or more instance names to their base URLs, e.g. "
@@ -332,7 +329,7 @@ class ServingClient:
             limit, "limit", minimum=1, maximum=MAX_LIMIT)
         result = self._scatter(kind, {**params, "limit": cap}, partial)
         if len(result.rows) > cap:
-            raise ResultTooLarge(kind, cap)
+            raise ResultTooLarge(kind, cap, MAX_LIMIT)
         return result
 
     def all(self, *, limit: int | None = None, min_batch: int | None = None,
@@ -472,8 +469,6 @@ class ServingClient:
         self.close()
 
 
-
-
 def _jsonable_global(key: object) -> object:
     """A global store's key as JSON-ready data: times as ISO text (as the changelog writes
     them), numpy scalars as Python values."""
@@ -561,7 +556,8 @@ def decode_response(response: Reply) -> QueryResult | TableResult:
         raise PartitionNotHeld(detail.get("instance", ""), detail["partition"],
                                detail.get("owners", []))
     if error == "ResultTooLarge":
-        raise ResultTooLarge(detail.get("kind", "the answer"), detail.get("limit", MAX_LIMIT))
+        raise ResultTooLarge(detail.get("kind", "the answer"), detail.get("limit", MAX_LIMIT),
+                             MAX_LIMIT)
     if response.status in (400, 404, 413, 422):  # in the instance's own words: the query
         raise BadArgument("request", None, message, message=message)  # it was sent is ours
     if response.status >= 500:

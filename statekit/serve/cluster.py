@@ -45,14 +45,14 @@ from typing import Any
 
 import pandas as pd
 
-from statekit.errors import StatekitError
+from statekit.errors import InstanceDown, StatekitError
 from statekit.model.connection import Kafka, TopicRef, connect
 from statekit.options import route
 from statekit.options import settle as settle_options
 from statekit.ports import free_port
 from statekit.processes import stop as stop_process
 from statekit.serve.auth import announce, settle
-from statekit.serve.client import InstanceDown, ServingClient
+from statekit.serve.client import ServingClient
 from statekit.serve.instance import wait_for_schema
 from statekit.serve.options import SHORTCUTS, ServeOptions
 from statekit.serve.process import instance_config, start_instance

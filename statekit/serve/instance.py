@@ -41,20 +41,20 @@ import numpy as np
 import pyarrow as pa
 
 from statekit.changelog.reader import read_meta
-from statekit.errors import BadArgument, StatekitError
+from statekit.errors import (
+    BadArgument,
+    PartitionNotHeld,
+    PartitionUnavailable,
+    PositionNotReached,
+    StatekitError,
+)
 from statekit.model.changelog_record import decode_json
 from statekit.model.connection import Kafka, connect
 from statekit.model.store_schema import StoreSchema
 from statekit.restore.tail import RUNNING, ChangelogTail, PartitionStatus
 from statekit.serve.global_store import GlobalStore, GlobalTable
 from statekit.serve.part_keys import key_codec
-from statekit.serve.results import (
-    PartitionAnswer,
-    PartitionUnavailable,
-    PositionNotReached,
-    QueryResult,
-    TableResult,
-)
+from statekit.serve.results import PartitionAnswer, QueryResult, TableResult
 from statekit.serve.routing.assignment import Assignment, assign
 from statekit.serve.routing.key_codec import time_ms
 from statekit.stores.key_layout import ms_to_iso
@@ -70,15 +70,6 @@ QUERIES = {
                   "position"),
 }
 MAX_ROWS = 1_000_000  # a scan stops here unless the caller asks for less
-
-
-class PartitionNotHeld(StatekitError, LookupError):
-    """This instance does not hold the partition: ask its owner."""
-
-    def __init__(self, instance: str, partition: int, owners: Sequence[str]):
-        self.instance, self.partition, self.owners = instance, partition, list(owners)
-        super().__init__(f"instance {instance!r} does not hold partition {partition}; its "
-                         f"owners: {', '.join(owners) or 'none'}")
 
 
 def wait_for_schema(kafka: Kafka, topic: str, timeout: float) -> StoreSchema:

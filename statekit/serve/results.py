@@ -28,7 +28,6 @@ import pandas as pd
 import pyarrow as pa
 
 from statekit.changelog.arrow import parse_times, table_to_pandas
-from statekit.errors import StatekitError
 
 REPORT_COLUMNS = ["partition", "instance", "role", "batch", "lag_batches", "seconds", "state"]
 #: The most rows one row-shaped answer carries (``all``, ``fetch_all``, ``fetch_range``,
@@ -36,37 +35,6 @@ REPORT_COLUMNS = ["partition", "instance", "role", "batch", "lag_batches", "seco
 MAX_LIMIT = 100_000
 #: Arrow schema metadata key holding a ``TableResult``'s per-partition report (JSON).
 REPORT_METADATA = b"statekit.partitions"
-
-
-class PositionNotReached(StatekitError):
-    """The store has not reached the batch the query asked for (within its timeout)."""
-
-    def __init__(self, partition: int, wanted: int, current: int, instance: str = ""):
-        self.partition, self.wanted, self.current = partition, wanted, current
-        self.instance = instance  # the instance that answered (a forwarded wait asks it again)
-        at = f" on instance {instance!r}" if instance else ""
-        super().__init__(f"not yet: partition {partition}{at} reflects batch {current}, the "
-                         f"query asked for at least batch {wanted}; retry later or wait longer")
-
-
-class ResultTooLarge(StatekitError):
-    """A row-shaped answer would hold more rows than its ``limit``: never cut silently."""
-
-    def __init__(self, kind: str, limit: int):
-        self.kind, self.limit = kind, limit
-        super().__init__(f"the answer to {kind} has more than {limit:,} rows; ask with a "
-                         f"larger limit (at most {MAX_LIMIT:,}), a narrower query "
-                         f"(fetch_range, range), or read the whole state columnar with "
-                         f"table() / to_pandas() (no limit)")
-
-
-class PartitionUnavailable(StatekitError):
-    """No live instance can answer for a partition now (owner and standbys gone, or restoring)."""
-
-    def __init__(self, partition: int, detail: str, retry_after: float = 1.0):
-        self.partition, self.retry_after = partition, retry_after
-        super().__init__(f"partition {partition} is unavailable: {detail}; retry in about "
-                         f"{retry_after:.0f} s")
 
 
 @dataclass(slots=True)  # not frozen: a point lookup makes one, and frozen init costs 4x

@@ -36,10 +36,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from statekit.errors import ResultTooLarge
 from statekit.restore.tail import RUNNING, PartitionStatus
 from statekit.serve.client import call_local
 from statekit.serve.instance import ServingInstance
-from statekit.serve.results import ResultTooLarge
+from statekit.serve.results import MAX_LIMIT
 
 #: most bytes of rows text kept, all partitions together
 BUDGET = 32 * 1024 * 1024
@@ -121,7 +122,7 @@ class RowsText:
                 made = self._make(p, store, status.next_offset, limit)
             count += made.count
             if count > limit:
-                raise ResultTooLarge("all", limit)
+                raise ResultTooLarge("all", limit, MAX_LIMIT)
             if made.count:
                 texts.append(made.text)
             report.append(self.instance.answer_of(p, status, started).to_dict())

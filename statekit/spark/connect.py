@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from subprocess import DEVNULL, STDOUT, Popen
 
-from statekit.errors import StatekitError
+from statekit.errors import NotOnConnect, StatekitError
 from statekit.ports import free_port
 from statekit.processes import spawn, stop
 
@@ -63,15 +63,6 @@ NOT_ON_CONNECT: dict[str, str] = {
 }
 
 
-class NotOnConnect(StatekitError, NotImplementedError):
-    """A statekit call that Spark Connect does not allow; the message says which and why."""
-
-    def __init__(self, call: str, why: str | None = None):
-        self.call = call
-        reason = why or NOT_ON_CONNECT.get(call, "Spark Connect does not offer it")
-        super().__init__(f"{call} does not work through Spark Connect: {reason}")
-
-
 def is_connect(spark: object) -> bool:
     """True for a Spark Connect session (``sc://``), False for a classic one.
 
@@ -89,7 +80,7 @@ def require_classic(spark: object, call: str) -> None:
         >>> require_classic(object(), "SparkSession.sparkContext")   # a classic one: no error
     """
     if is_connect(spark):
-        raise NotOnConnect(call)
+        raise NotOnConnect(call, NOT_ON_CONNECT.get(call))
 
 
 def default_parallelism(spark: object) -> int:

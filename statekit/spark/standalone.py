@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from subprocess import DEVNULL, STDOUT, Popen, run
 
-from statekit.errors import BadArgument, StatekitError
+from statekit.errors import BadArgument, ClusterStartError, StatekitError
 from statekit.processes import ENDED_STATES, process_table, spawn, stop
 from statekit.validate import whole_number
 
@@ -54,10 +54,6 @@ DAEMON_MEMORY = "256m"
 _MEMORY = re.compile(r"^[1-9][0-9]*[mg]$")
 _MASTER_URL = re.compile(r"Starting Spark master at (spark://\S+)")
 _WEB_UI = re.compile(r"(?:MasterWebUI|Bound MasterWebUI).*?(http://[^\s,]+)")
-
-
-class ClusterStartError(StatekitError, RuntimeError):
-    """The standalone master or a worker did not come up; the message quotes its log."""
 
 
 def spark_class() -> Path:

@@ -17,6 +17,7 @@ Example:
     0    p07 2026-01-05 10:00:00 2026-01-05 10:04:00      4
 """
 
+from statekit.errors import StoreClosed, StoreCorrupt, StoreLocked, StoreMismatch
 from statekit.stores.base import (
     KINDS,
     KeyValueStore,
@@ -26,7 +27,6 @@ from statekit.stores.base import (
     WindowedKey,
     WindowStore,
 )
-from statekit.stores.errors import StoreClosed, StoreCorrupt, StoreLocked, StoreMismatch
 from statekit.stores.factory import StoreColumns, open_store
 from statekit.stores.iterators import StoreIterator
 from statekit.stores.memory import InMemoryKeyValueStore, InMemorySessionStore, InMemoryWindowStore

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from statekit.stores.errors import StoreClosed
+from statekit.errors import StoreClosed
 
 T = TypeVar("T")
 #: What a converter returns for an entry the iterator should pass over.

@@ -20,7 +20,7 @@ Example:
     >>> file.check(meta, StoreMetadata("totals", "window", 3, ()))       # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    statekit.stores.errors.StoreMismatch: store directory '...' belongs to another store: \
+    statekit.errors.StoreMismatch: store directory '...' belongs to another store: \
 its name is 'counts', not 'totals'; open it with name='counts', or delete the directory \
 (the changelog restores it)
     >>> import shutil; shutil.rmtree(file.directory)
@@ -28,8 +28,7 @@ its name is 'counts', not 'totals'; open it with name='counts', or delete the di
 
 from __future__ import annotations
 
-from statekit.errors import BadArgument
-from statekit.stores.errors import StoreMismatch
+from statekit.errors import BadArgument, StoreMismatch
 from statekit.stores.metadata import STORE_FORMAT_VERSION, StoreMetadata
 from statekit.stores.store_file import StoreFile
 from statekit.validate import is_whole_number

@@ -47,9 +47,8 @@ from rocksdict import (
     WriteOptions,
 )
 
-from statekit.errors import BadArgument
+from statekit.errors import BadArgument, StoreLocked, StoreMismatch
 from statekit.stores.backend import Backend, bad_record
-from statekit.stores.errors import StoreLocked, StoreMismatch
 from statekit.stores.key_layout import store_columns
 from statekit.stores.keyvalue import BackedKeyValueStore
 from statekit.stores.metadata import StoreMetadata

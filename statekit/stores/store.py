@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable, Mapping
 
 from statekit._lazy import pa, pd
 from statekit.changelog.arrow import json_table, table_to_pandas
+from statekit.errors import StoreClosed
 from statekit.model.changelog_record import TIME_COLUMNS
 from statekit.stores.backend import Backend
 from statekit.stores.base import RawRecord, StateStore
-from statekit.stores.errors import StoreClosed
 from statekit.stores.iterators import IteratorTracker, StoreIterator
 from statekit.stores.metadata import StoreMetadata
 

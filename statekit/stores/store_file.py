@@ -24,7 +24,7 @@ Example:
     >>> notes.read_object()                                          # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    statekit.stores.errors.StoreCorrupt: store file '.../notes.json' is unreadable \
+    statekit.errors.StoreCorrupt: store file '.../notes.json' is unreadable \
 (notes format_version 0 is unknown; accepted 1 (a file without one is read as 1)); delete it
     >>> import shutil; shutil.rmtree(notes.directory)
 """
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from statekit.atomic import write_atomic
-from statekit.stores.errors import StoreCorrupt, StoreMismatch
+from statekit.errors import StoreCorrupt, StoreMismatch
 from statekit.validate import is_whole_number
 
 #: The version of a file written before files carried one.

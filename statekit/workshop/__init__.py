@@ -21,7 +21,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "check": "statekit.workshop.registry",
     "exercises": "statekit.workshop.registry",
     "Verdict": "statekit.workshop.verdict",
-    "NotSolved": "statekit.workshop.verdict",
+    "NotSolved": "statekit.errors",
     "Choices": "statekit.workshop.choices",
 })
 

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from statekit.errors import BadArgument, StatekitError
+from statekit.errors import BadArgument, HandoutFailed
 from statekit.spark.console import KNOWN_NOISE, harmless  # noqa: F401 - the one list
 
 #: Where ``make html`` writes (git-ignored: ``build/``).
@@ -80,11 +80,6 @@ _TRACEBACK = re.compile(r"^(Traceback \(most recent call last\):|\s+at [\w$.<>]+
 
 #: What a widget (a chart among them) whose state the run did not keep shows in a handout.
 NOT_DRAWN = "(widget: run the notebook to see it)"
-
-
-class HandoutFailed(StatekitError):
-    """Some notebooks raised while running, or showed output they did not mean to (a
-    traceback, stderr); the others' handouts were written."""
 
 
 def unintended_output(text: str, stderr: bool) -> str | None:

@@ -228,7 +228,7 @@ def ask_until_served(ask: Callable, *args, timeout: float = 60.0, **kwargs):
     first, ``outcome`` (``"answered"`` or the error's name) and ``detail``. ``TimeoutError``
     after ``timeout`` seconds of refusals.
     """
-    from statekit.serve.results import PartitionUnavailable
+    from statekit.errors import PartitionUnavailable
 
     started, attempts = time.monotonic(), []
     while True:

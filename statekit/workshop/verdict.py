@@ -27,15 +27,11 @@ import html
 from dataclasses import dataclass
 from typing import Literal
 
-from statekit.errors import StatekitError
+from statekit.errors import NotSolved
 
 Status = Literal["right", "wrong", "unanswered"]
 _SAID = {"right": "right", "wrong": "not yet", "unanswered": "not answered yet"}
 _COLOR = {"right": "#1a7f37", "wrong": "#b35900", "unanswered": "#57606a"}
-
-
-class NotSolved(StatekitError, AssertionError):
-    """A solution that a check does not accept (raised by ``Verdict.require``)."""
 
 
 @dataclass(frozen=True)

@@ -154,7 +154,7 @@ def test_an_unwritable_log_folder_is_named(tmp_path):
 
 
 def test_missing_jars_say_how_to_get_them(monkeypatch, tmp_path):
-    from statekit.kafka.jars import KafkaJarsMissing
+    from statekit.errors import KafkaJarsMissing
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
     monkeypatch.delenv("STATEKIT_KAFKA_HOME", raising=False)

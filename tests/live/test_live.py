@@ -25,8 +25,13 @@ from helpers.livecheck import (
 from pyspark.sql import functions as F
 
 import statekit as sk
-from statekit.errors import BadArgument, BatchNotRetained, CheckpointError, StatekitError
-from statekit.inspect.limits import UnsupportedRead
+from statekit.errors import (
+    BadArgument,
+    BatchNotRetained,
+    CheckpointError,
+    StatekitError,
+    UnsupportedRead,
+)
 from statekit.spark_state.changes import apply_changes, same_rows
 
 pytestmark = pytest.mark.timeout(600)

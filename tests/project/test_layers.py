@@ -87,7 +87,7 @@ NO_PYSPARK_AT_IMPORT = ("statekit.stores", "statekit.model", "statekit.changelog
                         "statekit.kafka", "statekit.datasets", "statekit.restore.rebuild",
                         "statekit.standby.replica", "statekit.drills.worker",
                         "statekit.restore.listener", "statekit.processor.layout",
-                        "statekit.processor.fields", "statekit.processor.errors")
+                        "statekit.processor.fields", "statekit.errors")
 
 
 def module_name(path: Path) -> str:

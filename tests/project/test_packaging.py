@@ -106,3 +106,26 @@ def test_the_package_names_resolve_on_first_use():
     assert sk.tumbling("1 minute").size_ms == 60_000
     with pytest.raises(AttributeError, match="module 'statekit' has no attribute 'snapshot'"):
         sk.snapshot  # noqa: B018
+
+
+def test_every_error_lives_in_statekit_errors_and_is_exported_from_the_top():
+    """One module holds every error class (issue 40: errors in one place), each importable
+    as ``statekit.<Name>``; no other module defines one."""
+    import ast
+    import inspect
+
+    import statekit as sk
+    import statekit.errors as errors
+
+    defined = {n for n, c in vars(errors).items()
+               if inspect.isclass(c) and issubclass(c, errors.StatekitError)}
+    assert defined <= set(sk.__all__), sorted(defined - set(sk.__all__))
+    elsewhere = []
+    for path in sorted((ROOT / "statekit").rglob("*.py")):
+        if path.name == "errors.py" and path.parent.name == "statekit":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                    getattr(b, "id", getattr(b, "attr", "")) in defined for b in node.bases):
+                elsewhere.append(f"{path.relative_to(ROOT)}: {node.name}")
+    assert not elsewhere, elsewhere

@@ -19,13 +19,12 @@ import httpx
 import pytest
 import trustme
 
-from statekit.errors import BadArgument
+from statekit.errors import BadArgument, TokenRefused
 from statekit.ports import free_port
 from statekit.serve import serve
 from statekit.serve.auth import (
     MIN_TOKEN,
     ServingSecurity,
-    TokenRefused,
     client_context,
     new_token,
     refusal,

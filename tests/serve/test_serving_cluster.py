@@ -14,9 +14,10 @@ import pandas as pd
 import pytest
 
 import statekit as sk
+from statekit.errors import ResultTooLarge
 from statekit.processes import is_alive
 from statekit.serve import PartitionUnavailable, ServingClient, serve
-from statekit.serve.results import ResultTooLarge, TableResult
+from statekit.serve.results import TableResult
 
 KEYS = ["window_start", "window_end", "player"]
 

@@ -23,13 +23,13 @@ from helpers.handlog import START, HandLog
 from helpers.serving import served
 
 import statekit as sk
+from statekit.errors import PositionNotReached, ResultTooLarge
 from statekit.model.changelog_record import changelog_key_columns
 from statekit.model.query_spec import QuerySpec, hopping, tumbling
 from statekit.serve.client import ServingClient
 from statekit.serve.global_store import GlobalTable
 from statekit.serve.instance import ServingInstance
 from statekit.serve.rest import MAX_URL, Server, create_app, create_control_app
-from statekit.serve.results import PositionNotReached, ResultTooLarge
 from statekit.serve.routing.assignment import assign
 from statekit.serve.routing.key_codec import MAX_KEY_CHARS, MAX_KEY_DEPTH, KeyCodec, time_ms
 from statekit.serve.transport import HttpPool

@@ -14,8 +14,8 @@ import pytest
 
 import statekit as sk
 from statekit.changelog.reader import read_meta
-from statekit.serve.instance import PartitionNotHeld, ServingInstance
-from statekit.serve.results import PartitionUnavailable, PositionNotReached
+from statekit.errors import PartitionNotHeld, PartitionUnavailable, PositionNotReached
+from statekit.serve.instance import ServingInstance
 from statekit.serve.routing.assignment import assign
 from statekit.stores.offset_checkpoint import CHECKPOINT_FILE, OffsetCheckpointFile
 

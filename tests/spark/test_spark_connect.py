@@ -20,14 +20,8 @@ import pandas as pd
 import pytest
 from helpers.plainrun import assert_same_rows
 
-from statekit.errors import BadArgument
-from statekit.spark.connect import (
-    NOT_ON_CONNECT,
-    NotOnConnect,
-    connect_server,
-    connect_session,
-    require_classic,
-)
+from statekit.errors import BadArgument, NotOnConnect
+from statekit.spark.connect import NOT_ON_CONNECT, connect_server, connect_session, require_classic
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
@@ -39,7 +33,8 @@ from pathlib import Path
 
 import statekit as sk
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
-from statekit.spark.connect import NotOnConnect, connect_session, is_connect, require_classic
+from statekit.spark.connect import connect_session, is_connect, require_classic
+from statekit.errors import NotOnConnect
 
 url, bootstrap, topic, out = sys.argv[1:5]
 out = Path(out)

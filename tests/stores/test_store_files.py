@@ -11,8 +11,7 @@ import os
 
 import pytest
 
-from statekit.errors import BadArgument
-from statekit.stores.errors import StoreCorrupt, StoreMismatch
+from statekit.errors import BadArgument, StoreCorrupt, StoreMismatch
 from statekit.stores.metadata import STORE_FORMAT_VERSION, StoreMetadata
 from statekit.stores.metadata_file import METADATA_FILE, StoreMetadataFile
 from statekit.stores.offset_checkpoint import CHECKPOINT_FILE, OffsetCheckpointFile

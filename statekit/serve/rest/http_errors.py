@@ -17,10 +17,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from statekit.errors import BadArgument
-from statekit.serve.instance import PartitionNotHeld
+from statekit.errors import (
+    BadArgument,
+    PartitionNotHeld,
+    PartitionUnavailable,
+    PositionNotReached,
+    ResultTooLarge,
+)
 from statekit.serve.rest.models import ErrorModel
-from statekit.serve.results import PartitionUnavailable, PositionNotReached, ResultTooLarge
 
 _SHOWN = 300                 # characters of a bad value an error message shows
 

@@ -21,18 +21,12 @@ import httpx
 from anyio import CapacityLimiter, to_thread
 from fastapi.responses import Response
 
-from statekit.errors import BadArgument
+from statekit.errors import BadArgument, PartitionUnavailable, PositionNotReached, ResultTooLarge
 from statekit.serve.client import ARROW_STREAM, ServingClient, call_local
 from statekit.serve.instance import QUERIES, ServingInstance
 from statekit.serve.rest.http_errors import ANSWERED, as_http_error, bad_argument_as_400, fail
 from statekit.serve.rest.limits import MAX_WAIT, QUERY_THREADS
-from statekit.serve.results import (
-    PartitionUnavailable,
-    PositionNotReached,
-    QueryResult,
-    ResultTooLarge,
-    TableResult,
-)
+from statekit.serve.results import MAX_LIMIT, QueryResult, TableResult
 from statekit.serve.rows_text import RowsText, encode
 
 _MILLIS = re.compile(r"-?[0-9]{1,19}")
@@ -132,7 +126,7 @@ class StoreQueries:
         # scans read limit + 1 rows a partition: a longer answer is refused
         result = call_local(self.instance, kind, params, partitions)
         if limit is not None and len(result.rows) > limit:
-            raise ResultTooLarge(kind, limit)
+            raise ResultTooLarge(kind, limit, MAX_LIMIT)
         return result
 
     async def answer(self, kind: str, params: dict, partitions: list[int] | None = None,

@@ -29,14 +29,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from statekit.errors import BadArgument, StatekitError
+from statekit.errors import BadArgument
 from statekit.validate import whole_number
 
 ROLES = ("active", "standby")
-
-
-class NoLiveInstance(StatekitError):
-    """Every instance that could own a partition is gone."""
 
 
 @dataclass(frozen=True)
