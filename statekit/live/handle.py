@@ -203,8 +203,10 @@ def _names(names: object) -> str:
 
 
 def query_plan(query) -> str:
-    """The text ``query.explain(extended=True)`` prints (PySpark prints it from Python, on
-    Spark Connect too: it is captured here); "" when the query does not give it."""
+    """The text ``query.explain(extended=True)`` prints (PySpark prints it from Python, the
+    classic client and Spark Connect's alike: it is captured here); "" when the query does
+    not give it. Before the query has run a batch since it started, Spark prints "No
+    physical plan. Waiting for data." instead."""
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
