@@ -10,7 +10,9 @@ commits), ``operators`` (kinds and their readable parts), ``part_names`` (one na
 readable part of every operator: ``"<operator_id>/<name>"``), ``part_views``
 (``OperatorView``, ``StateView``: snapshots and change feeds), ``state_diff`` (``diff``: what
 changed between two snapshots; with ``diff_result``, ``diff_in_spark``, ``diff_in_pandas``),
-``flatten`` (the column naming rule), ``limits`` (what Spark's reader cannot do:
+``flatten`` (the column naming rule), ``plan_names`` (the names a query's plan gives a
+join's keys and an aggregation's buffer fields, where Spark's state keeps ``field0``,
+``sum``, ``count``), ``limits`` (what Spark's reader cannot do:
 ``UnsupportedRead``), ``failures`` (Spark's errors as statekit's, naming corrupt files),
 ``describe`` (``Description``: a summary for a person, with flags).
 """

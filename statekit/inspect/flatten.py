@@ -17,6 +17,15 @@ and for transformWithState ``list_element``, ``user_map_key``, ``user_map_value`
   are left out; arrays and maps are not flattened: they arrive as Python lists and dicts
   (a struct map key becomes a tuple of its fields).
 
+With ``names`` (a ``statekit.inspect.plan_names.PartNames``: what the query's plan calls a
+field of the key or value struct) a field is named as the person wrote it instead
+(``key.field0`` of a join → ``origin``, ``value.count`` of ``count(*) AS n`` → ``n``); those
+names are given first, the others follow the rule above, so a value field named like a
+renamed key field gets the prefix (``value_origin``). A ``Derived`` column (an average:
+``avg_delay``) is not a field of Spark's state: statekit computes it from the two buffer
+fields before them, ``sum / count`` (null when ``count`` is 0, as Spark's ``Average``
+does), and only where they are a double and a long.
+
 ``to_pandas`` collects through Arrow with timestamps as naive UTC.
 
 Example:
@@ -42,8 +51,18 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, MapType, NullType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    DoubleType,
+    LongType,
+    MapType,
+    NullType,
+    StructField,
+    StructType,
+)
 
+from statekit.inspect.plan_names import PartNames
 from statekit.spark_state.state_reader import arrow_to_pandas
 
 #: Columns of Spark's reader that statekit renames rather than flattens.
@@ -67,10 +86,16 @@ class FlatColumn:
     #: the same path with duplicate field names made unique (how statekit reaches the field)
     access: tuple[str, ...]
     data_type: DataType
+    #: for a column statekit derives (not a field of Spark's state): the two columns it
+    #: divides, an average's ``sum`` and ``count`` buffer fields
+    inputs: tuple[FlatColumn, ...] = ()
 
     @property
     def field(self) -> str:
-        """Spark's dotted path of the field (``key.window.start``)."""
+        """Spark's dotted path of the field (``key.window.start``); for a derived column,
+        what statekit computes (``value.sum / value.count``)."""
+        if self.inputs:
+            return " / ".join(c.field for c in self.inputs)
         return ".".join((self.source, *self.path))
 
     @property
@@ -123,24 +148,85 @@ def _leaves(source: str, data_type: DataType, access_type: DataType,
     yield source, path, access, data_type
 
 
-def flat_columns(schema: StructType) -> list[FlatColumn]:
-    """Every leaf of the state columns of ``schema`` (Spark's reader's), named by the rule
-    of this module; Spark's ``partition_id``, ``batch_id`` and ``change_type`` are left out.
-    """
-    taken = set(RESERVED)
-    columns = []
+@dataclass(frozen=True)
+class _Leaf:
+    source: str
+    path: tuple[str, ...]
+    access: tuple[str, ...]
+    data_type: DataType
+    #: its position among the fields of its top-level struct (-1: not in a struct)
+    at: int
+    #: the person's name of that field, or None
+    own: str | None
+
+
+def _leaves_of(schema: StructType, names: PartNames | None) -> list[_Leaf]:
+    out = []
     for top in schema.fields:
         if top.name in SPARK_COLUMNS:
             continue
-        for source, path, access, data_type in _leaves(top.name, top.dataType,
-                                                       unique_fields(top.dataType)):
-            base = "_".join(path) if path else source
-            name = base if base not in taken else (f"{source}_{base}" if path else base)
-            candidate, n = name, 2
-            while name in taken:
-                name, n = f"{candidate}_{n}", n + 1
-            taken.add(name)
-            columns.append(FlatColumn(name, source, path, access, data_type))
+        given = {"key": names.key, "value": names.value}.get(top.name, ()) if names else ()
+        unique = unique_fields(top.dataType)
+        fields = unique.fieldNames() if isinstance(unique, StructType) else []
+        for source, path, access, data_type in _leaves(top.name, top.dataType, unique):
+            at = fields.index(access[0]) if access else -1
+            own = given[at] if 0 <= at < len(given) else None
+            out.append(_Leaf(source, path, access, data_type, at, own))
+    return out
+
+
+def _derived(leaves: list[_Leaf], names: PartNames | None) -> dict[int, tuple[str, int]]:
+    """Leaf index of each average's ``sum`` → (derived column's name, its ``count``'s leaf
+    index), where they are a double and a long field of the value."""
+    out = {}
+    for spec in names.derived if names else ():
+        found = [next((i for i, leaf in enumerate(leaves) if leaf.source == "value"
+                       and len(leaf.path) == 1 and leaf.at == at), None)
+                 for at in (spec.sum, spec.count)]
+        if None in found:
+            continue
+        dividend, divisor = found
+        if isinstance(leaves[dividend].data_type, DoubleType) and \
+                isinstance(leaves[divisor].data_type, LongType):
+            out[dividend] = (spec.name, divisor)
+    return out
+
+
+def _claim(base: str, source: str, prefixed: bool, taken: set[str]) -> str:
+    """``base``, or where it is taken, ``<source>_<base>`` (if ``prefixed``), then a number."""
+    name = base if base not in taken else (f"{source}_{base}" if prefixed else base)
+    candidate, n = name, 2
+    while name in taken:
+        name, n = f"{candidate}_{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def flat_columns(schema: StructType, names: PartNames | None = None) -> list[FlatColumn]:
+    """Every leaf of the state columns of ``schema`` (Spark's reader's), named by the rule
+    of this module; Spark's ``partition_id``, ``batch_id`` and ``change_type`` are left out.
+    ``names``: the person's names of the key's and value's fields and the columns derived
+    from them (None: Spark's names only); a derived column comes before its buffer fields.
+    """
+    leaves = _leaves_of(schema, names)
+    derived = _derived(leaves, names)
+    taken = set(RESERVED)
+    # the person's names are given first: the derived columns', then the fields'
+    derived_names = {i: _claim(name, "value", False, taken) for i, (name, _) in derived.items()}
+    chosen = {i: _claim("_".join((leaf.own, *leaf.path[1:])), leaf.source, True, taken)
+              for i, leaf in enumerate(leaves) if leaf.own is not None}
+    for i, leaf in enumerate(leaves):
+        if i not in chosen:
+            chosen[i] = _claim("_".join(leaf.path) if leaf.path else leaf.source,
+                               leaf.source, bool(leaf.path), taken)
+    made = [FlatColumn(chosen[i], leaf.source, leaf.path, leaf.access, leaf.data_type)
+            for i, leaf in enumerate(leaves)]
+    columns = []
+    for i, column in enumerate(made):
+        if i in derived:
+            columns.append(FlatColumn(derived_names[i], "value", (), (), DoubleType(),
+                                      (column, made[derived[i][1]])))
+        columns.append(column)
     return columns
 
 
@@ -148,8 +234,8 @@ def spark_columns(frame: DataFrame, columns: Sequence[FlatColumn]) -> list[Colum
     """Spark columns selecting ``columns`` from ``frame`` (Spark's reader's), aliased."""
     schema = frame.schema
     casts: dict[str, Column] = {}
-    out = []
-    for column in columns:
+
+    def field(column: FlatColumn) -> Column:
         if column.source not in casts:
             data_type = schema[column.source].dataType
             unique = unique_fields(data_type)
@@ -158,15 +244,26 @@ def spark_columns(frame: DataFrame, columns: Sequence[FlatColumn]) -> list[Colum
         expr = casts[column.source]
         for name in column.access:
             expr = expr.getField(name)
+        return expr
+
+    out = []
+    for column in columns:
+        if column.inputs:  # an average: sum / count, null when count is 0 (as Spark's)
+            dividend, divisor = (field(c) for c in column.inputs)
+            expr = F.when(divisor != 0, dividend / divisor)
+        else:
+            expr = field(column)
         out.append(expr.alias(column.name))
     return out
 
 
-def flatten(frame: DataFrame) -> tuple[DataFrame, list[FlatColumn]]:
+def flatten(frame: DataFrame, names: PartNames | None = None
+            ) -> tuple[DataFrame, list[FlatColumn]]:
     """``frame`` (Spark's reader's rows) with every state field a plain column: Spark's
     ``batch_id`` and ``change_type`` first (as ``batch``, ``change``), then the flattened
-    columns, then ``partition``; and the flattened columns' descriptions."""
-    columns = flat_columns(frame.schema)
+    columns (named with ``names`` where given), then ``partition``; and the flattened
+    columns' descriptions."""
+    columns = flat_columns(frame.schema, names)
     lead = [F.col(spark).alias(ours) for spark, ours in SPARK_COLUMNS.items()
             if spark in frame.columns and spark != "partition_id"]
     tail = [F.col("partition_id").alias("partition")] if "partition_id" in frame.columns else []

@@ -35,6 +35,7 @@ from statekit.errors import BadArgument, BatchNotRetained, CheckpointError
 from statekit.inspect import limits
 from statekit.inspect.flatten import FlatColumn, flat_columns, flatten, to_pandas
 from statekit.inspect.operators import Part
+from statekit.inspect.plan_names import PartNames
 from statekit.spark.connect import is_connect
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.integrity import Problem, require_readable, restore_problems
@@ -56,12 +57,17 @@ class StateView:
         spark: a SparkSession, or a function that gives one when first needed.
         batch_span: (first, last) batch Spark's state metadata says the operator's state
             holds, or None.
+        names: the person's names of the part's fields, from the query's plan
+            (``statekit.inspect.plan_names``); None keeps Spark's names (``field0`` for a
+            join key, an aggregate's buffer fields such as ``sum`` and ``count``), which is
+            all a checkpoint alone tells.
     """
 
     def __init__(self, checkpoint: Checkpoint, part: Part,
                  spark: SparkSession | Callable[[], SparkSession],
-                 batch_span: tuple[int, int] | None = None):
+                 batch_span: tuple[int, int] | None = None, names: PartNames | None = None):
         self.checkpoint, self.part, self.batch_span = checkpoint, part, batch_span
+        self.names = names or None
         self._spark = spark
 
     @property
@@ -108,8 +114,9 @@ class StateView:
 
     @property
     def columns(self) -> list[FlatColumn]:
-        """The flattened columns (key columns first), as ``flat_columns`` names them."""
-        return flat_columns(self.spark_schema)
+        """The flattened columns (key columns first), as ``flat_columns`` names them (with
+        this view's ``names``)."""
+        return flat_columns(self.spark_schema, self.names)
 
     @property
     def key_columns(self) -> list[str]:
@@ -121,8 +128,9 @@ class StateView:
         return [c.name for c in self.columns if c.role == "value"]
 
     def schema(self) -> pd.DataFrame:
-        """One row per flattened column: ``column``, ``field`` (Spark's dotted path),
-        ``role`` (``key`` or ``value``), ``type`` (Spark's type, as text)."""
+        """One row per flattened column: ``column``, ``field`` (Spark's dotted path; for a
+        column statekit derives, what it computes: ``value.sum / value.count``), ``role``
+        (``key`` or ``value``), ``type`` (Spark's type, as text)."""
         return pd.DataFrame([(c.name, c.field, c.role, c.data_type.simpleString())
                              for c in self.columns], columns=SCHEMA_COLUMNS)
 
@@ -156,7 +164,7 @@ class StateView:
         with reading(f"the state of batch {batch} of {self._what()}",
                      self._bad_files(0, batch + 1)):
             raw = self._reader(batchId=batch).load(str(self.checkpoint))
-            return flatten(raw)[0]
+            return flatten(raw, self.names)[0]
 
     def snapshot(self, batch: int | None = None, sort: bool = False) -> pd.DataFrame:
         """The state after ``batch`` (the last committed when None), one row per entry
@@ -258,7 +266,7 @@ class StateView:
                      self._bad_files(first + 1, last + 1, deltas_only=True)):
             raw = self._reader(readChangeFeed=True, changeStartBatchId=first,
                                changeEndBatchId=last).load(str(self.checkpoint))
-            flat = flatten(raw)[0]
+            flat = flatten(raw, self.names)[0]
         change = F.col("change")
         for spark_name, ours in CHANGE_NAMES.items():
             change = F.when(F.col("change") == spark_name, F.lit(ours)).otherwise(change)

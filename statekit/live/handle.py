@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import json
 import os
 import threading
 import time
+import warnings
 
 import pandas as pd
 from pyspark.sql import SparkSession
@@ -36,12 +38,19 @@ from pyspark.sql.streaming import StreamingQueryListener
 from statekit.changelog.sources import PartChanges
 from statekit.changelog.writer import ChangelogWriter
 from statekit.deprecation import deprecated
-from statekit.errors import AlreadyAttached, NotShippedYet, StatekitError, UnsupportedRead
+from statekit.errors import (
+    AlreadyAttached,
+    BadArgument,
+    NotShippedYet,
+    StatekitError,
+    UnsupportedRead,
+)
 from statekit.inspect.describe import Description
 from statekit.inspect.lists import join_side_stores
 from statekit.inspect.operators import Part
 from statekit.inspect.part_names import find_part, part_id
 from statekit.inspect.part_views import StateView
+from statekit.inspect.plan_names import PartNames, plan_names
 from statekit.inspect.view import CheckpointView
 from statekit.live.changelogs import app_name, ledger_folder, part_topic
 from statekit.live.health import Health, growing_operators, operator_frame, watermark_lag
@@ -188,6 +197,37 @@ def _unclaim_shipping(handle: AttachedQuery) -> None:
             del _SHIPPING[handle.id]
 
 
+#: What ``names=`` takes: the names of the person's query (its plan's), or Spark's own.
+NAMES = ("own", "spark")
+
+
+def _names(names: object) -> str:
+    if names not in NAMES:
+        raise BadArgument("names", names, "'own' (the names your query gives the columns: "
+                                          "join keys, aggregates' aliases) or 'spark' "
+                                          "(the names Spark's state store keeps)")
+    return str(names)
+
+
+def query_plan(query) -> str:
+    """The text ``query.explain(extended=True)`` prints (PySpark prints it from Python, the
+    classic client and Spark Connect's alike: it is captured here); "" when the query does
+    not give it. Before the query has run a batch since it started, Spark prints "No
+    physical plan. Waiting for data." instead."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            query.explain(extended=True)
+    except Exception:  # a query that cannot explain itself keeps Spark's names
+        return ""
+    return printed.getvalue()
+
+
+#: Seconds ``ship_changelogs`` waits for the query's plan (it has one once it ran a batch
+#: since it started) before shipping under Spark's names.
+PLAN_WAIT = 10.0
+
+
 #: How far below the query an attached query's shipping threads run (``bench.attach``: about
 #: half the overhead on the query's batches of shipping at the same priority).
 SHIP_NICE = 15
@@ -199,6 +239,16 @@ class AttachedQuery:
     Made by ``attach``. Parts are named ``"<operator_id>/<name>"`` (``states()["part"]``);
     a name alone works where only one operator has it. Reads take the last committed batch
     unless told otherwise, so they see the query's later batches as it runs.
+
+    **Names.** Columns carry the names of the person's query wherever its plan tells them
+    (``plan_names``; what is renamed, exactly: ``statekit.inspect.plan_names``): a join
+    side's key columns are the join's columns (``origin``, where Spark keeps ``field0``), an
+    aggregation's buffer fields are named after the aggregates' aliases (``count(*) AS n``
+    → ``n``; ``avg(delay) AS avg_delay`` is kept by Spark as its buffer, ``avg_delay_sum``
+    and ``avg_delay_count``, and statekit derives ``avg_delay`` = sum / count beside them).
+    Those are the names the changelogs ship and serving looks keys up by. ``names="spark"``
+    (``state``, ``snapshot``, ``changes``) gives Spark's own names instead, as
+    ``open_checkpoint`` does: a checkpoint alone has no plan to read them from.
     """
 
     def __init__(self, query, checkpoint: Checkpoint, spark: SparkSession):
@@ -209,6 +259,7 @@ class AttachedQuery:
         #: the first batch committed after attaching (``wait_for_batches`` counts from it)
         self.first_batch = checkpoint.last_batch + 1
         self._parts: list[Part] | None = None
+        self._plan_names: dict[int, dict[str, PartNames]] | None = None
         self._checked = False
         self._detached = False
         self._listener = _reports(spark, self)
@@ -289,26 +340,45 @@ class AttachedQuery:
                                                               frame["name"], strict=True)])
         return frame
 
-    def state(self, part: str | None = None) -> StateView:
+    def plan_names(self) -> dict[int, dict[str, PartNames]]:
+        """The person's names of the parts' fields, from the query's plan
+        (``query.explain(extended=True)``, read once it has run a batch; the plan is fixed for
+        the query's run): operator id → part name → ``PartNames``. Empty while the query
+        gives no plan yet (nothing is named then: Spark's names)."""
+        if self._plan_names is None:
+            found = plan_names(query_plan(self.query))
+            if found is None:
+                return {}
+            self._plan_names = found
+        return self._plan_names
+
+    def _own_names(self, part: Part) -> PartNames | None:
+        return self.plan_names().get(part.operator_id, {}).get(part.name)
+
+    def state(self, part: str | None = None, *, names: str = "own") -> StateView:
         """The reader of one part, over the batches committed so far (``part`` may be left
-        out when the query has one)."""
-        return StateView(self.checkpoint, self._find(part), self.spark, None)
+        out when the query has one); ``names="spark"`` reads it under Spark's names (see
+        the class's note on names)."""
+        names = _names(names)
+        found = self._find(part)
+        return StateView(self.checkpoint, found, self.spark, None,
+                         self._own_names(found) if names == "own" else None)
 
     def snapshot(self, part: str | None = None, batch: int | None = None,
-                 sort: bool = False) -> pd.DataFrame:
+                 sort: bool = False, *, names: str = "own") -> pd.DataFrame:
         """The part's state after ``batch`` (the last committed when None), with
-        ``partition``; ``attrs["part"]`` names it."""
-        view = self.state(part)
+        ``partition``; ``attrs["part"]`` names it. ``names="spark"``: Spark's names."""
+        view = self.state(part, names=names)
         frame = view.snapshot(batch, sort=sort)
         frame.attrs["part"] = part_id(view.part)
         return frame
 
     def changes(self, part: str | None = None, from_batch: int | None = None,
-                to_batch: int | None = None) -> pd.DataFrame:
+                to_batch: int | None = None, *, names: str = "own") -> pd.DataFrame:
         """Every change batches ``from_batch..to_batch`` made to the part (Spark's change
         feed; the last batch's when both are None); a join side and timers have none
-        (``UnsupportedRead`` names what works)."""
-        view = self.state(part)
+        (``UnsupportedRead`` names what works). ``names="spark"``: Spark's names."""
+        view = self.state(part, names=names)
         if from_batch is None:
             from_batch = self.last_batch if to_batch is None else to_batch
         frame = view.changes(from_batch, to_batch)
@@ -318,10 +388,15 @@ class AttachedQuery:
     def state_partitions(self, part: str, rows: pd.DataFrame):
         """The state partition Spark keeps each of ``rows`` in (a NumPy array), computed
         from the part's key columns as Spark hashes them (``statekit.live.part_routing``);
-        ``rows`` needs the part's placement columns (a snapshot has them)."""
+        ``rows`` needs the part's placement columns (a snapshot has them, under either
+        ``names``)."""
+        from statekit.inspect.hashed_columns import placement_columns
         from statekit.live.part_routing import part_partitions
 
         view = self.state(part)
+        hashed, _ = placement_columns(view.schema(), view.part.store)
+        if not set(hashed) <= set(rows.columns):
+            view = self.state(part, names="spark")
         return part_partitions(rows, view.schema(), view.part.store,
                                self.checkpoint.shuffle_partitions())
 
@@ -442,6 +517,7 @@ class AttachedQuery:
         threads run ``nice`` steps below the query (``changelog.writer.lower_priority``)."""
         self._require_state()
         _claim_shipping(self.query, self)
+        self._await_plan(PLAN_WAIT)
         conn = connect(kafka)
         app = app_name(self.name, self.id) if app is None else app
         folder = ledger_folder(self.id, ledger_dir)
@@ -463,8 +539,27 @@ class AttachedQuery:
                 _unclaim_shipping(self)
         return self.changelog_topics()
 
+    def _await_plan(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s for the query's plan (a query started again on its
+        checkpoint has none until it runs a batch), so that the changelogs ship under the
+        query's names; without it they ship under Spark's, and a warning says so."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.plan_names()  # kept once read
+            if self._plan_names is not None:
+                return
+            if not self.is_active or time.monotonic() > deadline:
+                warnings.warn(
+                    f"{describe_query(self.query)} has run no batch since it started, so its "
+                    f"plan does not tell the names of its columns yet: its parts' changelogs "
+                    f"ship under Spark's names (field0 for a join key, an aggregate's buffer "
+                    f"fields). Attach once it has run a batch to ship them under yours",
+                    stacklevel=3)
+                return
+            time.sleep(0.2)
+
     def _part_view(self, part: Part) -> StateView:
-        return StateView(self.checkpoint, part, self.spark, None)
+        return StateView(self.checkpoint, part, self.spark, None, self._own_names(part))
 
     def _join_side_stores(self, parts: list[Part], part: Part) -> list[StateView]:
         """For a join side, the views of its two stores (their change feeds say which join

@@ -87,7 +87,9 @@ def own_job(spark, events_dir: Path, profiles_dir: Path, checkpoint: Path, name:
     joined = events.join(profiles, F.expr(
         "who = player AND ts BETWEEN pts - INTERVAL 4 MINUTES AND pts + INTERVAL 4 MINUTES"))
     totals = (joined.groupBy(F.window("ts", "5 minutes"), "team")
-              .agg(F.count("*").alias("events"), F.sum("score").alias("points")))
+              .agg(F.count("*").alias("events"), F.sum("score").alias("points"),
+                   F.avg("score").alias("avg_score"), F.min("score").alias("low"),
+                   F.max("score").alias("high")))
     return (totals.writeStream.format("memory").queryName(name).outputMode("append")
             .option("checkpointLocation", str(checkpoint))
             .trigger(processingTime="200 milliseconds").start())
@@ -198,18 +200,110 @@ def test_both_join_sides_hold_the_rows_pandas_keeps_and_the_aggregation_every_op
     # after it evicts a window once its end is behind watermark - 4 minutes
     expected = expected[expected["start"] + pd.Timedelta(minutes=5) > watermark - bound]
     agg = live.snapshot("0/default", batch)
-    start = [c for c in agg.columns if c.endswith("start")][0]
-    count = [c for c in agg.columns if "count" in c][0]
-    total = [c for c in agg.columns if "sum" in c][0]
-    got = pd.DataFrame({"start": pd.to_datetime(agg[start]), "team": agg["team"],
-                        "events": agg[count].astype("int64"),
-                        "points": agg[total].astype("int64")})
+    got = agg.rename(columns={"window_start": "start"})
     cols = ["start", "team", "events", "points"]
     pd.testing.assert_frame_equal(
         got.sort_values(cols, ignore_index=True)[cols],
-        expected.sort_values(cols, ignore_index=True)[cols].astype({"events": "int64",
-                                                                   "points": "int64"}),
+        expected.sort_values(cols, ignore_index=True)[cols],
         check_dtype=False)
+
+
+def test_the_join_sides_are_keyed_by_the_join_columns_not_spark_s_field0(job):
+    """``who = player``: the left side's join key is ``who``, the right's ``player``; each
+    side's row keeps its own copy of the key column too (``value_who``)."""
+    live, _, _, events, profiles, _ = job
+    batch = live.last_batch
+    assert live.state("1/left").key_columns == ["who"]
+    assert live.state("1/right").key_columns == ["player"]
+    assert live.state("1/left-keyWithIndexToValue").key_columns == ["who", "index"]
+    assert live.state("1/right-keyToNumValues").key_columns == ["player"]
+    left = live.snapshot("1/left", batch)
+    assert list(left.columns) == ["who", "value_who", "score", "ts", "partition"]
+    assert left.attrs["key_columns"] == ["who"] and (left["who"] == left["value_who"]).all()
+    # each join key's rows held, as pandas counts them from the input
+    first = events.drop_duplicates("event_id")
+    held = first[first["ts"] > _watermark(live, batch) - pd.Timedelta(minutes=4)]
+    assert left.groupby("who").size().to_dict() == held.groupby("player").size().to_dict()
+    counts = live.snapshot("1/left-keyToNumValues", batch)
+    assert dict(zip(counts["who"], counts["value"], strict=True)) == \
+        held.groupby("player").size().to_dict()
+    right = live.snapshot("1/right", batch)
+    assert list(right.columns) == ["player", "value_player", "team", "pts", "partition"]
+    kept = profiles[profiles["pts"] > _watermark(live, batch) - pd.Timedelta(minutes=4)]
+    assert right.groupby("player").size().to_dict() == kept.groupby("player").size().to_dict()
+
+
+def test_the_aggregation_carries_the_aliases_and_its_average_equals_pandas_mean(job):
+    """count, sum, min and max are kept as their results: named by their aliases; avg is
+    kept as its buffer (sum and count: ``avg_score_sum``, ``avg_score_count``) and statekit
+    derives ``avg_score`` = sum / count, equal to pandas' mean of each group."""
+    live, _, _, events, profiles, _ = job
+    batch = live.last_batch
+    agg = live.snapshot("0/default", batch)
+    assert list(agg.columns) == ["window_start", "window_end", "team", "events", "points",
+                                 "avg_score", "avg_score_sum", "avg_score_count", "low",
+                                 "high", "partition"]
+    schema = live.state("0/default").schema().set_index("column")
+    assert schema.loc["avg_score", "field"] == "value.sum / value.count"
+    assert schema.loc["events", "field"] == "value.count"
+    assert schema.loc["avg_score_count", "field"] == "value.count"
+    joined = _joined(events.drop_duplicates("event_id"), profiles)
+    joined = joined.assign(window_start=joined["ts"].dt.floor("5min"))
+    expected = joined.groupby(["window_start", "team"])["score"].agg(
+        ["size", "sum", "mean", "min", "max"])
+    got = agg.set_index(["window_start", "team"])
+    assert len(got) > 0
+    expected = expected.loc[got.index]   # the windows still open at this batch
+    assert (got["avg_score"] == expected["mean"]).all()   # exactly: sum / count in doubles
+    assert (got["avg_score_sum"] == expected["sum"]).all()
+    assert (got["avg_score_count"] == expected["size"]).all()
+    assert (got["events"] == expected["size"]).all() and (got["points"] == expected["sum"]).all()
+    assert (got["low"] == expected["min"]).all() and (got["high"] == expected["max"]).all()
+    changes = live.changes("0/default", 0, batch)
+    assert {"avg_score", "events", "low"} <= set(changes.columns)
+    puts = changes[changes["change"] == "put"]
+    assert (puts["avg_score"] == puts["avg_score_sum"] / puts["avg_score_count"]).all()
+
+
+def test_spark_s_own_names_are_one_argument_away(job):
+    live = job[0]
+    batch = live.last_batch
+    left = live.snapshot("1/left", batch, names="spark")
+    assert list(left.columns) == ["field0", "who", "score", "ts", "partition"]
+    assert live.state("1/left-keyWithIndexToValue", names="spark").key_columns == \
+        ["field0", "index"]
+    agg = live.snapshot("0/default", batch, names="spark", sort=True)
+    assert list(agg.columns) == ["window_start", "window_end", "team", "count", "sum",
+                                 "value_sum", "value_count", "min", "max", "partition"]
+    assert list(live.changes("0/default", 0, batch, names="spark").columns) == \
+        ["batch", "change", *agg.columns]
+    own = live.snapshot("0/default", batch, sort=True)
+    assert (own["avg_score_sum"].to_numpy() == agg["value_sum"].to_numpy()).all()
+    # a checkpoint read alone has no plan to name them by: Spark's names
+    from statekit.inspect import open_checkpoint
+
+    alone = open_checkpoint(live.checkpoint.path, spark=live.spark)
+    assert alone.state("left", 1).key_columns == ["field0"]
+    assert alone.state("default", 0).value_columns == ["count", "sum", "value_sum",
+                                                       "value_count", "min", "max"]
+    with pytest.raises(BadArgument, match="names.*'own'.*'spark'"):
+        live.snapshot("1/left", names="mine")
+
+
+def test_a_query_that_gives_no_plan_keeps_spark_s_names(job, monkeypatch):
+    """Before a query has run a batch since it started, explain() has no plan to tell."""
+    from pyspark.sql.streaming import StreamingQuery
+
+    query = job[1]
+    monkeypatch.setattr(StreamingQuery, "explain", lambda self, extended=False: print(
+        "No physical plan. Waiting for data."))
+    other = sk.attach(query)
+    try:
+        assert other.plan_names() == {}
+        assert other.state("1/left").key_columns == ["field0"]
+        assert "count" in other.snapshot("0/default").columns
+    finally:
+        other.detach()
 
 
 def test_each_parts_change_feed_replays_to_its_snapshot(job):
@@ -307,6 +401,12 @@ def test_a_routed_get_of_every_key_of_a_part_equals_its_snapshot_where_spark_pla
         url = next(iter(client.urls.values()))
         spec = httpx.get(f"{url}/openapi.json", timeout=30).json()
         assert all(c in json.dumps(spec) for c in shape.key_columns)
+        if part == "1/left":  # a join side is looked up by the join's column, as named
+            who = str(live.snapshot(part)["who"].iloc[0])
+            assert shape.key_columns == ("who",) and shape.placement_columns == ("who",)
+            assert client.get({"who": who}).rows[0]["who"] == who
+            with pytest.raises(BadArgument, match=r"missing \['who'\]"):
+                client.get({"field0": who})
 
     assert_routed_gets_equal_snapshot(live, part, tmp_path, then=over_rest)
 
@@ -588,7 +688,7 @@ def test_a_query_attached_before_its_first_batch_is_checked_at_the_first_read(sp
                                    "ts": T0.isoformat()}])
         live.wait_for_batches(1, timeout=120)
         snap = live.snapshot("default")
-        assert list(snap["player"]) == ["p1"] and int(snap.filter(like="count").iloc[0, 0]) == 1
+        assert list(snap["player"]) == ["p1"] and int(snap["count"].iloc[0]) == 1
     finally:
         query.stop()
     assert os.path.isdir(tmp_path / "ck" / "state")
@@ -654,7 +754,7 @@ def test_kill_9_while_shipping_then_a_rerun_keeps_each_batch_once_in_each_part(
         expected = first.groupby(["player", "level"]).agg(
             n=("score", "size"), points=("score", "sum")).reset_index()
         snap = live.snapshot("0/default", last)
-        assert sorted(zip(snap["player"], snap["level"], snap["count"], snap["sum"],
+        assert sorted(zip(snap["player"], snap["level"], snap["n"], snap["points"],
                           strict=True)) == \
             sorted(zip(expected["player"], expected["level"], expected["n"],
                        expected["points"], strict=True))

@@ -40,7 +40,13 @@ def test_every_handle_has_the_protocols_signature(handle, member):
     if isinstance(want, property):
         assert isinstance(got, property), f"{handle.__name__}.{member} is not a property"
         return
-    assert _shape(getattr(handle, member)) == _shape(getattr(QueryHandle, member)), (
+    have, want_shape = _shape(getattr(handle, member)), _shape(getattr(QueryHandle, member))
+    extra = have[len(want_shape):]
+    # the protocol's parameters first, the same; a handle's own extras only keyword-only
+    # with a default (an attached query's names=), so every call the protocol allows works
+    assert have[:len(want_shape)] == want_shape and all(
+        kind is inspect.Parameter.KEYWORD_ONLY and default is not inspect.Parameter.empty
+        for _, kind, default in extra), (
         f"{handle.__name__}.{member}{inspect.signature(getattr(handle, member))} is not "
         f"QueryHandle.{member}{inspect.signature(getattr(QueryHandle, member))}")
 

@@ -155,6 +155,53 @@ def test_a_plain_job_over_connect_is_attached_given_its_checkpoint(over_connect)
     assert attached["rows"] == [["p0", 3], ["p1", 3], ["p2", 3]]
 
 
+NAMES_CLIENT = r'''
+import json, sys
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+import statekit as sk
+from statekit.spark.connect import connect_session
+
+url, out = sys.argv[1:3]
+out = Path(out)
+spark = connect_session(url)
+(out / "in").mkdir()
+(out / "in" / "a.json").write_text("".join(json.dumps({"player": f"p{i % 3}", "score": i}) + "\n"
+                                           for i in range(9)))
+own = (spark.readStream.schema("player STRING, score INT").json(str(out / "in"))
+       .groupBy("player").agg(F.avg("score").alias("avg_score"), F.count("*").alias("n"))
+       .writeStream.format("noop").outputMode("update")
+       .option("checkpointLocation", str(out / "ck")).queryName("names_over_connect").start())
+own.processAllAvailable()
+live = sk.attach(own, spark=spark, checkpoint=str(out / "ck"))
+snap = live.snapshot("0/default", sort=True)
+spark_names = list(live.snapshot("0/default", names="spark").columns)
+(out / "names.json").write_text(json.dumps({
+    "columns": list(snap.columns), "spark": spark_names,
+    "avg": dict(zip(snap["player"], snap["avg_score"], strict=True))}))
+live.detach()
+own.stop()
+spark.stop()
+'''
+
+
+def test_an_attached_job_over_connect_carries_the_names_of_its_plan(server, tmp_path):
+    """The Connect client prints the server's explain() as the classic one does: the plan's
+    names are read over Connect too."""
+    script = tmp_path / "client.py"
+    script.write_text(NAMES_CLIENT)
+    done = subprocess.run([sys.executable, str(script), server.url, str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    got = json.loads((tmp_path / "names.json").read_text())
+    assert got["columns"] == ["player", "avg_score", "avg_score_sum", "avg_score_count", "n",
+                              "partition"]
+    assert got["spark"] == ["player", "sum", "count", "value_count", "partition"]
+    assert got["avg"] == {"p0": 3.0, "p1": 4.0, "p2": 5.0}   # (0+3+6)/3, (1+4+7)/3, ...
+
+
 def test_a_process_with_a_classic_session_is_told_to_use_another(spark, server):
     with pytest.raises(NotOnConnect, match="a classic and a Connect session in one process"):
         connect_session(server.url)
