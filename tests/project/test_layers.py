@@ -82,6 +82,8 @@ ONLY_IN = {
 NO_PYSPARK_AT_IMPORT = ("statekit.stores", "statekit.model", "statekit.changelog.log",
                         "statekit.changelog.arrow", "statekit.changelog.naming",
                         "statekit.changelog.compaction", "statekit.changelog.ledger",
+                        "statekit.changelog.rounds", "statekit.changelog.fencing",
+                        "statekit.changelog.topic_guard", "statekit.changelog.background",
                         "statekit.spark_state.checkpoint", "statekit.spark_state.changes",
                         "statekit.model.query_spec", "statekit.validate", "statekit.atomic",
                         "statekit.kafka", "statekit.datasets", "statekit.restore.rebuild",
