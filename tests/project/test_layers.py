@@ -87,6 +87,9 @@ NO_PYSPARK_AT_IMPORT = ("statekit.stores", "statekit.model", "statekit.changelog
                         "statekit.spark_state.checkpoint", "statekit.spark_state.changes",
                         "statekit.model.query_spec", "statekit.validate", "statekit.atomic",
                         "statekit.kafka", "statekit.datasets", "statekit.restore.rebuild",
+                        "statekit.restore.options", "statekit.restore.partition",
+                        "statekit.restore.readers", "statekit.restore.result",
+                        "statekit.restore.compacted",
                         "statekit.standby.replica", "statekit.drills.worker",
                         "statekit.restore.listener", "statekit.processor.layout",
                         "statekit.processor.fields", "statekit.processor.errors")
@@ -286,7 +289,8 @@ def test_a_store_owner_worker_loads_no_charts_widgets_or_spark():
 
 def test_a_restore_worker_process_loads_no_pandas_numpy_or_pyarrow():
     """It writes raw bytes; importing pandas would double its start (``statekit._lazy``)."""
-    loaded = loaded_after("import statekit.restore.worker, statekit.restore.rebuild")
+    loaded = loaded_after("import statekit.restore.worker, statekit.restore.readers, "
+                          "statekit.restore.rebuild")
     assert not {"pandas", "numpy", "pyarrow", "pyspark", "altair"} & loaded
 
 
