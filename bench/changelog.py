@@ -14,7 +14,7 @@ batches, each window ending with a tombstone as the watermark evicts it) to a
 
 ``--ship N`` times only the writer's Kafka side instead: N records (the same keys
 and values, taken from the topic) shipped to a fresh topic in rounds of
-``--ship-batches`` batches by ``statekit.changelog.writer.ship_round`` with the
+``--ship-batches`` batches by ``statekit.changelog.rounds.ship_round`` with the
 writer's own producer (``changelog_producer``), against a bare idempotent
 producer of the same records with the same headers (baseline), in turns.
 
@@ -134,7 +134,7 @@ def ship_rounds(bootstrap: str, topic: str, table, per_round: int, statekit: boo
     import pyarrow.compute as pc
     from confluent_kafka import Producer
 
-    from statekit.changelog.writer import changelog_producer, ship_round
+    from statekit.changelog.rounds import changelog_producer, ship_round
     from statekit.model import changelog_record as codec
 
     create_changelog_topic(bootstrap, topic)

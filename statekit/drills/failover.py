@@ -34,7 +34,9 @@ from statekit.errors import BadArgument
 from statekit.model.changelog_record import decode_json
 from statekit.model.connection import Kafka, KafkaConnection, connect
 from statekit.model.query_spec import QuerySpec
-from statekit.restore.rebuild import RestoreOptions, RestoreResult, restore_stores
+from statekit.restore.options import RestoreOptions
+from statekit.restore.rebuild import restore_stores
+from statekit.restore.result import RestoreResult
 from statekit.spark_state.changes import same_rows
 from statekit.standby.replica import StandbyReplica
 from statekit.validate import optional_batch_id

@@ -514,7 +514,7 @@ class AttachedQuery:
         committed batch (``statekit.live.changelogs``; what a record holds for each kind of
         part: ``statekit.changelog.sources``); returns
         part → topic. Needs a committed batch (the parts are known from it). The shipping
-        threads run ``nice`` steps below the query (``changelog.writer.lower_priority``)."""
+        threads run ``nice`` steps below the query (``changelog.background.lower_priority``)."""
         self._require_state()
         _claim_shipping(self.query, self)
         self._await_plan(PLAN_WAIT)

@@ -10,9 +10,12 @@ store-owner worker process loads the stores and the restore code only.
 from statekit._lazy import lazy_exports
 
 _NAMES = {
-    **{name: "statekit.restore.rebuild" for name in (
-        "RestoreOptions", "RestoreResult", "compacted_copy", "open_partition_store",
-        "restore_stores", "store_kind")},
+    "restore_stores": "statekit.restore.rebuild",
+    "RestoreOptions": "statekit.restore.options",
+    "RestoreResult": "statekit.restore.result",
+    "compacted_copy": "statekit.restore.compacted",
+    "open_partition_store": "statekit.restore.partition",
+    "store_kind": "statekit.restore.partition",
     "Listeners": "statekit.restore.listener",
     "RecordingListener": "statekit.restore.listener",
     "RestoreListener": "statekit.restore.listener",

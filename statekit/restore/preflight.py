@@ -54,7 +54,7 @@ from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec
 from statekit.model.store_schema import PartShape
 from statekit.restore.listener import Listeners
-from statekit.restore.rebuild import _PartitionRestore, open_partition_store
+from statekit.restore.partition import PartitionRestore, open_partition_store, rebuild_start
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.progress import kafka_offsets
 from statekit.stores.offset_checkpoint import OffsetCheckpointFile
@@ -78,7 +78,8 @@ class RestorePreflight:
         partitions: one row per partition: ``store_offset`` (the store's checkpoint; NA:
             none, a restore starts at the log start), ``log_start``, ``log_end`` (high
             watermark), ``stable_end`` (last stable offset), ``start`` (where the restore
-            begins), ``to_read`` (offsets from ``start`` to ``stable_end``),
+            begins: ``statekit.restore.partition.rebuild_start``), ``to_read`` (offsets
+            from ``start`` to ``stable_end``),
             ``estimated_seconds`` (at the sample's pace).
         findings: one row per finding: ``verdict``, ``partition`` (NA: the whole topic or
             the query), ``what``, ``remedy``.
@@ -150,7 +151,7 @@ def restore_preflight(kafka: Kafka, topic: str, spec: QuerySpec | PartShape,
         low, high = marks[p]
         lso = max(low, min(stable[p][1], high))
         stored = _store_offset(directory, name, p)
-        start = _start(stored, low, high)
+        start = rebuild_start(stored, low, high)
         where = (f"store {str(_store_dir(directory, name, p))!r}" if directory is not None
                  else None)
         findings += _partition_findings(topic, _Offsets(p, stored, low, high, lso), where,
@@ -188,13 +189,6 @@ def _store_offset(directory, name: str, partition: int) -> int | None:
     if not folder.is_dir():
         return None
     return OffsetCheckpointFile(folder).read().get(partition)
-
-
-def _start(stored: int | None, low: int, high: int) -> int | None:
-    """Where ``restore_stores`` begins (None: it refuses)."""
-    if stored is None:
-        return low
-    return stored if low <= stored <= high else None
 
 
 @dataclass(frozen=True)
@@ -339,7 +333,7 @@ def _sample(conn, topic: str, spec, name: str, frame: pd.DataFrame,
     end = min(int(row["stable_end"]), start + sample)
     store = open_partition_store(spec, name, p, None, topic)
     consumer = plain_consumer(conn)
-    restore = _PartitionRestore(topic, p, store, start, end, Listeners([]), None)
+    restore = PartitionRestore(topic, p, store, start, end, Listeners([]), None)
     try:
         began = time.perf_counter()
         restore.begin()

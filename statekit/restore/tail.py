@@ -47,7 +47,7 @@ from statekit.model import changelog_record as codec
 from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec
 from statekit.model.store_schema import PartShape, StoreSchema
-from statekit.restore.rebuild import open_partition_store
+from statekit.restore.partition import open_partition_store
 from statekit.stores import StateStore
 from statekit.validate import whole_numbers
 

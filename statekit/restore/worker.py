@@ -264,14 +264,14 @@ class _Forward(RestoreListener):
 
 def serve(fd: int) -> None:  # pragma: no cover - runs in the worker process
     """A worker process's body: the job from the socket ``fd``, restored
-    (``rebuild.restore_group``) while each listener event is sent back, then
+    (``readers.restore_group``) while each listener event is sent back, then
     ``("done",)``, or ``("error", ...)``, once its stores are closed. Anything from
     the parent (a stop, or its end) stops it at the next chunk, unfinished."""
     die_with_parent()
     channel = Connection(fd)
     try:
         job = channel.recv()
-        from statekit.restore.rebuild import restore_group
+        from statekit.restore.readers import restore_group
 
         restore_group(job, _Forward(channel), stopped=channel.poll)
     except EOFError:

@@ -258,6 +258,11 @@ def _plan_rows(files: pd.DataFrame, target: int) -> list[dict]:
 def restore_plan(files: pd.DataFrame, version: int | None = None) -> pd.DataFrame:
     """Per partition, what a cold restore of state ``version`` reads (latest when None).
 
+    Spark's restore plan: the snapshot and delta files a restarted query (or a new executor)
+    reads. Not a rebuild of statekit's local stores from the changelog topic, which reads
+    changelog offsets from where each store's checkpoint says
+    (``statekit.restore.partition.rebuild_start``).
+
     Columns: ``partition``, ``target_version``, ``snapshot_version`` (nullable Int64:
     the newest snapshot ``<= version``; NA = none, start from an empty store),
     ``snapshot_file``, ``delta_files`` (how many delta files are replayed),

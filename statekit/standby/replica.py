@@ -35,7 +35,9 @@ from statekit.kafka.background import BackgroundLoop, consume_records
 from statekit.kafka.topics import end_offsets, plain_consumer
 from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec
-from statekit.restore.rebuild import RestoreOptions, RestoreResult, restore_stores
+from statekit.restore.options import RestoreOptions
+from statekit.restore.rebuild import restore_stores
+from statekit.restore.result import RestoreResult
 from statekit.stores import StateStore
 from statekit.validate import timeout_seconds
 

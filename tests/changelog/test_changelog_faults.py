@@ -20,7 +20,8 @@ import statekit as sk
 from statekit.atomic import VersionedJsonFile
 from statekit.changelog import writer as writer_module
 from statekit.changelog.reader import read_meta
-from statekit.changelog.writer import ChangelogWriter, transactional_id
+from statekit.changelog.rounds import transactional_id
+from statekit.changelog.writer import ChangelogWriter
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
 from statekit.errors import (
     BrokerUnreachable,

@@ -15,7 +15,8 @@ from statekit.model.connection import KafkaConnection, TopicRef
 from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.options import route, settle
 from statekit.query.stateful import SHORTCUTS, start_query
-from statekit.restore.rebuild import RestoreOptions, restore_stores
+from statekit.restore.options import RestoreOptions
+from statekit.restore.rebuild import restore_stores
 from statekit.serve.auth import ServingSecurity
 from statekit.serve.global_store import GlobalTable
 from statekit.serve.options import ServeOptions

@@ -82,9 +82,14 @@ ONLY_IN = {
 NO_PYSPARK_AT_IMPORT = ("statekit.stores", "statekit.model", "statekit.changelog.log",
                         "statekit.changelog.arrow", "statekit.changelog.naming",
                         "statekit.changelog.compaction", "statekit.changelog.ledger",
+                        "statekit.changelog.rounds", "statekit.changelog.fencing",
+                        "statekit.changelog.topic_guard", "statekit.changelog.background",
                         "statekit.spark_state.checkpoint", "statekit.spark_state.changes",
                         "statekit.model.query_spec", "statekit.validate", "statekit.atomic",
                         "statekit.kafka", "statekit.datasets", "statekit.restore.rebuild",
+                        "statekit.restore.options", "statekit.restore.partition",
+                        "statekit.restore.readers", "statekit.restore.result",
+                        "statekit.restore.compacted",
                         "statekit.standby.replica", "statekit.drills.worker",
                         "statekit.restore.listener", "statekit.processor.layout",
                         "statekit.processor.fields", "statekit.errors")
@@ -284,7 +289,8 @@ def test_a_store_owner_worker_loads_no_charts_widgets_or_spark():
 
 def test_a_restore_worker_process_loads_no_pandas_numpy_or_pyarrow():
     """It writes raw bytes; importing pandas would double its start (``statekit._lazy``)."""
-    loaded = loaded_after("import statekit.restore.worker, statekit.restore.rebuild")
+    loaded = loaded_after("import statekit.restore.worker, statekit.restore.readers, "
+                          "statekit.restore.rebuild")
     assert not {"pandas", "numpy", "pyarrow", "pyspark", "altair"} & loaded
 
 

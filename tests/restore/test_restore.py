@@ -304,7 +304,7 @@ def test_a_worker_restores_without_pandas_numpy_or_pyarrow(synthetic, broker, tm
                     topic.removesuffix("-changelog"), str(tmp_path / "worker"),
                     {0: (0, 2000), 2: (0, 2000)}, None, 300)
     (tmp_path / "job.pickle").write_bytes(pickle.dumps(job))
-    script = ("import pickle, sys; from statekit.restore.rebuild import restore_group; "
+    script = ("import pickle, sys; from statekit.restore.readers import restore_group; "
               "from statekit.restore.listener import RecordingListener; "
               "heard = RecordingListener(); "
               "restore_group(pickle.loads(open(sys.argv[1], 'rb').read()), heard); "
@@ -454,19 +454,20 @@ def test_a_listener_that_fails_stops_the_workers_at_their_next_chunk(larger, bro
 @pytest.mark.timeout(300)
 def test_auto_restores_in_processes_from_its_threshold(synthetic, broker, tmp_path,
                                                        monkeypatch):
-    from statekit.restore import rebuild
+    from statekit.restore import options, readers
 
     topic, expected = synthetic
     started = []
 
-    class Counting(rebuild.RestoreWorkers):
+    class Counting(readers.RestoreWorkers):
         def __init__(self, jobs):
             started.append(sorted(p for job in jobs for p in job.ranges))
             super().__init__(jobs)
 
-    monkeypatch.setattr(rebuild, "RestoreWorkers", Counting)
-    monkeypatch.setattr(rebuild, "available_cpus", lambda: 2)
-    monkeypatch.setattr(rebuild, "PROCESSES_FROM", 4000)
+    monkeypatch.setattr(readers, "RestoreWorkers", Counting)
+    for module in (options, readers):   # the choice of processes, and how many
+        monkeypatch.setattr(module, "available_cpus", lambda: 2)
+    monkeypatch.setattr(options, "PROCESSES_FROM", 4000)
     with restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path / "a",
                         partitions=[0, 1]) as restored:   # 4,000 records: processes
         assert store_values(restored.table()) == {k: v for k, v in expected.items()
@@ -478,7 +479,8 @@ def test_auto_restores_in_processes_from_its_threshold(synthetic, broker, tmp_pa
     restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path / "c",
                    to_batch=0).close()   # a batch: still 6,000 to read from the start
     assert started == [[0, 1], [0, 1, 2]]
-    monkeypatch.setattr(rebuild, "available_cpus", lambda: 1)
+    for module in (options, readers):
+        monkeypatch.setattr(module, "available_cpus", lambda: 1)
     restore_stores(broker.bootstrap_servers, topic, SYNTHETIC_SPEC, tmp_path / "d").close()
     assert started == [[0, 1], [0, 1, 2]]   # one CPU: threads
 
