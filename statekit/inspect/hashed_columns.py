@@ -20,7 +20,7 @@ from __future__ import annotations
 import pandas as pd
 
 #: Spark types statekit hashes as Spark's Murmur3 does
-#: (``statekit.serve.routing.partitioner.TYPES``)
+#: (``statekit.serve.routing.value_hash.TYPES``)
 HASHED_TYPES = ("string", "int", "bigint", "timestamp", "date", "boolean", "double", "float",
                 "binary", "smallint", "tinyint", "timestamp_ntz")
 

@@ -2,7 +2,7 @@
 
 Every stateful operator is a shuffle on its keys, and each shuffle partition owns one
 state store partition, picked by ``HashPartitioning``: ``pmod(murmur3(keys, 42), n)``
-(``statekit.serve.routing.partitioner`` computes it exactly). What the keys are depends on the
+(``statekit.serve.routing.placement`` computes it exactly). What the keys are depends on the
 operator, and each part's key struct, as Spark's reader gives it, holds them first:
 
 * an aggregation: its grouping expressions (a time window's struct first, if any);
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from statekit.inspect.hashed_columns import placement_columns
-from statekit.serve.routing.partitioner import state_partitions
+from statekit.serve.routing.placement import state_partitions
 
 
 def part_partitions(frame: pd.DataFrame, schema: pd.DataFrame, store: str,

@@ -3,7 +3,7 @@
 Like Kafka Streams' ``queryMetadataForKey`` plus a REST call, a ``ServingClient``
 knows the assignment (partition → active instance and standbys) and where each
 instance listens. A point query goes to the owner of the key's partition
-(``statekit.serve.routing.partitioner``: exactly where Spark keeps the row); a key's
+(``statekit.serve.routing.placement``: exactly where Spark keeps the row); a key's
 time range is split into the partitions holding its windows; ``all``,
 ``fetch_all``, ``fetch_range``, ``top_k`` and ``approximate_num_entries`` are
 scattered to every partition's owner and gathered, with one report row per
@@ -67,7 +67,8 @@ from statekit.serve.instance import ServingInstance, top
 from statekit.serve.part_keys import PartKeyCodec, key_codec
 from statekit.serve.results import MAX_LIMIT, QueryResult, TableResult
 from statekit.serve.routing.assignment import Assignment
-from statekit.serve.routing.key_codec import parse_key_json, time_ms
+from statekit.serve.routing.key_text import parse_key_json
+from statekit.serve.routing.key_times import time_ms
 from statekit.serve.transport import HttpError, HttpPool, Reply
 from statekit.validate import whole_number
 

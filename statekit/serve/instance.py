@@ -56,7 +56,7 @@ from statekit.serve.global_store import GlobalStore, GlobalTable
 from statekit.serve.part_keys import key_codec
 from statekit.serve.results import PartitionAnswer, QueryResult, TableResult
 from statekit.serve.routing.assignment import Assignment, assign
-from statekit.serve.routing.key_codec import time_ms
+from statekit.serve.routing.key_times import time_ms
 from statekit.stores.key_layout import ms_to_iso
 from statekit.validate import optional_batch_id, whole_number
 

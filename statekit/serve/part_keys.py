@@ -3,13 +3,17 @@
 A part's changelog (``statekit.live``) holds one row per key: an aggregation's group (and
 its window's start and end, as columns), a deduplication's columns, a group state's
 grouping key, a transformWithState variable's grouping key (and a map state's user key).
-Its local store is a key-value store over all the key columns. ``PartKeyCodec`` gives a
-serving instance what ``KeyCodec`` gives it for statekit's own stores: a key from a dict
-or JSON text, checked against the columns' Spark types; its store bytes (the changelog's
-key, ``statekit.model.changelog_record``); and the state partition Spark keeps it in, by
-hashing the part's placement columns (``PartShape.placement_columns``) in order, as
-Spark's Murmur3 does (a null leaves the hash as it is; a time is hashed in microseconds,
-and keys name times to the millisecond, as the changelog stores them).
+Its local store is a key-value store over all the key columns. ``PartKeyCodec`` is
+``KeyCodec`` (statekit's own stores' codec) built on for a part: it gives a serving
+instance a key from a dict or JSON text, checked against the columns' Spark types (as
+``KeyCodec`` checks a group key, after turning times, dates and binary into what the
+changelog holds); its store bytes (the changelog's key, ``statekit.model.changelog_record``,
+times as ISO text, as ``KeyCodec`` writes them); and the state partition Spark keeps it
+in: the part's placement columns (``PartShape.placement_columns``) placed as an unwindowed
+row (``statekit.serve.routing.placement.state_partition``, as
+``statekit.live.part_routing`` places a part's rows; a null leaves the hash as it is; a
+time is hashed in microseconds, and keys name times to the millisecond, as the changelog
+stores them).
 
 ``key_codec(schema)`` picks the codec of a changelog's ``StoreSchema``.
 
@@ -34,20 +38,14 @@ from collections.abc import Mapping
 import pandas as pd
 
 from statekit.errors import BadArgument
-from statekit.model.changelog_record import decode_json, encode_json
+from statekit.model.changelog_record import encode_json
 from statekit.model.store_schema import PartShape, StoreSchema
-from statekit.serve.routing.key_codec import (
-    MAX_KEY_VALUE_CHARS,
-    VALUE_SCHEMAS,
-    KeyCodec,
-    checked_value,
-    parse_key_json,
-    shown,
-    time_ms,
-    time_schema,
-)
-from statekit.serve.routing.partitioner import SEED, TYPES, hash_value, pmod
-from statekit.stores.key_layout import ms_to_iso
+from statekit.serve.routing.key_codec import KeyCodec
+from statekit.serve.routing.key_text import parse_key_json, parse_key_object
+from statekit.serve.routing.key_times import time_ms, time_schema
+from statekit.serve.routing.key_values import VALUE_SCHEMAS, check_text_length
+from statekit.serve.routing.placement import state_partition
+from statekit.serve.routing.value_hash import TYPES
 
 #: Spark types of a key column that ``PartKeyCodec`` takes as a time
 TIME_TYPES = ("timestamp", "timestamp_ntz")
@@ -61,8 +59,12 @@ def key_codec(schema: StoreSchema) -> KeyCodec | PartKeyCodec:
     return KeyCodec(schema.spec, schema.key_types, schema.partitions)
 
 
-class PartKeyCodec:
+class PartKeyCodec(KeyCodec):
     """Keys of one part of an attached query: every key column, checked by its Spark type.
+
+    Built on ``KeyCodec``: a part has no ``QuerySpec`` (no group keys apart, no windows), so
+    it sets the columns every codec has itself; it keeps ``KeyCodec``'s value checks, store
+    rows and entries, and places a key by its placement columns alone.
 
     Args:
         shape: the part (from its changelog's metadata).
@@ -79,10 +81,14 @@ class PartKeyCodec:
     windowed = False
     size_ms = 0
 
+    spec = None  # no QuerySpec: the shape says what the part holds
+
     def __init__(self, shape: PartShape, key_types: Mapping[str, str], partitions: int):
-        self.shape, self.key_types, self.partitions = shape, dict(key_types), partitions
-        self.keys = list(shape.key_columns)
-        self.key_columns = self.keys  # store byte order: a part's changelog keeps Spark's
+        # store byte order: a part's changelog keeps Spark's order of the key columns
+        self._init_columns(shape.key_columns, list(shape.key_columns), key_types, partitions,
+                           times=[c for c in shape.key_columns
+                                  if key_types.get(c) in TIME_TYPES])
+        self.shape = shape
         self.placement = list(shape.placement_columns)
         #: the leading key columns a key may stop at, to ask for every entry under them:
         #: a map state's grouping key (its entries), a join store's join key (its rows)
@@ -95,7 +101,7 @@ class PartKeyCodec:
             raise BadArgument("part", f"{shape.operator_id}/{shape.name}",
                               f"a part placed by columns of the types statekit hashes "
                               f"({', '.join(TYPES)}; this one by {unhashed})")
-        self.iso = ms_to_iso
+        self._placement_types = {c: self.key_types[c] for c in self.placement}
 
     # --- keys -------------------------------------------------------------------------
     def parse(self, text: str | bytes, what: str = "key", *, window: bool = False) -> dict:
@@ -112,15 +118,7 @@ class PartKeyCodec:
             statekit.errors.BadArgument: bad key: '{"event_id": "e1", "value": 3}'; \
 accepted: a JSON object of the key columns ['event_id'] (not ['value'])
         """
-        accepted = f"a JSON object of the key columns {self.keys}"
-        value = parse_key_json(text, what, accepted)
-        sent = shown(text if isinstance(text, str) else text.decode())
-        if not isinstance(value, dict):
-            raise BadArgument(what, sent, accepted)
-        unknown = [name for name in value if name not in self.keys]
-        if unknown:
-            raise BadArgument(what, sent, f"{accepted} (not {unknown})")
-        return value
+        return parse_key_object(text, what, self.keys)
 
     def json_schema(self, window: bool = False) -> dict:
         """The JSON Schema of a key ``parse`` takes: each key column by its Spark type (a
@@ -196,35 +194,30 @@ accepted: a JSON object of the key columns ['event_id'] (not ['value'])
                 return value
             except (TypeError, ValueError):
                 _refuse(name, value, "bytes, or their base64 text (the key column is binary)")
-        if isinstance(value, str) and len(value) > MAX_KEY_VALUE_CHARS:
-            raise BadArgument(f"key {name}", shown(value),
-                              f"text of at most {MAX_KEY_VALUE_CHARS} characters")
-        return checked_value(name, value, kind)
+        check_text_length(name, value)
+        return super()._value(name, value)
 
     def partition(self, key: Mapping) -> int:
-        """The Spark state partition of a full key (``key()``'s result)."""
-        h = SEED
-        for name in self.placement:
-            value, kind = key[name], self.key_types[name]
-            if value is None:
-                continue
-            if kind in TIME_TYPES:
-                value = pd.Timestamp(value, unit="ms")
-            elif kind == "binary":
+        """The Spark state partition of a full key (``key()``'s result): its placement
+        columns as Spark holds them (times in microseconds, binary as bytes), placed as an
+        unwindowed row."""
+        row = {}
+        for name, kind in self._placement_types.items():
+            value = key[name]
+            if value is not None and kind in TIME_TYPES:
+                value = int(value) * 1000  # Spark keeps times in microseconds
+            elif value is not None and kind == "binary":
                 value = base64.b64decode(value)
-            h = hash_value(value, kind, h)
-        return pmod(h, self.partitions)
+            row[name] = value
+        return state_partition(row, self.placement, False, self.partitions,
+                               self._placement_types)
 
     def store_key(self, key: Mapping) -> bytes:
         """The changelog key bytes of a full key; of a prefix key, the bytes every key
         under it starts with (its JSON object left open after its last column)."""
         columns = [c for c in self.key_columns if c in key]
-        data = encode_json(self._key_row(key), columns)
+        data = encode_json(self._key_row(key, columns), columns)
         return data[:-1] + b"," if len(columns) < len(self.key_columns) else data
-
-    def _key_row(self, key: Mapping) -> dict:
-        return {c: ms_to_iso(key[c]) if self.key_types.get(c) in TIME_TYPES and
-                key[c] is not None else key[c] for c in self.key_columns if c in key}
 
     def locate(self, key: object) -> tuple[int, bytes, dict]:
         """A point query's key: its partition, its store key bytes and its columns as the
@@ -234,18 +227,10 @@ accepted: a JSON object of the key columns ['event_id'] (not ['value'])
         row = json.loads(data[:-1] + b"}") if self.is_prefix(full) else json.loads(data)
         return self.partition(full), data, row
 
-    def group_prefix(self, group: Mapping) -> dict:
-        return {k: group[k] for k in self.keys}
-
     def partitions_of_range(self, group: Mapping, time_from: object, time_to: object
                             ) -> dict[int, list[int]]:
         raise BadArgument("query", "a time range", "point and range queries by key (a part's "
                                                    "store has its times as key columns)")
-
-    @staticmethod
-    def row(key: bytes, value: bytes) -> dict:
-        """A store entry as one row: key columns then value columns (times as ISO text)."""
-        return {**decode_json(key), **decode_json(value)}
 
 
 def _refuse(name: str, value: object, accepted: str):

@@ -33,8 +33,8 @@ from statekit.errors import BadArgument, StatekitError
 from statekit.serve.client import ServingClient
 from statekit.serve.instance import top
 from statekit.serve.results import QueryResult
-from statekit.serve.routing.key_codec import MAX_TIME_MS, time_ms
-from statekit.stores.key_layout import ms_to_iso
+from statekit.serve.routing.key_times import time_ms
+from statekit.stores.key_layout import MAX_TIME_MS, ms_to_iso
 from statekit.validate import non_negative_number, whole_number
 
 #: The largest board drawn (a top-k query itself allows more).

@@ -24,7 +24,8 @@ import schemathesis
 
 from statekit.model.query_spec import QuerySpec
 from statekit.model.store_schema import StoreSchema
-from statekit.serve.routing.key_codec import KeyCodec, time_ms
+from statekit.serve.routing.key_codec import KeyCodec
+from statekit.serve.routing.key_times import time_ms
 
 URL = os.environ.get("STATEKIT_FUZZ_URL", "")
 INSTANCE = os.environ.get("STATEKIT_FUZZ_INSTANCE", "i0")

@@ -14,7 +14,8 @@ from statekit.model.changelog_record import encode_json
 from statekit.model.store_schema import PartShape, StoreSchema
 from statekit.serve.part_keys import PartKeyCodec, key_codec
 from statekit.serve.routing.key_codec import KeyCodec
-from statekit.serve.routing.partitioner import pmod, spark_hash
+from statekit.serve.routing.placement import pmod
+from statekit.serve.routing.value_hash import spark_hash
 
 JOIN = PartShape("own", 1, "symmetricHashJoin", "join", "store", "left-keyWithIndexToValue",
                  ("field0", "index"), ("who", "ts", "matched"), ("field0",))
@@ -42,6 +43,16 @@ def test_a_time_is_taken_in_any_form_and_stored_as_the_changelog_stores_it():
                               ["player", "ts"])
     micros = int(dt.datetime(2026, 1, 5, 10, 0, 0, 250000, tzinfo=dt.UTC).timestamp() * 10**6)
     assert partition == pmod(spark_hash(["p07", micros], ["string", "bigint"]), 3)
+
+
+def test_a_time_past_2262_is_placed_in_microseconds_as_spark_places_it():
+    """pandas holds nanoseconds only to 2262: a part's time is hashed from its milliseconds,
+    not through a nanosecond timestamp (which overflowed)."""
+    codec = PartKeyCodec(DEDUP, DEDUP_TYPES, partitions=3)
+    ms = 32503680000000  # 3000-01-01T00:00Z
+    partition, data, _ = codec.locate({"player": "p07", "ts": "3000-01-01T00:00Z"})
+    assert partition == pmod(spark_hash(["p07", ms * 1000], ["string", "bigint"]), 3)
+    assert data == b'{"player":"p07","ts":"3000-01-01T00:00:00.000Z"}'
 
 
 def test_a_null_key_value_leaves_the_hash_as_spark_does():

@@ -1,4 +1,4 @@
-"""Spark's state placement, reproduced: ``statekit.serve.routing.partitioner`` against SQL
+"""Spark's state placement, reproduced: ``statekit.serve.routing.placement`` against SQL
 ``hash()`` and against the partition of every row of real streaming state.
 
 Spark places a streaming aggregation's state with ``HashPartitioning`` on its grouping
@@ -26,13 +26,8 @@ import pytest
 import statekit as sk
 from statekit.model.query_spec import QuerySpec, hopping, tumbling
 from statekit.serve.routing.key_codec import KeyCodec
-from statekit.serve.routing.partitioner import (
-    kind_of,
-    pmod,
-    spark_hash,
-    state_partition,
-    state_partitions,
-)
+from statekit.serve.routing.placement import pmod, state_partition, state_partitions
+from statekit.serve.routing.value_hash import kind_of, spark_hash
 
 NAN = float("nan")
 START = pd.Timestamp("2026-01-05 10:00")

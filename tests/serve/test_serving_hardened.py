@@ -31,7 +31,9 @@ from statekit.serve.global_store import GlobalTable
 from statekit.serve.instance import ServingInstance
 from statekit.serve.rest import MAX_URL, Server, create_app, create_control_app
 from statekit.serve.routing.assignment import assign
-from statekit.serve.routing.key_codec import MAX_KEY_CHARS, MAX_KEY_DEPTH, KeyCodec, time_ms
+from statekit.serve.routing.key_codec import KeyCodec
+from statekit.serve.routing.key_text import MAX_KEY_CHARS, MAX_KEY_DEPTH
+from statekit.serve.routing.key_times import time_ms
 from statekit.serve.transport import HttpPool
 from statekit.stores.rocksdb import COUNTED_UP_TO, RocksDBKeyValueStore
 

@@ -1,8 +1,8 @@
 """Workshop checks of notebooks 06 (interactive queries, routing) and 07 (global store).
 
 Pure logic: the state rows carry the partitions Spark itself keeps them in (the
-values of statekit.serve.routing.partitioner's doctests, checked against Spark by
-tests/serve/test_placement.py), so no Spark runs here.
+values of statekit.serve.routing.value_hash's and placement's doctests, checked against
+Spark by tests/serve/test_placement.py), so no Spark runs here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from statekit import workshop
 from statekit.errors import BadArgument
 from statekit.serve.results import PartitionAnswer, QueryResult
 from statekit.serve.routing.assignment import assign
-from statekit.serve.routing.partitioner import pmod, spark_hash, state_partition
+from statekit.serve.routing.placement import pmod, state_partition
+from statekit.serve.routing.value_hash import spark_hash
 from statekit.workshop.global_store import held_per_instance
 
 TEN = pd.Timedelta("10min")

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from statekit.serve.instance import ServingInstance
 from statekit.serve.rest.http_errors import QUERY_ERRORS, bad_argument_as_400, fail
 from statekit.serve.rest.models import ResultModel
-from statekit.serve.routing.key_codec import MAX_KEY_CHARS, check_key_text
+from statekit.serve.routing.key_text import MAX_KEY_CHARS, check_key_text
 
 
 def global_router(instance: ServingInstance) -> APIRouter:

@@ -14,7 +14,7 @@ from fastapi import Request
 
 from statekit.serve.rest.http_errors import AsciiJSONResponse, fail
 from statekit.serve.rest.limits import MAX_BODY, MAX_BODY_DEPTH, MAX_URL
-from statekit.serve.routing.key_codec import nesting_depth
+from statekit.serve.routing.key_text import nesting_depth
 
 
 async def limit_url(request: Request) -> None:

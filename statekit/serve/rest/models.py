@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from statekit.serve.rest.limits import DEFAULT_LIMIT, MAX_ID, MAX_WAIT, PARTITIONS
 from statekit.serve.results import MAX_LIMIT
-from statekit.serve.routing.key_codec import MAX_KEY_CHARS
+from statekit.serve.routing.key_text import MAX_KEY_CHARS
 
 
 # --- answers -----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ Example:
 from __future__ import annotations
 
 from statekit.serve.instance import ServingInstance
-from statekit.serve.routing.key_codec import time_schema
+from statekit.serve.routing.key_times import time_schema
 
 
 def partitions_schema(count: int) -> dict:

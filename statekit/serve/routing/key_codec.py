@@ -4,9 +4,11 @@ Serving answers by key, and a key arrives in many shapes: a dict from Python, a
 JSON object over REST, window times as ISO text, milliseconds or datetimes.
 ``KeyCodec`` turns each into what a store and the routing need — the changelog
 key bytes (``statekit.model.changelog_record``), the Spark state partition that holds
-it (``statekit.serve.routing.partitioner``) — and, for a key's time range, the window
+it (``statekit.serve.routing.placement``) — and, for a key's time range, the window
 starts in it and the partitions they live on. Bad keys are refused with the
-value named.
+value named. A key's text (``key_text``), times (``key_times``) and values
+(``key_values``) are checked by the modules beside this one; an attached query's part
+has its own codec built on this one (``statekit.serve.part_keys.PartKeyCodec``).
 
 Example:
     >>> from statekit.model.query_spec import QuerySpec, tumbling
@@ -24,266 +26,29 @@ Example:
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import json
-import numbers
-import re
-import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring  # the str encoder of json.dumps(ensure_ascii=False)
-
-import numpy as np
 
 from statekit.durations import to_millis
 from statekit.errors import BadArgument
 from statekit.model.changelog_record import changelog_key_columns, decode_json, encode_json
 from statekit.model.query_spec import QuerySpec
-from statekit.serve.routing.partitioner import (
-    SEED,
-    TYPES,
-    hash_bytes,
-    hash_value,
-    kind_of,
-    pmod,
-    state_partition,
+from statekit.serve.routing.key_text import parse_key_json, parse_key_object
+from statekit.serve.routing.key_times import time_ms, time_schema, window_start_text_schema
+from statekit.serve.routing.key_values import (
+    ANY_VALUE_SCHEMA,
+    VALUE_SCHEMAS,
+    check_text_length,
+    checked_value,
 )
+from statekit.serve.routing.murmur3 import hash_bytes
+from statekit.serve.routing.placement import pmod, state_partition
+from statekit.serve.routing.value_hash import SEED, TYPES, hash_value
 from statekit.stores.key_layout import MAX_TIME_MS, ms_to_iso
-from statekit.validate import is_whole_number
 
-
-def _real(value: object) -> bool:
-    return isinstance(value, numbers.Real) and type(value).__name__ not in ("bool", "bool_")
-
-
-def _whole(bits: int):
-    return lambda value: is_whole_number(value) and -2**bits <= int(value) < 2**bits
-
-
-_FITS = {  # Spark type of a group key -> the Python values it takes
-    "string": lambda value: isinstance(value, str),
-    "boolean": lambda value: type(value).__name__ in ("bool", "bool_"),
-    "double": _real, "float": _real,
-    "tinyint": _whole(7), "smallint": _whole(15), "int": _whole(31), "bigint": _whole(63),
-}
-
-_MICROS = {"s": 1_000_000, "ms": 1000, "us": 1}
 _CACHED_WINDOWS = 4096  # window starts whose hash seed and ISO text a codec remembers
-TIME_ACCEPTED = ("milliseconds since the epoch, ISO-8601 text in UTC (2026-01-05, "
-                 "2026-01-05T10:00:00Z, 2026-01-05 10:00:00.5) or a datetime: Python's, "
-                 "pandas' or NumPy's datetime64")
-# ISO-8601 text statekit reads as a time: a calendar date of 1970..9999, optionally a time of
-# day (seconds and up to 9 fraction digits optional) in UTC (Z, +00:00 or no zone). The one
-# grammar the service checks and its OpenAPI schema states (a regex without look-arounds, as
-# JSON Schema's and Hypothesis' both read it).
-_YEAR = r"(?:19[7-9][0-9]|[2-9][0-9]{3})"
-_LEAP_YEAR = (r"(?:19(?:7[26]|8[048]|9[26])|[2-9][0-9](?:0[48]|[2468][048]|[13579][26])"
-              r"|(?:[2468][048]|[3579][26])00)")
-_MONTH_DAY = (r"(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
-              r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))")
-_TIME_OF_DAY = r"(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,9})?)?"
-_UTC = r"(?:Z|[+-]00:00)?"
-
-
-def iso_pattern(time_of_day: str = _TIME_OF_DAY, year: str = _YEAR,
-                leap_year: str = _LEAP_YEAR) -> str:
-    """The regex of ISO-8601 UTC text: a date of ``year``, optionally ``time_of_day``."""
-    date = f"(?:{year}-{_MONTH_DAY}|{leap_year}-02-29)"
-    return f"^{date}(?:[T ]{time_of_day}{_UTC})?$"
-
-
-ISO_TIME = re.compile(iso_pattern())
-_BEYOND_MS = re.compile(r"(\.[0-9]{3})[0-9]+")  # fraction digits beyond milliseconds
-#: A window start's ISO text in a key's schema: years to 9998 (a window must end by 9999; the
-#: starts of 9999 are taken as text too, and stated in milliseconds only)
-_YEAR_TO_9998 = r"(?:19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
-_DAY_MS = 86_400_000
-#: A group key's text in a key sent as JSON text (over REST): at most this many characters
-MAX_KEY_VALUE_CHARS = 256
-_FLOAT_MAX = 3.4028234663852886e38  # Spark's float (32 bits)
-
-
-def _whole_schema(bits: int) -> dict:
-    return {"type": "integer", "minimum": -2**bits, "maximum": 2**bits - 1}
-
-
-#: Spark type of a group key -> the JSON Schema of its values (what ``_FITS`` takes)
-VALUE_SCHEMAS = {
-    "string": {"type": "string", "maxLength": MAX_KEY_VALUE_CHARS},
-    "boolean": {"type": "boolean"},
-    "double": {"type": "number", "minimum": -sys.float_info.max,
-               "maximum": sys.float_info.max},
-    "float": {"type": "number", "minimum": -_FLOAT_MAX, "maximum": _FLOAT_MAX},
-    "tinyint": _whole_schema(7), "smallint": _whole_schema(15), "int": _whole_schema(31),
-    "bigint": _whole_schema(63),
-}
-_ANY_VALUE_SCHEMA = {"type": ["string", "number", "boolean"], "maxLength": MAX_KEY_VALUE_CHARS}
-
-
-def time_schema() -> dict:
-    """The JSON Schema of a time statekit takes: milliseconds since the epoch to the end of
-    9999, or ISO-8601 text in UTC (``ISO_TIME``)."""
-    return {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TIME_MS},
-                      {"type": "string", "pattern": ISO_TIME.pattern}]}
-
-
-def _grid_times_of_day(slide_ms: int) -> str | None:
-    """The regex of the times of day on a grid of ``slide_ms`` from midnight UTC (windows
-    start there: the epoch is a midnight); None when the grid does not repeat each day in
-    whole seconds (those starts are stated in milliseconds only).
-
-    Example:
-        >>> print(_grid_times_of_day(600_000))
-        (?:[01][0-9]|2[0-3]):(?:00|10|20|30|40|50)(?::00(?:\\.0{1,9})?)?
-    """
-    if _DAY_MS % slide_ms or slide_ms % 1000:
-        return None
-    zero = r"(?:\.0{1,9})?"
-    if slide_ms % 60_000 == 0:
-        minutes = slide_ms // 60_000
-        if 60 % minutes == 0:
-            every = "|".join(f"{m:02d}" for m in range(0, 60, minutes))
-            return rf"(?:[01][0-9]|2[0-3]):(?:{every})(?::00{zero})?"
-        every = "|".join(f"{t // 60:02d}:{t % 60:02d}" for t in range(0, 1440, minutes))
-        return rf"(?:{every})(?::00{zero})?"
-    seconds = slide_ms // 1000
-    if 60 % seconds:
-        return None
-    every = "|".join(f"{x:02d}" for x in range(0, 60, seconds))
-    return rf"(?:[01][0-9]|2[0-3]):[0-5][0-9](?::(?:{every}){zero})?"
-#: A key given as JSON text (over REST, or a str in Python): at most this many characters
-#: (5 key columns of MAX_KEY_VALUE_CHARS characters, each written as JSON escapes, fit)...
-MAX_KEY_CHARS = 16_384
-#: ...and arrays / objects nested at most this deep (a key is one object of plain values:
-#: 2 levels; the bound keeps a hostile key from reaching Python's recursion limit).
-MAX_KEY_DEPTH = 16
-KEY_ACCEPTED = 'a JSON object of the key columns, e.g. {"player": "p07"}'
-_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')  # a JSON string, or a bracket
-_SHOWN = 120  # characters of a refused key shown in its error
-
-
-def shown(text: str) -> str:
-    """``text``, cut to its first characters when long (an error names it, not all of it)."""
-    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text):,} characters)"
-
-
-def nesting_depth(text: str) -> int:
-    """How deep arrays and objects nest in JSON ``text`` (brackets inside strings do not count).
-
-    Example:
-        >>> nesting_depth('{"player": "[[["}'), nesting_depth("[[[1]], 2]")
-        (1, 3)
-    """
-    if text.count("[") + text.count("{") <= 1:
-        return text.count("[") + text.count("{")
-    depth = deepest = 0
-    for match in _NESTING.finditer(text):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif token in "]}":
-            depth -= 1
-    return deepest
-
-
-def parse_key_json(text: str | bytes, what: str = "key", accepted: str = KEY_ACCEPTED
-                   ) -> object:
-    """JSON ``text`` of a key, bounded: at most ``MAX_KEY_CHARS`` characters nested at most
-    ``MAX_KEY_DEPTH`` deep; else (or when it is not JSON) BadArgument naming it. Never a
-    RecursionError, however deep the text nests.
-
-    Example:
-        >>> parse_key_json('{"player": "p07"}')
-        {'player': 'p07'}
-        >>> try:
-        ...     parse_key_json("[" * 2000)
-        ... except BadArgument as exc:
-        ...     print(exc.accepted.split(", ")[-1])
-        nested at most 16 deep (this one: 2000)
-    """
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError:
-            raise BadArgument(what, shown(repr(text)), f"{accepted} in UTF-8") from None
-    check_key_text(text, what, accepted)
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        raise BadArgument(what, shown(text), accepted) from None
-
-
-def check_key_text(text: str, what: str = "key", accepted: str = KEY_ACCEPTED) -> str:
-    """``text`` when it is at most ``MAX_KEY_CHARS`` long and nests at most ``MAX_KEY_DEPTH``
-    deep (JSON or not), else BadArgument naming it."""
-    if len(text) > MAX_KEY_CHARS:
-        raise BadArgument(what, shown(text), f"{accepted}, at most {MAX_KEY_CHARS:,} "
-                                             f"characters long")
-    depth = nesting_depth(text)
-    if depth > MAX_KEY_DEPTH:
-        raise BadArgument(what, shown(text), f"{accepted}, nested at most {MAX_KEY_DEPTH} "
-                                             f"deep (this one: {depth})")
-    return text
-
-
-def time_ms(value: object, what: str) -> int:
-    """A time as milliseconds since the epoch (naive = UTC); BadArgument naming ``what``."""
-    import pandas as pd
-
-    if type(value) is int:  # the common case first (is_whole_number's ABC check is slower)
-        ms = value
-    elif is_whole_number(value):
-        ms = int(value)
-    elif isinstance(value, str | dt.datetime | pd.Timestamp | np.datetime64):
-        if isinstance(value, str):
-            if not ISO_TIME.fullmatch(value):
-                raise BadArgument(what, value, TIME_ACCEPTED)
-            # cut to milliseconds (they floor: the same instant statekit keeps), so a year
-            # past 2262 parses too (pandas holds nanoseconds only to 2262)
-            text = _BEYOND_MS.sub(r"\1", value)
-        try:
-            stamp = pd.Timestamp(text if isinstance(value, str) else value)
-            if stamp is pd.NaT:
-                raise BadArgument(what, value, TIME_ACCEPTED)
-            if stamp.tzinfo is not None:
-                stamp = stamp.tz_convert("UTC").tz_localize(None)
-            # nanoseconds only reach 2262: a later stamp (year 3000) counts in a coarser unit
-            count = int(stamp.asm8.view("i8"))
-            micros = count // 1000 if stamp.unit == "ns" else count * _MICROS[stamp.unit]
-        except (ValueError, TypeError, OverflowError):
-            raise BadArgument(what, value, TIME_ACCEPTED) from None
-        ms = micros // 1000
-    else:
-        raise BadArgument(what, value, TIME_ACCEPTED)
-    if not 0 <= ms <= MAX_TIME_MS:
-        raise BadArgument(what, value, f"a time from 1970 to the year 9999 ({TIME_ACCEPTED})")
-    return ms
-
-
-def checked_value(name: str, value: object, kind: str | None) -> object:
-    """``value`` of key column ``name`` when it is a value of Spark type ``kind`` (None: any
-    plain value) that Spark can hash; else BadArgument naming it and the type.
-
-    Example:
-        >>> checked_value("player", "p07", "string")
-        'p07'
-        >>> checked_value("n", 2**40, "int")
-        Traceback (most recent call last):
-        ...
-        statekit.errors.BadArgument: bad key n: 1099511627776; accepted: a int value \
-(the key column's type)
-    """
-    fits = _FITS.get(kind, lambda v: not isinstance(v, Mapping | list | tuple | set))
-    hashed = kind if kind in TYPES else (kind_of(value) if kind is None else None)
-    try:
-        ok = fits(value) and (hashed is None or isinstance(hash_value(value, hashed, SEED), int))
-    except (TypeError, ValueError, OverflowError):  # e.g. a lone surrogate in a string
-        ok = False
-    if not ok:
-        raise BadArgument(f"key {name}", value, f"a {kind or 'string, number or bool'} value "
-                                                f"(the key column's type)")
-    return value
 
 
 class KeyCodec:
@@ -296,12 +61,13 @@ class KeyCodec:
     """
 
     def __init__(self, spec: QuerySpec, key_types: Mapping[str, str], partitions: int):
-        self.spec, self.key_types, self.partitions = spec, dict(key_types), partitions
+        self.spec = spec
+        self._init_columns(spec.keys, changelog_key_columns(spec.key_columns), key_types,
+                           partitions, times=("window_start", "window_end"))
         self.windowed = spec.windowed  # time windows: the window is hashed with the keys
         self.size_ms = spec.window.size_ms if spec.window is not None else 0
         self.slide_ms = to_millis(spec.window.slide) if spec.window is not None and \
             spec.window.slide else self.size_ms
-        self.key_columns = changelog_key_columns(spec.key_columns)  # store byte order
         # the point-query fast path (keys.partition, keys.store_key): each group key's declared
         # type, and per window start its hash seed and ISO text, computed once
         kinds = [self.key_types.get(k) for k in spec.keys]
@@ -312,18 +78,24 @@ class KeyCodec:
         self._plain = self.windowed and all(k == "string" for k in kinds) and \
             self.key_columns == [*spec.keys, "window_start", "window_end"]
         # per window, computed once and remembered for the last few thousand (windows repeat
-        # from lookup to lookup): its hash seed, its times as ISO text (``iso(ms)`` is
-        # ``ms_to_iso``), a start given as text parsed, and all of it for _locate_plain
+        # from lookup to lookup): its hash seed, its times as ISO text (``iso``), a start
+        # given as text parsed, and all of it for _locate_plain
         remember = functools.lru_cache(maxsize=_CACHED_WINDOWS)
         self._window_seed = remember(self._seed)
-        self.iso = remember(ms_to_iso)
         self._text_ms = remember(lambda text: time_ms(text, "window_start"))
         self._window = remember(self._window_parts)
 
-    @property
-    def keys(self) -> list[str]:
-        """The group keys (``spec.keys``)."""
-        return list(self.spec.keys)
+    def _init_columns(self, keys: Sequence[str], key_columns: list[str],
+                      key_types: Mapping[str, str], partitions: int, times: Sequence[str]
+                      ) -> None:
+        """What every key codec has: ``keys`` (the columns a key names: a query's group keys,
+        a part's key columns), ``key_columns`` in store byte order, their Spark types, the
+        state partitions, and which key columns are times (stored as ISO text, ``iso(ms)``
+        being ``ms_to_iso``, remembered for the last few thousand)."""
+        self.keys, self.key_columns = list(keys), key_columns
+        self.key_types, self.partitions = dict(key_types), partitions
+        self._times = frozenset(times)
+        self.iso = functools.lru_cache(maxsize=_CACHED_WINDOWS)(ms_to_iso)
 
     @property
     def kind(self) -> str:
@@ -352,18 +124,9 @@ a JSON object of the key columns ['player'] (not ['count'])
         """
         columns = [*self.spec.keys, *(("window_start",) if window else ()),
                    *(("window_end",) if window and self.windowed else ())]
-        accepted = f"a JSON object of the key columns {columns}"
-        value = parse_key_json(text, what, accepted)
-        sent = shown(text if isinstance(text, str) else text.decode())
-        if not isinstance(value, dict):
-            raise BadArgument(what, sent, accepted)
-        unknown = [name for name in value if name not in columns]
-        if unknown:
-            raise BadArgument(what, sent, f"{accepted} (not {unknown})")
+        value = parse_key_object(text, what, columns)
         for name in self.spec.keys:
-            if isinstance(value.get(name), str) and len(value[name]) > MAX_KEY_VALUE_CHARS:
-                raise BadArgument(f"{what} {name}", shown(value[name]),
-                                  f"text of at most {MAX_KEY_VALUE_CHARS} characters")
+            check_text_length(name, value.get(name), what)
         if "window_end" in value:
             time_ms(value["window_end"], "window_end")
         return value
@@ -381,7 +144,7 @@ a JSON object of the key columns ['player'] (not ['count'])
             (['player', 'window_start'], {'type': 'integer', 'minimum': 0, \
 'maximum': 253402299600000, 'multipleOf': 600000})
         """
-        properties = {name: dict(VALUE_SCHEMAS.get(self.key_types.get(name), _ANY_VALUE_SCHEMA))
+        properties = {name: dict(VALUE_SCHEMAS.get(self.key_types.get(name), ANY_VALUE_SCHEMA))
                       for name in self.spec.keys}
         required = list(properties)
         if window:
@@ -400,9 +163,9 @@ a JSON object of the key columns ['player'] (not ['count'])
         last = (MAX_TIME_MS - self.size_ms) // self.slide_ms * self.slide_ms
         forms = [{"type": "integer", "minimum": 0, "maximum": last,
                   "multipleOf": self.slide_ms}]
-        grid = _grid_times_of_day(self.slide_ms)
-        if grid is not None:
-            forms.append({"type": "string", "pattern": iso_pattern(grid, _YEAR_TO_9998)})
+        text = window_start_text_schema(self.slide_ms)
+        if text is not None:
+            forms.append(text)
         return {"anyOf": forms}
 
     def group(self, key: object) -> dict:
@@ -527,10 +290,11 @@ a JSON object of the key columns ['player'] (not ['count'])
                 f'"window_end":"{iso_end}"}}')
         return pmod(h, self.partitions), text.encode(), row
 
-    def _key_row(self, key: Mapping) -> dict:
-        """A full key's columns in store order, window times as ISO text."""
-        return {c: self.iso(key[c]) if c in ("window_start", "window_end") else key[c]
-                for c in self.key_columns}
+    def _key_row(self, key: Mapping, columns: Sequence[str] | None = None) -> dict:
+        """A key's columns in store order (all ``key_columns``, or the leading ``columns``
+        of a prefix key), its times as ISO text (a null time stays null)."""
+        return {c: self.iso(key[c]) if c in self._times and key[c] is not None else key[c]
+                for c in (self.key_columns if columns is None else columns)}
 
     def _encode(self, row: dict) -> tuple[bytes, dict | None]:
         """``encode_json(row, key_columns)``, and ``row`` when it is what decoding gives back.
@@ -559,7 +323,7 @@ a JSON object of the key columns ['player'] (not ['count'])
         return self._window_seed(start), self.iso(start), self.iso(end)
 
     def group_prefix(self, group: Mapping) -> dict:
-        return {k: group[k] for k in self.spec.keys}
+        return {k: group[k] for k in self.keys}
 
     def partition(self, key: Mapping) -> int:
         """The Spark state partition of a full key (session stores: of its group keys)."""
