@@ -121,8 +121,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
     from statekit.processor.query import ProcessorQuery, start_processor
     from statekit.query.restart_check import RestartCheck, check_restart
     from statekit.query.stateful import StatefulQuery, start_query
+    from statekit.restore.options import RestoreOptions
     from statekit.restore.preflight import RestorePreflight, restore_preflight
-    from statekit.restore.rebuild import RestoreOptions, restore_stores
+    from statekit.restore.rebuild import restore_stores
     from statekit.serve.client import ServingClient
     from statekit.serve.options import ServeOptions
     from statekit.spark.session import spark_session

@@ -303,7 +303,7 @@ def test_a_query_that_gives_no_plan_keeps_spark_s_names(job, monkeypatch):
         assert other.state("1/left").key_columns == ["field0"]
         assert "count" in other.snapshot("0/default").columns
     finally:
-        other.detach()
+        other.close()
 
 
 def test_each_parts_change_feed_replays_to_its_snapshot(job):
