@@ -445,7 +445,7 @@ def test_a_part_without_a_changelog_says_which_parts_have_one(job):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread niceness is Linux's")
 def test_the_shipping_threads_run_below_the_query(job):
-    from statekit.live.handle import SHIP_NICE
+    from statekit.live.shipped_parts import SHIP_NICE
 
     writers = job[0].changelogs.values()
     assert {os.getpriority(os.PRIO_PROCESS, w._thread.native_id) for w in writers} == \

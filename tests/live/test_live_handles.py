@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql.streaming import StreamingQueryListener
 
 import statekit as sk
-from statekit.live.handle import _Reports
+from statekit.live.reports import ReportKeeper as _Reports
 from statekit.spark_state.changes import same_rows
 
 pytestmark = pytest.mark.timeout(600)
