@@ -11,6 +11,7 @@ leaves no stale page behind:
   parameters and responses;
 - ``layers.md``: the layer table, from ``LAYERS`` and ``LAYER_NAMES`` in
   ``tests/project/test_layers.py`` (the rules the tests enforce);
+- ``public-api.md``: every name of ``statekit.__all__``, grouped, linked to its reference;
 - ``notebooks.md``: each notebook's title and first markdown cell (read with nbformat, never
   executed), linked to its rendered handout when ``make html`` has written
   ``build/handouts/<name>.html`` (copied into the site under ``handouts/``).
@@ -262,6 +263,60 @@ def stage_handouts() -> dict[str, Path]:
     return staged
 
 
+# --- the public API -------------------------------------------------------------------------
+#: The groups of the public API's table, in order, each with what picks its names.
+PUBLIC_GROUPS = ("Functions", "Handles", "Describing a query", "Options", "Kafka and standbys",
+                 "Results and readers", "Errors", "Subpackages")
+
+
+def public_group(name: str, obj: object) -> str:
+    """The group of ``statekit.<name>`` in the public API's table."""
+    import inspect
+
+    from statekit.errors import StatekitError
+
+    if inspect.ismodule(obj):
+        return "Subpackages"
+    if inspect.isclass(obj) and issubclass(obj, BaseException):
+        return "Errors" if issubclass(obj, StatekitError) else "Results and readers"
+    if name.endswith("Options"):
+        return "Options"
+    if name.endswith("Query") or name == "QueryHandle":
+        return "Handles"
+    if name in ("QuerySpec", "Aggregate", "WindowSpec", "tumbling", "hopping", "session"):
+        return "Describing a query"
+    if inspect.isfunction(obj):
+        return "Functions"
+    if name in ("EmbeddedBroker", "StandbyReplica", "KafkaConnection", "TopicRef"):
+        return "Kafka and standbys"
+    return "Results and readers"
+
+
+def public_api_page() -> str:
+    """Every name of ``statekit.__all__``, grouped, each linked to where the reference
+    documents it and with the first line of its docstring: the public API at a glance."""
+    import inspect
+
+    import statekit
+
+    groups: dict[str, list[tuple[str, str]]] = {g: [] for g in PUBLIC_GROUPS}
+    for name in statekit.__all__:
+        obj = getattr(statekit, name)
+        if inspect.ismodule(obj):
+            link, home = f"{{py:mod}}`statekit.{name}`", obj.__name__
+        else:
+            home = f"{obj.__module__}.{obj.__qualname__}"
+            role = "py:class" if inspect.isclass(obj) else "py:func"
+            link = f"{{{role}}}`{name} <{home}>`"
+        doc = (inspect.getdoc(obj) or "").strip().split("\n\n")[0].replace("\n", " ")
+        groups[public_group(name, obj)].append((link, doc))
+    out = []
+    for group, rows in groups.items():
+        if rows:
+            out.append(f"### {group}\n\n" + table(["`statekit.`", "what it is"], rows))
+    return "\n".join(out)
+
+
 # --- Sphinx ------------------------------------------------------------------------------------
 def generate(app) -> None:
     """Write every generated page and file (``add_handouts`` emptied the folder first)."""
@@ -272,6 +327,7 @@ def generate(app) -> None:
     write(GENERATED / "rest-api.md", rest_page(schemas))
     handouts = {path.stem: path for path in (EXTRA / "handouts").glob("*.html")}
     write(GENERATED / "notebooks.md", notebooks_page(handouts))
+    write(GENERATED / "public-api.md", public_api_page())
 
 
 def add_handouts(app, config) -> None:
@@ -293,8 +349,26 @@ def unresolved_statekit_name(app, env, node, contnode) -> None:
                        node.get("refdoc", "?"), target, location=node)
 
 
+#: the character ``keep_colons`` puts first: nothing to see, and no colon for napoleon to read
+ZERO_WIDTH = "\u200b"
+
+
+def keep_colons(app, what, name, obj, options, lines: list[str]) -> None:
+    """An attribute's or property's docstring whose first line holds a colon ("The checkpoint
+    folder: Spark's logs ...") is read by napoleon as "type: description", which shows the
+    words before the colon as a bogus "Type:" field; a first line without a colon (an
+    invisible one put before it) keeps the sentence whole. Runs before napoleon."""
+    if what not in ("attribute", "data", "property"):
+        return
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is not None and ":" in lines[first]:
+        lines.insert(first, ZERO_WIDTH)
+
+
 def setup(app):
     app.connect("missing-reference", unresolved_statekit_name)
+    # napoleon turns docstrings into fields at priority 500: this runs before it
+    app.connect("autodoc-process-docstring", keep_colons, priority=400)
     app.connect("config-inited", add_handouts)
     # before autosummary (priority 500) writes its stubs into _generated/api
     app.connect("builder-inited", generate, priority=100)
