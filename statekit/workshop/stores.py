@@ -73,7 +73,7 @@ def rebuild_version(answer: object, *, expected: pd.DataFrame | None = None,
 OLD_VERSIONS = Choices(
     {"a": "Kafka Streams can: store.get(key) on the count's key-value store returns any "
           "earlier value",
-     "b": "statekit can: snapshot(batch=b) reads the version Spark committed at that batch, "
+     "b": "statekit can: snapshot(batch) reads the version Spark committed at that batch, "
           "as long as the checkpoint still retains it",
      "c": "neither: a state store only ever holds its latest version"},
     right="b",
