@@ -16,7 +16,7 @@ Example:
     >>> v.require()
     Traceback (most recent call last):
     ...
-    statekit.workshop.verdict.NotSolved: 02.1 A session store: not yet
+    statekit.errors.NotSolved: 02.1 A session store: not yet
       ✓ sessions are keyed by player
       ✗ the gap is 10 minutes; the exercise asks for 30
 """
