@@ -16,7 +16,7 @@ Example:
     ...                             spec=GAME_SPEC, event_schema=GAME_EVENT_SCHEMA,
     ...                             plan=DrillPlan(min_deltas_for_snapshot=2))
     >>> drill.summary    # per partition: snapshot loaded, delta files replayed  # doctest: +SKIP
-    >>> drill.query.stop()                                                 # doctest: +SKIP
+    >>> drill.query.close()                                                # doctest: +SKIP
 """
 
 from __future__ import annotations

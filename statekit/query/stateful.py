@@ -333,7 +333,8 @@ def _legacy_batch(verb: str, part: object, batch: int | None) -> tuple[str | Non
     if _is_batch(part):
         if batch is not None:
             raise BadArgument("part", part, "a part name (a batch goes in batch=)")
-        deprecated(f"{verb}({part}) with the batch first", f"{verb}(batch={part})")
+        deprecated(f"{verb}({part}) with the batch first", f"{verb}(batch={part})",
+                   stacklevel=4)  # the warning points at the caller of snapshot()
         return None, part
     return part, batch
 
@@ -347,7 +348,7 @@ def _legacy_span(verb: str, part: object, from_batch: int | None, to_batch: int 
             raise BadArgument("part", part, "a part name (batches go in from_batch= and "
                                             "to_batch=)")
         deprecated(f"{verb}({part}, ...) with batches first",
-                   f"{verb}(from_batch={part}, to_batch=...)")
+                   f"{verb}(from_batch={part}, to_batch=...)", stacklevel=4)
         return None, part, from_batch
     return part, from_batch, to_batch
 

@@ -18,7 +18,7 @@ def test_a_killed_query_restores_from_its_newest_snapshot_and_later_deltas(
     drill = spark_restart_drill(games, broker, tmp_path / "ck", spark=spark, **GAMES,
                                 name=f"restarted-{min_deltas}", batches=6,
                                 min_deltas_for_snapshot=min_deltas)
-    drill.query.stop()
+    drill.query.close()
     summary = drill.summary
     version = summary["version"]  # the version of the first batch run after the restart
     assert len(summary) == 3 and (version >= drill.killed_after_batch + 1).all()

@@ -210,7 +210,7 @@ def test_a_hole_in_the_commit_log_is_named(query, intact):
     with damaged(commit):
         commit.unlink()
         with pytest.raises(CheckpointError, match=rf"batch {hole} has no commit file .*hole"):
-            query.snapshot(hole)
+            query.snapshot(batch=hole)
         pd.testing.assert_frame_equal(query.snapshot(sort=True), intact[0])  # others still read
         assert ("commit_log_gap", f"commits/{hole}") in flags_of(query)
 

@@ -402,7 +402,7 @@ def restarted(spark, tmp_path_factory):
         query.wait_for_batches(1, timeout=60)
         run_id = str(query.query.runId)
     finally:
-        query.stop()
+        query.close()
     return {"checkpoint": checkpoint, "log": log, "mark": mark, "run_id": run_id,
             "version": before + 1}
 
