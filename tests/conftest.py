@@ -112,6 +112,17 @@ def topic_name(request) -> str:
     return f"t-{base}-{next(_names)}"
 
 
+@pytest.fixture()
+def hand_log(broker, topic_name):
+    """A hand-written changelog of 2 partitions at batch 0 (``helpers.handlog.HandLog``)."""
+    from helpers.handlog import HandLog
+
+    written = HandLog(broker, f"{topic_name}-changelog", partitions=2)
+    written.ship()
+    yield written
+    written.close()
+
+
 @pytest.fixture(scope="session")
 def games(broker) -> str:
     """The 5,000 game events in a 4-partition topic."""

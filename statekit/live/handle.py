@@ -55,7 +55,7 @@ from statekit.live.reports import keeper_for, release
 from statekit.live.shipped_parts import SHIP_NICE, ShippedParts
 from statekit.live.shipping_claims import claim_shipping, unclaim_shipping
 from statekit.model.connection import Kafka
-from statekit.model.query_handle import choose_part
+from statekit.model.query_handle import choose_part, first_batch
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.progress import progress_frame
 from statekit.validate import (
@@ -211,8 +211,7 @@ class AttachedQuery(ShippedParts):
         feed; the last batch's when both are None); a join side and timers have none
         (``UnsupportedRead`` names what works). ``names="spark"``: Spark's names."""
         view = self.state(part, names=names)
-        if from_batch is None:
-            from_batch = self.last_batch if to_batch is None else to_batch
+        from_batch = first_batch(from_batch, to_batch, self.last_batch)
         frame = view.changes(from_batch, to_batch)
         frame.attrs["part"] = part_id(view.part)
         return frame

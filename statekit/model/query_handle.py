@@ -18,6 +18,8 @@ Example:
     True
     >>> choose_part(None, ["aggregate"], "query 'board'")
     'aggregate'
+    >>> first_batch(None, None, last_batch=7), first_batch(None, 3, last_batch=7)
+    (7, 3)
     >>> choose_part(None, ["0/left", "0/right"], "query 'joined'")
     Traceback (most recent call last):
     ...
@@ -120,3 +122,12 @@ def choose_part(part: str | None, parts: Sequence[str], what: str) -> str:
         return parts[0]
     raise BadArgument("part", None, f"one of the parts of {what}: "
                                     f"{', '.join(parts) or 'none yet'}")
+
+
+def first_batch(from_batch: int | None, to_batch: int | None, last_batch: int) -> int:
+    """The first batch ``changes(part, from_batch, to_batch)`` reads: ``from_batch`` as
+    given; when None, ``to_batch`` (that one batch), else ``last_batch`` (what the last
+    committed batch changed)."""
+    if from_batch is not None:
+        return from_batch
+    return last_batch if to_batch is None else to_batch

@@ -31,7 +31,7 @@ from statekit.durations import spark_interval
 from statekit.errors import BadArgument, ProcessorError, StatekitError
 from statekit.inspect.operators import Part
 from statekit.inspect.part_views import StateView
-from statekit.model.query_handle import choose_part
+from statekit.model.query_handle import choose_part, first_batch
 from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import DEFAULT_MAX_EVENT_TIME_AHEAD
 from statekit.options import route, settle
@@ -118,7 +118,7 @@ class ProcessorQuery(RunningQuery):
     # --- the stores: the QueryHandle verbs --------------------------------------------------
     def parts(self) -> list[str]:
         """The processor's stores by name, then ``"timers"``."""
-        return [*(lay.store for lay in self.plan.layouts()), "timers"]
+        return [*(store.name for store in self.plan.stores), "timers"]
 
     def layout(self) -> pd.DataFrame:
         """One row per store: ``store``, ``kind``, ``state_variable`` (its Spark state
@@ -169,8 +169,7 @@ class ProcessorQuery(RunningQuery):
         batch's when both are None): ``batch``, ``change``, the layout's columns (a delete
         has no value), ``partition``."""
         view = self.state(part)
-        if from_batch is None:
-            from_batch = self.last_batch if to_batch is None else to_batch
+        from_batch = first_batch(from_batch, to_batch, self.last_batch)
         return view.changes(from_batch, to_batch)
 
     def timers(self, batch: int | None = None) -> pd.DataFrame:

@@ -117,7 +117,7 @@ class RunningQuery:
         self.spark = spark
         #: the checkpoint folder (``Checkpoint``: Spark's logs and statekit's files beside them)
         self.checkpoint = Checkpoint(checkpoint)
-        self.query, self._malformed_stream = started.query, started.malformed_stream
+        self.query = started.query
         #: the reader of the query's state (``StateReader``): counts of recovered batches
         self.reader = reader
         self._first_batch = started.first_batch  # the first batch this run commits

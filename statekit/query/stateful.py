@@ -31,7 +31,7 @@ from statekit.changelog.naming import changelog_topic
 from statekit.changelog.writer import ChangelogWriter
 from statekit.deprecation import deprecated
 from statekit.errors import BadArgument, StatekitError
-from statekit.model.query_handle import choose_part
+from statekit.model.query_handle import choose_part, first_batch
 from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import Aggregate, QuerySpec
 from statekit.options import route, settle
@@ -84,6 +84,7 @@ class StatefulQuery(RunningQuery):
         super().__init__(spark, checkpoint, started, StateReader(spark, checkpoint, spec),
                          changelog)
         self.spec = spec
+        self._malformed_stream = started.malformed_stream  # None: not parsed here
         #: the store's name: its one part (and the middle of its changelog topic's name)
         self.store_name = store_name
         self._input = kafka_input  # what it reads, to read again (late events); None: not Kafka
@@ -272,8 +273,7 @@ class StatefulQuery(RunningQuery):
         ``DeprecationWarning``: write ``changes(from_batch=2, to_batch=5)``."""
         part, from_batch, to_batch = _legacy_span("changes", part, from_batch, to_batch)
         self._part(part)
-        if from_batch is None:
-            from_batch = self.last_batch if to_batch is None else to_batch
+        from_batch = first_batch(from_batch, to_batch, self.last_batch)
         return self.reader.changes(from_batch, to_batch)
 
     def metadata(self) -> pd.DataFrame:

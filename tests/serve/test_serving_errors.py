@@ -12,7 +12,6 @@ import socket
 
 import httpx
 import pytest
-from helpers.handlog import HandLog
 from helpers.serving import served
 
 import statekit as sk
@@ -24,15 +23,6 @@ from statekit.serve.rest import HEADER_TIMEOUT, MAX_BODY_DEPTH, Server, create_a
 
 SECRET = "s3cret-token-nobody-may-see"
 WAIT = 60.0  # seconds a wait on a condition may last at most (each ends long before)
-
-
-@pytest.fixture()
-def log(broker, topic_name):
-    """A hand-written changelog of 2 partitions at batch 0."""
-    written = HandLog(broker, f"{topic_name}-changelog", partitions=2)
-    written.ship()
-    yield written
-    written.close()
 
 
 def detail(response: httpx.Response, status: int) -> dict:
@@ -122,9 +112,9 @@ def test_a_client_of_no_instance_is_refused_up_front(urls):
 
 
 # --- 3. a forwarded error is the owner's own ----------------------------------------------
-def test_a_bad_by_on_an_instance_holding_nothing_says_what_the_owner_says(log, broker,
+def test_a_bad_by_on_an_instance_holding_nothing_says_what_the_owner_says(hand_log, broker,
                                                                           tmp_path):
-    with served(log, broker, tmp_path, ("i0", "i1", "i2")) as running:
+    with served(hand_log, broker, tmp_path, ("i0", "i1", "i2")) as running:
         (i0, url0), (i2, url2) = running["i0"], running["i2"]
         assert not i2.roles and i0.roles  # 2 partitions: i2 holds none, forwards it all
         ask = {"window_start": "2026-01-05T10:00Z", "k": 3, "by": "nope"}
@@ -147,8 +137,8 @@ def test_a_bad_by_on_an_instance_holding_nothing_says_what_the_owner_says(log, b
 
 
 # --- 4. a body nested too deep ------------------------------------------------------------
-def test_a_deeply_nested_assignment_body_is_named_with_what_is_accepted(log, broker, tmp_path):
-    with served(log, broker, tmp_path) as running:
+def test_a_deeply_nested_assignment_body_is_named_with_what_is_accepted(hand_log, broker, tmp_path):
+    with served(hand_log, broker, tmp_path) as running:
         instance, url = running["i0"]
         before = instance.assignment
         deep = '{"assignment": ' + "[" * 5000 + "]" * 5000 + ', "urls": {}}'
@@ -201,8 +191,8 @@ def _timed_out(answer: bytes, bound: str) -> None:
         f"accepted: a whole request head within {bound} of its first byte")}
 
 
-def test_three_hundred_half_sent_requests_are_answered_408_and_closed(log, broker, tmp_path):
-    with served(log, broker, tmp_path) as running:
+def test_three_hundred_half_sent_requests_are_answered_408_and_closed(hand_log, broker, tmp_path):
+    with served(hand_log, broker, tmp_path) as running:
         _, url = running["i0"]
         port = int(url.rsplit(":", 1)[1])
         half = [_half_sent(port) for _ in range(300)]
@@ -224,12 +214,12 @@ def test_three_hundred_half_sent_requests_are_answered_408_and_closed(log, broke
 
 
 def test_a_server_takes_its_own_header_timeout_and_refuses_one_that_is_no_positive_number(
-        log, broker, tmp_path):
+        hand_log, broker, tmp_path):
     for bound in (0, -1, "10", True):
         with pytest.raises(sk.BadArgument, match=rf"bad header_timeout: {bound!r}; accepted: a "
                                                  rf"number of seconds > 0"):
             Server(create_app, header_timeout=bound)
-    with served(log, broker, tmp_path) as running:
+    with served(hand_log, broker, tmp_path) as running:
         instance, _ = running["i0"]
         server = Server(create_app(instance), header_timeout=0.5).start()
         try:

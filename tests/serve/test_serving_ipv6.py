@@ -13,7 +13,6 @@ import socket
 
 import httpx
 import pytest
-from helpers.handlog import HandLog
 from helpers.serving import served
 
 import statekit as sk
@@ -40,15 +39,6 @@ def _why_no_ipv6_loopback() -> str | None:
 
 pytestmark = pytest.mark.skipif(_why_no_ipv6_loopback() is not None,
                                 reason=str(_why_no_ipv6_loopback()))
-
-
-@pytest.fixture()
-def log(broker, topic_name):
-    """A hand-written changelog of 2 partitions at batch 0."""
-    written = HandLog(broker, f"{topic_name}-changelog", partitions=2)
-    written.ship()
-    yield written
-    written.close()
 
 
 def test_ipv6_loopback_is_loopback_and_its_ports_are_picked_on_ipv6():
@@ -93,8 +83,8 @@ def test_a_cluster_on_ipv6_loopback_gets_bracketed_urls_and_no_token(broker, top
             sock.bind(("::1", port))
 
 
-def test_an_instance_served_on_ipv6_loopback_answers_there(log, broker, tmp_path):
-    with served(log, broker, tmp_path) as running:
+def test_an_instance_served_on_ipv6_loopback_answers_there(hand_log, broker, tmp_path):
+    with served(hand_log, broker, tmp_path) as running:
         instance, _ = running["i0"]
         port = free_port("::1")
         url = f"http://[::1]:{port}"
@@ -105,8 +95,8 @@ def test_an_instance_served_on_ipv6_loopback_answers_there(log, broker, tmp_path
             assert httpx.get(f"{url}/health").json() == {"status": "ok", "instance": "i0"}
             # statekit's own client over [::1]: a lookup of each partition's key
             with ServingClient({"i0": url}) as client:
-                for p in log.players:
-                    rows = client.get(log.key(p)).rows
+                for p in hand_log.players:
+                    rows = client.get(hand_log.key(p)).rows
                     assert [row["count"] for row in rows] == [1], rows
             # a plain socket of the IPv6 family reaches it
             with socket.create_connection(("::1", port), timeout=WAIT) as sock:

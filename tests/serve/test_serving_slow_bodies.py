@@ -18,7 +18,6 @@ import time
 
 import httpx
 import pytest
-from helpers.handlog import HandLog
 from helpers.serving import served
 
 import statekit as sk
@@ -31,20 +30,11 @@ SECRET = "s3cret-token-nobody-may-see"
 PART = b'{"assignment": '  # the first 15 bytes of an assignment's body
 
 
-@pytest.fixture()
-def log(broker, topic_name):
-    """A hand-written changelog of 2 partitions at batch 0."""
-    written = HandLog(broker, f"{topic_name}-changelog", partitions=2)
-    written.ship()
-    yield written
-    written.close()
-
-
 @contextlib.contextmanager
-def slow_served(log, broker, folder, make_app=create_app, **options):
+def slow_served(hand_log, broker, folder, make_app=create_app, **options):
     """An instance behind a server of ``make_app`` with ``body_timeout=BOUND``: (instance,
     server)."""
-    with served(log, broker, folder) as running:
+    with served(hand_log, broker, folder) as running:
         instance, _ = running["i0"]
         server = Server(make_app(instance), **{"body_timeout": BOUND, **options}).start()
         try:
@@ -117,8 +107,8 @@ def _assignment_body(instance, url: str) -> bytes:
 # --- 1. a half-sent body -------------------------------------------------------------------
 @pytest.mark.parametrize("make_app", [create_app, create_control_app], ids=["data", "control"])
 def test_a_half_sent_body_gets_408_naming_its_deadline_and_the_bytes_that_came(
-        log, broker, tmp_path, make_app):
-    with slow_served(log, broker, tmp_path, make_app) as (instance, server):
+        hand_log, broker, tmp_path, make_app):
+    with slow_served(hand_log, broker, tmp_path, make_app) as (instance, server):
         before = instance.assignment
         with _half_sent(server.port) as sock:
             _timed_out(_closed_after(sock), "15 of 1,000 bytes")
@@ -132,9 +122,9 @@ def test_a_half_sent_body_gets_408_naming_its_deadline_and_the_bytes_that_came(
 
 # --- 2. many at once -----------------------------------------------------------------------
 def test_two_hundred_half_sent_bodies_are_all_closed_while_whole_requests_are_answered(
-        log, broker, tmp_path):
+        hand_log, broker, tmp_path):
     bound = 3.0  # long enough for the whole requests below to come while they are open
-    with slow_served(log, broker, tmp_path, body_timeout=bound) as (instance, server):
+    with slow_served(hand_log, broker, tmp_path, body_timeout=bound) as (instance, server):
         half = [_half_sent(server.port, chunked=n % 2 == 1) for n in range(200)]
         try:
             # meanwhile: a lookup-free GET and a whole POST with a body, on other connections
@@ -161,9 +151,9 @@ def test_two_hundred_half_sent_bodies_are_all_closed_while_whole_requests_are_an
 
 
 # --- 3. whole bodies still work ------------------------------------------------------------
-def test_a_whole_body_is_taken_and_its_connection_kept_past_the_deadline(log, broker,
+def test_a_whole_body_is_taken_and_its_connection_kept_past_the_deadline(hand_log, broker,
                                                                          tmp_path):
-    with slow_served(log, broker, tmp_path) as (instance, server):
+    with slow_served(hand_log, broker, tmp_path) as (instance, server):
         body = _assignment_body(instance, server.url)
         answer = httpx.post(f"{server.url}/assignment", content=body,
                             headers={"content-type": "application/json"})
@@ -206,10 +196,10 @@ def _trickled_until_closed(sock: socket.socket) -> bytes:
     raise AssertionError(f"still open after {WAIT:g} s of a byte every 0.2 s; sent {got!r}")
 
 
-def test_a_body_still_trickling_after_its_request_was_answered_is_cut_off(log, broker,
+def test_a_body_still_trickling_after_its_request_was_answered_is_cut_off(hand_log, broker,
                                                                           tmp_path):
     security = ServingSecurity(token=SECRET)
-    with slow_served(log, broker, tmp_path, security=security) as (_, server), \
+    with slow_served(hand_log, broker, tmp_path, security=security) as (_, server), \
             _head(server.port, b"Content-Length: 1000") as sock:
         # refused for its token before its body was read (401, keep-alive), then a byte of
         # the body now and then: each one used to hold the connection open for good
