@@ -120,7 +120,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
     )
     from statekit.processor.query import ProcessorQuery, start_processor
     from statekit.query.restart_check import RestartCheck, check_restart
-    from statekit.query.stateful import StatefulQuery, start_query
+    from statekit.query.start import start_query
+    from statekit.query.stateful import StatefulQuery
     from statekit.restore.options import RestoreOptions
     from statekit.restore.preflight import RestorePreflight, restore_preflight
     from statekit.restore.rebuild import restore_stores

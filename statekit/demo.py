@@ -174,7 +174,7 @@ def main(args: Namespace) -> int:
     from statekit.kafka import EmbeddedBroker
     from statekit.kafka.dataset_replay import replay
     from statekit.model.query_options import RunOptions, SourceOptions
-    from statekit.query.stateful import start_query
+    from statekit.query.start import start_query
     from statekit.restore import RestoreOptions, restore_preflight, restore_stores
     from statekit.spark.session import spark_session
     from statekit.spark_state.changes import same_rows

@@ -38,7 +38,8 @@ from statekit.model.connection import Kafka, connect
 from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import QuerySpec
 from statekit.options import Options, route, settle
-from statekit.query.stateful import StatefulQuery, start_query
+from statekit.query.start import start_query
+from statekit.query.stateful import StatefulQuery
 from statekit.spark.session import state_store_log
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.restart import restart_summary, restart_timeline

@@ -113,7 +113,7 @@ def wait_for_line(proc: subprocess.Popen, text: str, timeout: float = 240.0) -> 
 
 
 def _run_query(config: Mapping) -> None:
-    from statekit.query.stateful import start_query
+    from statekit.query.start import start_query
     from statekit.spark.session import spark_session
 
     job = QueryJob.from_dict(config)

@@ -45,7 +45,7 @@ from statekit.inspect.diff_in_spark import side, spark_diff
 from statekit.inspect.diff_result import StateDiff  # noqa: F401 - what diff returns
 from statekit.inspect.part_names import find_part
 from statekit.inspect.part_views import StateView
-from statekit.model.query_handle import QueryHandle
+from statekit.model.query_handle import is_query_handle
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.state_reader import StateReader
 
@@ -112,7 +112,7 @@ def _reader_of(source: object, part: str | None, which: str) -> StateView | Stat
             raise BadArgument("part", part, f"None: {which} is already one part "
                                              f"({type(source).__name__})")
         return source
-    if isinstance(source, QueryHandle):  # start_query's, start_processor's, attach's
+    if is_query_handle(source):  # start_query's, start_processor's, attach's
         return source.state(part)
     from statekit.inspect.view import CheckpointView, open_checkpoint
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import time
 
 import pandas as pd
@@ -51,11 +52,11 @@ from statekit.live.locate import (
     require_state,
 )
 from statekit.live.own_names import names_choice, query_plan
-from statekit.live.reports import keeper_for, release
 from statekit.live.shipped_parts import SHIP_NICE, ShippedParts
 from statekit.live.shipping_claims import claim_shipping, unclaim_shipping
 from statekit.model.connection import Kafka
 from statekit.model.query_handle import choose_part, first_batch
+from statekit.spark.progress_listener import follow
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.progress import progress_frame
 from statekit.validate import (
@@ -94,7 +95,9 @@ class AttachedQuery(ShippedParts):
         self._plan_names: dict[int, dict[str, PartNames]] | None = None
         self._checked = False
         self._detached = False
-        self._listener = keeper_for(spark, self)
+        self._reports: dict[int, dict] = {}  # Spark's progress reports, by batch
+        self._reports_lock = threading.Lock()
+        self._following = follow(spark, self.id, self._hear)
 
     # --- what it is --------------------------------------------------------------------
     @property
@@ -232,14 +235,22 @@ class AttachedQuery(ShippedParts):
                                self.checkpoint.shuffle_partitions())
 
     # --- progress ------------------------------------------------------------------------
+    def _hear(self, progress) -> None:
+        """One report from the session's listener (on Spark's listener thread)."""
+        data = json.loads(progress.json)
+        with self._reports_lock:
+            self._reports[int(data["batchId"])] = data
+
     def _report_dicts(self) -> dict[int, dict]:
-        kept = self._listener.reports(self.id)
+        """Every report heard, with what ``recentProgress`` still holds (a report Spark
+        gave before this handle followed the query, or one a Connect listener missed)."""
         with contextlib.suppress(Exception):  # a stopped Connect query may no longer answer
             for report in self.query.recentProgress:
                 data = json.loads(report.json) if hasattr(report, "json") else dict(report)
-                kept.setdefault(int(data["batchId"]), data)
-                self._listener.add(self.id, data)
-        return kept
+                with self._reports_lock:
+                    self._reports.setdefault(int(data["batchId"]), data)
+        with self._reports_lock:
+            return dict(self._reports)
 
     def _reports_in_order(self) -> list[dict]:
         """Every report kept, by batch (Spark's ``recentProgress`` read once)."""
@@ -339,7 +350,7 @@ class AttachedQuery(ShippedParts):
         changelogs; the query itself keeps running. Idempotent; a ``with`` block calls it."""
         if not self._detached:
             self._detached = True
-            release(self.spark, self)
+            self._following.stop()
             unclaim_shipping(self)
             writers, self.changelogs = self.changelogs, {}
             errors = []

@@ -117,8 +117,15 @@ class ShippedParts:
         """Part → its changelog topic, for the parts shipped."""
         return {part: writer.topic for part, writer in self.changelogs.items()}
 
-    def _writer(self, part: str | None) -> ChangelogWriter:
+    def _shipped(self, part: str | None) -> tuple[str, ChangelogWriter]:
+        """The part's full name (found once) and the writer shipping it."""
         full = part_id(self._find(part))
+        return full, self._writer_of(full)
+
+    def _writer(self, part: str | None) -> ChangelogWriter:
+        return self._shipped(part)[1]
+
+    def _writer_of(self, full: str) -> ChangelogWriter:
         if full not in self.changelogs:
             shipped = ", ".join(self.changelogs) or "none: attach with kafka= to ship them"
             raise StatekitError(f"part {full!r} has no changelog here; parts shipped: {shipped}")
@@ -155,10 +162,14 @@ class ShippedParts:
         as timestamps, as in the part's snapshots; its ``last_batch`` is the last batch
         shipped (a batch that changed nothing in the part leaves no record). ``progress``:
         a bar while it reads (None: only for a long read)."""
+
+        part, writer = self._shipped(part)
+        return self._read_shipped(part, writer, from_batch, to_batch, progress)
+
+    def _read_shipped(self, part: str, writer: ChangelogWriter, from_batch: int | None,
+                      to_batch: int | None, progress: bool | None):
         from statekit.changelog.reader import read_changelog
 
-        part = part_id(self._find(part))
-        writer = self._writer(part)
         from_batch = optional_batch_id(from_batch, "from_batch")
         if from_batch is not None:
             from_batch, to_batch = batch_span(from_batch, to_batch)
@@ -202,8 +213,7 @@ class ShippedParts:
         """
         from statekit.inspect.lists import list_rows
 
-        part = part_id(self._find(part))
-        writer = self._writer(part)
+        part, writer = self._shipped(part)
         timeout = timeout_seconds(timeout)
         if batch is None and writer.shipped_batch < 0 and self.last_batch >= 0:
             try:
@@ -215,7 +225,7 @@ class ShippedParts:
                     f"batch: give it a longer timeout=, or call wait_shipped() first"
                 ) from None
         shape = writer.source.shape
-        table = self.read_changelog(part, to_batch=batch, progress=False).materialize()
+        table = self._read_shipped(part, writer, None, batch, False).materialize()
         if table.empty:  # a topic with no record yet knows none of the part's columns
             table = pd.DataFrame(columns=[*shape.key_columns, *shape.value_columns,
                                           "partition"])

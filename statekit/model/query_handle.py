@@ -14,7 +14,7 @@ one per state variable) a part; Kafka Streams' closest word is a state store.
 Example:
     >>> import statekit as sk
     >>> handle = sk.start_query("games", keys=["player"], kafka=broker)  # doctest: +SKIP
-    >>> isinstance(handle, QueryHandle)                                  # doctest: +SKIP
+    >>> is_query_handle(handle)                                          # doctest: +SKIP
     True
     >>> choose_part(None, ["aggregate"], "query 'board'")
     'aggregate'
@@ -109,6 +109,19 @@ class QueryHandle(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+def is_query_handle(value: object) -> bool:
+    """Whether ``value`` answers every verb of ``QueryHandle``, judged by its class: unlike
+    ``isinstance(value, QueryHandle)`` it evaluates no property (``is_active`` asks Spark,
+    ``last_batch`` reads the checkpoint).
+
+    Example:
+        >>> is_query_handle("a path"), is_query_handle(object())
+        (False, False)
+    """
+    kind = type(value)
+    return all(hasattr(kind, name) for name in _HANDLE_MEMBERS)
+
+
 def choose_part(part: str | None, parts: Sequence[str], what: str) -> str:
     """``part``, or the only part when ``part`` is None; a BadArgument naming ``what``'s
     parts when it has several (or none). A name is returned as given: each handle resolves
@@ -131,3 +144,8 @@ def first_batch(from_batch: int | None, to_batch: int | None, last_batch: int) -
     if from_batch is not None:
         return from_batch
     return last_batch if to_batch is None else to_batch
+
+
+#: the members every handle has (``QueryHandle``'s own, without ``object``'s)
+_HANDLE_MEMBERS = tuple(sorted(n for n in vars(QueryHandle)
+                               if not n.startswith("_") or n in ("__enter__", "__exit__")))

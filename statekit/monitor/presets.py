@@ -77,7 +77,7 @@ def compare_presets(spark: SparkSession, configs: Sequence[str] = CONFIGS, *, ba
     """
     from statekit.model.query_options import RunOptions
     from statekit.model.query_spec import QuerySpec, tumbling
-    from statekit.query.stateful import start_query
+    from statekit.query.start import start_query
 
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown or not configs:

@@ -145,7 +145,7 @@ def measure_record_cache(
     """
     from statekit.model.query_options import RunOptions, SourceOptions
     from statekit.options import route
-    from statekit.query.stateful import start_query
+    from statekit.query.start import start_query
 
     accepted = [f for f in SourceOptions.field_names()
                 if f not in ("kafka", "max_offsets_per_trigger")]

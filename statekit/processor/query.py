@@ -38,7 +38,8 @@ from statekit.options import route, settle
 from statekit.processor.layout import StoreLayout
 from statekit.processor.processor import Plan, Processor, ProcessorRunner, plan_of
 from statekit.query.failures import spark_message
-from statekit.query.running import RunningQuery, Started, new_run, start_recorded
+from statekit.query.run_start import Started, new_run, start_recorded
+from statekit.query.running import RunningQuery
 from statekit.query.source import source_events
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.state_reader import StateReader

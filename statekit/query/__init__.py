@@ -16,7 +16,7 @@ _NAMES = {
     "StatefulQuery": "statekit.query.stateful",
     "check_restart": "statekit.query.restart_check",
     "parse_events": "statekit.query.parsing",
-    "start_query": "statekit.query.stateful",
+    "start_query": "statekit.query.start",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

@@ -3,13 +3,11 @@
 ``RunningQuery`` is the base of ``StatefulQuery`` and ``ProcessorQuery``: it stops the
 query (``close()``), waits for batches or for the input to drain, turns Spark's failures
 into statekit's errors, and reads the progress reports statekit's listener keeps beside the
-checkpoint. ``new_run`` prepares a run's checkpoint, ``start_recorded`` starts a plan with
-its reports kept.
+checkpoint (``statekit.query.run_start`` starts a run and keeps them).
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import errno
 import json
@@ -20,20 +18,18 @@ import threading
 import time
 import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql import SparkSession
 
 from statekit.changelog.writer import ChangelogWriter
 from statekit.deprecation import deprecated
-from statekit.errors import BadArgument, BrokerUnreachable, DiskFull, StatekitError
-from statekit.model.query_options import RunOptions
+from statekit.errors import BrokerUnreachable, DiskFull, StatekitError
 from statekit.query.failures import BROKER_STALL, failure_text
+from statekit.query.run_start import Started
+from statekit.spark.progress_listener import unfollow
 from statekit.spark.stopping import stop_between_batches
-from statekit.spark.workers import require_statekit_in_workers
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.progress import (
     progress_frame,
@@ -43,66 +39,10 @@ from statekit.spark_state.state_reader import StateReader
 from statekit.validate import (
     batch_id,
     timeout_seconds,
-    writable_directory,
 )
 
 if TYPE_CHECKING:
     from statekit.inspect.describe import Description
-
-
-class _ProgressRecorder(StreamingQueryListener):
-    """Keeps every progress report of statekit queries beside their checkpoint."""
-
-    def __init__(self):
-        self.checkpoints: dict[str, Checkpoint] = {}
-
-    def onQueryStarted(self, event) -> None:
-        pass
-
-    def onQueryProgress(self, event) -> None:
-        checkpoint = self.checkpoints.get(str(event.progress.id))
-        if checkpoint is not None:
-            # a full or read-only disk loses the report; progress() recovers the batch
-            with contextlib.suppress(OSError):
-                checkpoint.write_progress(event.progress.batchId, event.progress.json)
-
-    def onQueryIdle(self, event) -> None:
-        pass
-
-    def onQueryTerminated(self, event) -> None:
-        pass
-
-
-_RECORDERS: dict[int, _ProgressRecorder] = {}
-
-
-def _recorder(spark: SparkSession) -> _ProgressRecorder:
-    key = id(spark)
-    if key not in _RECORDERS:
-        _RECORDERS[key] = _ProgressRecorder()
-        spark.streams.addListener(_RECORDERS[key])
-        # The JVM would go on calling a Python listener after Python has gone: unhook it.
-        atexit.register(_remove_listener, spark, _RECORDERS[key])
-    return _RECORDERS[key]
-
-
-def _remove_listener(spark: SparkSession, listener: StreamingQueryListener) -> None:
-    with contextlib.suppress(Exception):
-        for query in spark.streams.active:
-            query.stop()
-        spark.streams.removeListener(listener)
-
-
-@dataclass(frozen=True)
-class Started:
-    """What starting a query in Spark gave: the ``StreamingQuery``, its side stream of
-    malformed events (None: not parsed here), the first batch this run commits, and whether
-    it ends by itself once drained (the ``available-now`` trigger)."""
-
-    query: StreamingQuery
-    malformed_stream: DataFrame | None = None
-    first_batch: int = 0
-    available_now: bool = False
 
 
 class RunningQuery:
@@ -154,6 +94,7 @@ class RunningQuery:
         stop_between_batches(self.query)
         with contextlib.suppress(OSError, StatekitError):  # kept only for Connect's late events
             self.keep_reports()
+        unfollow(self.spark, str(self.query.id))
         if self.changelog is not None:
             try:
                 self.changelog.stop()
@@ -441,39 +382,6 @@ class RunningQuery:
 
         return CheckpointView(self.checkpoint, self.spark).describe(progress=self.progress(),
                                                                     **options)
-
-def new_run(spark: SparkSession, name: str,
-            checkpoint: str | os.PathLike | Checkpoint | None) -> Checkpoint:
-    """The checkpoint of a new run named ``name``, ready to write (a temporary folder when
-    None), once the session's Python workers import statekit (``WorkersLackStatekit``) and
-    no active query of ``spark`` holds that name: BadArgument naming it (Spark
-    refuses a second active query of one name), or naming the checkpoint when it is not a
-    folder Spark can make or write (``validate.writable_directory``)."""
-    require_statekit_in_workers(spark)
-    active = sorted(q.name for q in spark.streams.active if q.name)
-    if name in active:
-        raise BadArgument("query name", name,
-                          f"a name no active query of this Spark session has (active: "
-                          f"{', '.join(active)}); stop the running one first, or name this one "
-                          f"differently (name=)")
-    if checkpoint is None:
-        return Checkpoint(tempfile.mkdtemp(prefix=f"statekit-{name}-"))
-    checkpoint = Checkpoint(checkpoint)
-    writable_directory(str(checkpoint), "checkpoint")
-    return checkpoint
-
-
-def start_recorded(frame: DataFrame, spark: SparkSession, checkpoint: Checkpoint,
-                   run: RunOptions) -> StreamingQuery:
-    """Start ``frame`` into ``run.sink`` (named ``run.name``, in ``run.output_mode``, on
-    ``run.trigger``) with its progress reports kept beside ``checkpoint``."""
-    recorder = _recorder(spark)
-    query = (frame.writeStream.queryName(run.name).outputMode(run.output_mode)
-             .format(run.sink).option("checkpointLocation", str(checkpoint))
-             .trigger(**run.trigger_kwargs()).start())
-    recorder.checkpoints[str(query.id)] = checkpoint
-    return query
-
 
 def _free_bytes(folder: str) -> int:
     """Bytes free on the device of ``folder`` (its nearest existing parent)."""

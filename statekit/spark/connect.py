@@ -14,7 +14,7 @@ What works through Connect (tested in ``tests/spark/test_spark_connect.py``): st
 source (a Python data source: registered from the client, run by the server's Python
 workers), ``start_query`` with its changelog writer, ``snapshot()``, ``changes()`` and
 ``metadata()`` (the State Data Source readers ``statestore`` and ``state-metadata`` are
-plain DataFrame reads), and the progress recorder (a streaming query listener, run on the
+plain DataFrame reads), and the progress listener (``progress_listener``, run on the
 client since Spark 4). What does not, and why, is in ``NOT_ON_CONNECT``; statekit raises
 ``NotOnConnect`` naming the call there (see ``require_classic``).
 

@@ -51,7 +51,7 @@ def snapshot_versions(checkpoint: Path) -> dict[int, list[int]]:
 def start_windowed_count(spark, source: Path, checkpoint: Path, name: str):
     """statekit's windowed count (2-minute windows per player) over the event files."""
     from statekit.model.query_spec import tumbling
-    from statekit.query.stateful import start_query
+    from statekit.query.start import start_query
 
     events = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
     return start_query(events, spark=spark, keys=["player"], window=tumbling("2 minutes"),

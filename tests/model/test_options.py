@@ -14,7 +14,7 @@ from statekit.kafka.dataset_replay import ReplayOptions, replay
 from statekit.model.connection import KafkaConnection, TopicRef
 from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.options import route, settle
-from statekit.query.stateful import SHORTCUTS, start_query
+from statekit.query.start import SHORTCUTS, start_query
 from statekit.restore.options import RestoreOptions
 from statekit.restore.rebuild import restore_stores
 from statekit.serve.auth import ServingSecurity

@@ -10,7 +10,13 @@ import pytest
 
 from statekit.errors import BadArgument
 from statekit.live.handle import AttachedQuery
-from statekit.model.query_handle import PartReader, QueryHandle, choose_part
+from statekit.model.query_handle import (
+    _HANDLE_MEMBERS,
+    PartReader,
+    QueryHandle,
+    choose_part,
+    is_query_handle,
+)
 from statekit.processor.query import ProcessorQuery
 from statekit.query.stateful import StatefulQuery
 
@@ -83,3 +89,23 @@ def test_a_part_reader_is_what_every_handles_state_returns():
         for verb in ("snapshot", "changes", "schema"):
             assert callable(getattr(reader, verb)), (reader, verb)
     assert {"snapshot", "changes", "schema"} <= set(vars(PartReader))
+
+
+def test_is_query_handle_judges_the_class_without_asking_spark():
+    """``isinstance(x, QueryHandle)`` evaluates every property (``is_active`` asks Spark,
+    ``last_batch`` reads files); ``is_query_handle`` only looks at the class."""
+    asked = []
+
+    class Handle:
+        def __getattr__(self, name):
+            raise AssertionError(name)
+
+    for name in _HANDLE_MEMBERS:
+        setattr(Handle, name, property(lambda self, n=name: asked.append(n)))
+    assert is_query_handle(Handle())
+    assert asked == []
+    for handle in HANDLES:
+        assert is_query_handle(object.__new__(handle))
+    partial = type("Partial", (), {n: None for n in _HANDLE_MEMBERS if n != "changes"})
+    assert not is_query_handle(partial())
+    assert not is_query_handle("ck/path") and not is_query_handle(None)

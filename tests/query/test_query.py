@@ -9,6 +9,7 @@ import statekit as sk
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC, game_events, parse_game_events
 from statekit.kafka.dataset_replay import replay
 from statekit.reference.aggregates import windowed_reference
+from statekit.spark.progress_listener import followed
 
 AGGREGATES = ["count", "sum(score)", "max(score)", "avg(score)"]
 BATCH = 500  # records per micro-batch: ~12 minutes of game time
@@ -170,6 +171,7 @@ def test_restart_mid_stream_gives_the_same_state(spark, broker, games_topic, dra
     first = run(spark, broker, games_topic, checkpoint, sk.tumbling("10 minutes"), "first-half")
     first.wait_for_batches(3)
     first.close()
+    assert str(first.query.id) not in followed(spark)  # its reports are kept no more
     stopped_at = first.last_batch
     assert 0 <= stopped_at < drained.last_batch
     second = run(spark, broker, games_topic, checkpoint, sk.tumbling("10 minutes"), "second-half")

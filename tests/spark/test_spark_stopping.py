@@ -13,7 +13,7 @@ from statekit.spark_state.checkpoint import Checkpoint
 def test_a_query_stopped_between_batches_committed_every_batch_it_planned(spark, tmp_path):
     from statekit.model.query_spec import tumbling
     from statekit.monitor.presets import rate_events
-    from statekit.query.stateful import start_query
+    from statekit.query.start import start_query
 
     query = start_query(rate_events(spark, 200, 50), spark=spark, keys=["player"],
                         window=tumbling("1 hour"), aggregates=["count"], watermark="1 day",
