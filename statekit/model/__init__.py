@@ -2,8 +2,9 @@
 
 What a query computes (``query_spec``: ``QuerySpec``, windows, aggregates) and where it
 reads and how it runs (``query_options``: ``SourceOptions``, ``RunOptions``), what a
-changelog's store holds (``store_schema``), the verbs every query handle answers
-(``query_handle``: ``QueryHandle``), the changelog record codec
+changelog's store holds (``store_schema``), a session store's entry key (``session_key``:
+``Session``, one type for the local stores and a processor's), the verbs every query
+handle answers (``query_handle``: ``QueryHandle``), the changelog record codec
 (``changelog_record``: key and value JSON, the batch headers) and where Kafka is
 (``connection``: ``KafkaConnection``, ``TopicRef``). Plain values, no I/O; these modules import only
 ``statekit.errors``, ``statekit.validate``, ``statekit.durations`` and each other, so any
@@ -29,6 +30,7 @@ _NAMES = {
     "PartReader": "statekit.model.query_handle",
     "QueryHandle": "statekit.model.query_handle",
     "PartShape": "statekit.model.store_schema",
+    "Session": "statekit.model.session_key",
     "StoreSchema": "statekit.model.store_schema",
     "WriterInfo": "statekit.model.store_schema",
     "KafkaConnection": "statekit.model.connection",

@@ -9,7 +9,9 @@ name (``snapshot(store)``, ``changes(store, from_batch)``).
 
 Modules: ``fields`` (store field types and checks), ``layout`` (store declarations and
 where each lies in Spark's state: the one place that says so), ``stores`` (the stores a
-processor uses inside Spark's Python worker, and what each method scans), ``processor``
+processor uses inside Spark's Python worker, and what each method scans; a session store's
+names and ``Session`` are the local stores'), ``map_store`` (the map state under each store:
+the call's cache, the checks, retention), ``processor``
 (``Processor``, ``schedule``, the runner Spark calls), ``query`` (``start_processor``,
 ``ProcessorQuery``), ``examples`` (sessions, deduplication with a TTL, a per-player rule);
 ``ProcessorError`` lives with every other error in ``statekit.errors``.
@@ -32,7 +34,7 @@ _NAMES = {
     "session_store": "statekit.processor.layout",
     "StoreSpec": "statekit.processor.layout",
     "StoreLayout": "statekit.processor.layout",
-    "Session": "statekit.processor.stores",
+    "Session": "statekit.model.session_key",
     "KeyValueStore": "statekit.processor.stores",
     "WindowStore": "statekit.processor.stores",
     "SessionStore": "statekit.processor.stores",

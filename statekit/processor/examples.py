@@ -28,9 +28,9 @@ from __future__ import annotations
 import pandas as pd
 
 from statekit.durations import to_millis
+from statekit.model.session_key import Session
 from statekit.processor.layout import key_value_store, session_store
 from statekit.processor.processor import Processor, schedule
-from statekit.processor.stores import Session
 from statekit.reference.sessions import session_reference
 
 GAME_COLUMNS = ["player", "game", "score", "ts"]

@@ -200,8 +200,9 @@ def window_store(name: str, *, value: str, retention: str, key: str | None = Non
 
 def session_store(name: str, *, value: str, retention: str, key: str | None = None,
                   ttl: str | None = None) -> StoreSpec:
-    """A session store: ``find_sessions(key, earliest_end, latest_start)``, ``put``,
-    ``remove``, ``fetch_session``.
+    """A session store: ``put(session, value)``, ``remove(session)``, ``fetch_session(key,
+    start, end)``, ``find_sessions(key, earliest_session_end, latest_session_start)``,
+    ``fetch(key)``, ``all()`` (the local session stores' names and signatures).
 
     A session is kept while ``session_end + retention`` is not behind the processor's
     clock, removed by a timer once it is; a ``put`` of a session already behind is

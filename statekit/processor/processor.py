@@ -64,7 +64,8 @@ from statekit.processor.fields import (
     struct,
 )
 from statekit.processor.layout import StoreLayout, StoreSpec
-from statekit.processor.stores import STORE_CLASSES, StoreContext, Stores
+from statekit.processor.map_store import StoreContext
+from statekit.processor.stores import STORE_CLASSES, Stores
 
 TIME_MODES = {"event": "EventTime", "processing": "ProcessingTime", None: "None"}
 _EVERY = "__statekit_every_ms__"

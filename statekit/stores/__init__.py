@@ -4,6 +4,9 @@ stores, in memory or in RocksDB, filled straight from a statekit changelog topic
 Interfaces (``base``) are apart from implementations (``memory``, ``rocksdb``);
 stores keep bytes in key order, and the bytes of window and session stores are
 the changelog's key and value bytes, so ``write_raw`` restores from a changelog.
+A session store's entries are keyed by ``Session(key, start, end)``, the same type and
+the same method names and signatures as a processor's session store (``statekit.processor``),
+as Kafka Streams has one ``SessionStore``.
 
 Example:
     >>> from statekit.stores import open_store
@@ -17,11 +20,13 @@ Example:
     0    p07 2026-01-05 10:00:00 2026-01-05 10:04:00      4
 """
 
+from statekit.deprecation import renamed
 from statekit.errors import StoreClosed, StoreCorrupt, StoreLocked, StoreMismatch
 from statekit.stores.base import (
     KINDS,
+    RENAMED,
     KeyValueStore,
-    SessionKey,
+    Session,
     SessionStore,
     StateStore,
     WindowedKey,
@@ -46,7 +51,7 @@ __all__ = [
     "RocksDBSessionStore",
     "RocksDBWindowStore",
     "Serde",
-    "SessionKey",
+    "Session",
     "SessionStore",
     "StateStore",
     "StoreClosed",
@@ -60,3 +65,4 @@ __all__ = [
     "WindowedKey",
     "open_store",
 ]
+__getattr__ = renamed(__name__, RENAMED)  # SessionKey: now Session

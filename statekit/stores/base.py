@@ -23,11 +23,16 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from statekit._lazy import pa, pd
+from statekit.deprecation import renamed
+from statekit.model.session_key import Session
 from statekit.stores.iterators import StoreIterator
 from statekit.stores.key_layout import KINDS
 
-__all__ = ["KINDS", "KeyValueStore", "SessionKey", "SessionStore", "StateStore", "WindowStore",
+__all__ = ["KINDS", "KeyValueStore", "Session", "SessionStore", "StateStore", "WindowStore",
            "WindowedKey"]
+#: Old names kept one release (a DeprecationWarning names the new one): old → (new, object).
+RENAMED = {"SessionKey": ("Session", Session)}
+__getattr__ = renamed(__name__, RENAMED)
 
 #: A raw changelog record: key bytes and value bytes, or None (a tombstone: delete).
 RawRecord = tuple[bytes, bytes | None]
@@ -38,14 +43,6 @@ class WindowedKey(NamedTuple):
 
     key: dict
     start: int
-
-
-class SessionKey(NamedTuple):
-    """A session store entry's key: the group keys, the session start and end (ms)."""
-
-    key: dict
-    start: int
-    end: int
 
 
 class StateStore(ABC):
@@ -196,31 +193,37 @@ class WindowStore(StateStore):
 
 
 class SessionStore(StateStore):
-    """Aggregates per key and session (Kafka Streams' ``SessionStore``)."""
+    """Aggregates per key and session, each under its ``Session(key, start, end)`` (the
+    group keys as a dict, times in epoch ms): Kafka Streams' ``SessionStore``, with the
+    same names and signatures as a processor's session store (``statekit.processor``)."""
 
     kind = "session"
 
     @abstractmethod
-    def put(self, key: object, session_start_ms: int, session_end_ms: int,
-            value: object | None) -> None:
-        """Set the aggregate of ``key``'s session [start, end] (None removes it)."""
+    def put(self, session: Session, value: object | None) -> None:
+        """Set ``session``'s aggregate (None removes it), as Kafka Streams' ``put(Windowed<K>,
+        AGG)``."""
+
+    @abstractmethod
+    def remove(self, session: Session) -> None:
+        """Remove ``session`` (nothing if the store has no such session)."""
+
+    @abstractmethod
+    def fetch_session(self, key: object, start: int, end: int) -> object | None:
+        """The aggregate of ``key``'s session [start, end] (None: no such session)."""
 
     @abstractmethod
     def find_sessions(self, key: object, earliest_session_end: int, latest_session_start: int,
-                      ) -> StoreIterator[tuple[SessionKey, object]]:
+                      ) -> StoreIterator[tuple[Session, object]]:
         """Sessions of ``key`` overlapping the range, as in Kafka Streams:
 
         end >= earliest_session_end and start <= latest_session_start, by start time.
         """
 
     @abstractmethod
-    def remove(self, key: object, session_start_ms: int, session_end_ms: int) -> None:
-        """Remove ``key``'s session [start, end] (nothing if the store has no such session)."""
-
-    @abstractmethod
-    def fetch(self, key: object) -> StoreIterator[tuple[SessionKey, object]]:
+    def fetch(self, key: object) -> StoreIterator[tuple[Session, object]]:
         """Every session of ``key``, by start time."""
 
     @abstractmethod
-    def all(self) -> StoreIterator[tuple[SessionKey, object]]:
+    def all(self) -> StoreIterator[tuple[Session, object]]:
         """Every session, key then start order."""

@@ -8,8 +8,8 @@ import pandas as pd
 
 from statekit.durations import to_millis
 from statekit.errors import BadArgument
+from statekit.model.session_key import Session
 from statekit.reference.sessions import session_reference
-from statekit.stores.base import SessionKey
 from statekit.workshop._frames import compare_rows
 from statekit.workshop.answers import count, instant, instants
 from statekit.workshop.choices import Choices
@@ -148,7 +148,7 @@ review("02.4", "Where does JFK's 10:00 window live?", NOTEBOOK, PLACEMENT)
 
 def _session_rows(found: object, keys: Sequence[str]) -> set[tuple] | None:
     """(keys…, window_start) of each session in an answer: a frame with those columns, or an
-    iterable of rows (dicts, or ``(SessionKey, value)`` pairs from ``find_sessions``)."""
+    iterable of rows (dicts, or ``(Session, value)`` pairs from ``find_sessions``)."""
     if isinstance(found, pd.DataFrame):
         if not {*keys, "window_start"} <= set(found.columns):
             return None
@@ -159,7 +159,7 @@ def _session_rows(found: object, keys: Sequence[str]) -> set[tuple] | None:
         return None
     out = set()
     for item in found:
-        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], SessionKey):
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], Session):
             key, start = item[0].key, pd.Timestamp(item[0].start, unit="ms")
         elif isinstance(item, Mapping) and "window_start" in item:
             key, start = item, instant(item["window_start"])
@@ -173,7 +173,7 @@ def _session_rows(found: object, keys: Sequence[str]) -> set[tuple] | None:
 def active_sessions(answer: object, *, events: pd.DataFrame, keys: Sequence[str], gap: str,
                     times: Sequence[object], event_time: str = "ts") -> list[Point]:
     """``answer``: a function of a time returning the sessions active then — a frame with the
-    key columns and ``window_start``, or ``find_sessions``' ``(SessionKey, value)`` pairs.
+    key columns and ``window_start``, or ``find_sessions``' ``(Session, value)`` pairs.
     Tried at each of ``times`` (all after the last watermark: the store still holds every
     session open then); compared with the sessions pandas finds that cover that time."""
     if not callable(answer):

@@ -39,7 +39,8 @@ from statekit.processor.examples import (
     rule_store_reference,
     sessions_reference,
 )
-from statekit.processor.stores import KeyValueStore, SessionStore, StoreContext, WindowStore
+from statekit.processor.map_store import StoreContext
+from statekit.processor.stores import KeyValueStore, SessionStore, WindowStore
 from statekit.spark_state.changes import apply_changes, same_rows
 
 BATCH = 800  # records per micro-batch: the 5,000 game events make 7 batches
@@ -231,10 +232,51 @@ def test_session_store_finds_the_sessions_an_event_touches():
     assert found == [(Session(None, t[0], t[1]), 2), (Session(None, t[2], t[3]), 5)]
     assert store.find_sessions(None, t[3] + pd.Timedelta("1min"), t[3]) == []
     assert store.fetch_session(None, t[2], t[3]) == 5
+    assert store.fetch_session(None, t[2], t[2]) is None
+    assert store.fetch(None) == found
     store.remove(Session(None, t[0], t[1]))
     assert [s for s, _ in store.all()] == [Session(None, t[2], t[3])]
-    with pytest.raises(ProcessorError, match="a session that ends at or after its start"):
-        store.put(Session(None, t[1], t[0]), 1)
+    store.put((None, t[0], t[1]), 3)  # a plain (key, start, end) tuple is a session too
+    assert store.fetch_session(None, t[0], t[1]) == 3
+
+
+def test_both_session_store_families_share_the_session_type_and_names():
+    """A processor's session store and a local one (statekit.stores): one Session type, the
+    same method names and parameters, as Kafka Streams has one SessionStore."""
+    import inspect
+
+    from statekit import stores
+
+    assert Session is stores.Session
+    for name in ("put", "remove", "fetch_session", "find_sessions", "fetch", "all"):
+        local = list(inspect.signature(getattr(stores.SessionStore, name)).parameters)
+        own = list(inspect.signature(getattr(SessionStore, name)).parameters)
+        assert own == local, name
+
+
+@pytest.mark.parametrize(("session", "message"), [
+    (Session(None, pd.Timestamp("2026-01-05 10:10"), pd.Timestamp("2026-01-05 10:00")),
+     r"session Session\(key=None, start=Timestamp\('2026-01-05 10:10:00'\), .* does not "
+     r"fit: a session that ends at or after its start"),
+    (pd.Timestamp("2026-01-05 10:00"), r"session Timestamp\('2026-01-05 10:00:00'\) does not "
+                                       r"fit: a Session\(key, start, end\)"),
+    ((None, pd.Timestamp("2026-01-05 10:00")), r"session \(None, Timestamp.*\) does not fit: "
+                                               r"a Session\(key, start, end\)"),
+    ((None, 1, 2, 3), r"session \(None, 1, 2, 3\) does not fit: a Session\(key, start, end\)"),
+    (Session("p1", pd.Timestamp("2026-01-05 10:00"), pd.Timestamp("2026-01-05 10:00")),
+     r"key 'p1' does not fit: this store has no key fields: pass None"),
+    (Session(None, 0, pd.Timestamp("2026-01-05 10:00")),
+     r"session start 0 does not fit: a timestamp"),
+])
+def test_a_bad_session_names_the_store_and_the_value(session, message):
+    store, state = store_of(SessionStore, session_store("sessions", value="events bigint",
+                                                        retention="30 minutes"), Clock(0))
+    for call in (lambda: store.put(session, 1), lambda: store.remove(session)):
+        with pytest.raises(ProcessorError,
+                           match=r"store 'sessions' \(session store\): " + message):
+            call()
+    store._flush()
+    assert state.data == {}
 
 
 def test_output_rows_are_checked_column_by_column():

@@ -20,7 +20,7 @@ from statekit.stores import (
     KeyValueStore,
     RocksDBKeyValueStore,
     RocksDBWindowStore,
-    SessionKey,
+    Session,
     SessionStore,
     StoreClosed,
     StoreCorrupt,
@@ -369,8 +369,8 @@ def test_window_bad_put(make):
 SESSION_SPEC = QuerySpec(keys=["player"], window=session("5 minutes"), aggregates=["count"])
 
 
-def session_store(make, **kwargs):
-    return make("session", key_columns=SESSION_SPEC.key_columns,
+def session_store(make, name="counts", **kwargs):
+    return make("session", name, key_columns=SESSION_SPEC.key_columns,
                 value_columns=SESSION_SPEC.value_columns, **kwargs)
 
 
@@ -381,8 +381,8 @@ def test_find_sessions_overlapping_as_in_kafka_streams(make):
     assert store.value_columns == ("window_end", "count")
     s = 1000
     for start, end in [(0, 10), (20, 30), (40, 50)]:
-        store.put({"player": "p07"}, start * s, end * s, {"count": start})
-        store.put({"player": "p0"}, start * s, end * s, {"count": -start})
+        store.put(Session({"player": "p07"}, start * s, end * s), {"count": start})
+        store.put(Session({"player": "p0"}, start * s, end * s), {"count": -start})
 
     def find(earliest_end, latest_start, player="p07"):
         with store.find_sessions({"player": player}, earliest_end * s, latest_start * s) as it:
@@ -396,28 +396,61 @@ def test_find_sessions_overlapping_as_in_kafka_streams(make):
     assert find(30, 20) == [(20, 30)]  # sessions spanning [20, 30]
     assert find(0, 100, "p09") == []
     with store.find_sessions({"player": "p07"}, 25 * s, 25 * s) as it:
-        assert list(it) == [(SessionKey({"player": "p07"}, 20 * s, 30 * s), {"count": 20})]
+        assert list(it) == [(Session({"player": "p07"}, 20 * s, 30 * s), {"count": 20})]
 
 
 def test_session_remove_fetch_and_all(make):
     store = session_store(make)
-    store.put({"player": "p08"}, 5000, 9000, {"count": 2})
-    store.put({"player": "p07"}, 0, 4000, {"count": 1})
-    store.put({"player": "p07"}, 10_000, 12_000, {"count": 3})
+    store.put(Session({"player": "p08"}, 5000, 9000), {"count": 2})
+    store.put(Session({"player": "p07"}, 0, 4000), {"count": 1})
+    store.put(({"player": "p07"}, 10_000, 12_000), {"count": 3})  # a plain tuple is a session
     with store.fetch({"player": "p07"}) as it:
         assert list(it) == [(({"player": "p07"}, 0, 4000), {"count": 1}),
                             (({"player": "p07"}, 10_000, 12_000), {"count": 3})]
-    store.remove({"player": "p07"}, 0, 3999)  # another session: nothing removed
-    store.remove({"player": "p07"}, 50_000, 60_000)
+    assert store.fetch_session({"player": "p07"}, 10_000, 12_000) == {"count": 3}
+    assert store.fetch_session({"player": "p07"}, 10_000, 12_001) is None  # another end
+    assert store.fetch_session({"player": "p09"}, 10_000, 12_000) is None
+    store.remove(Session({"player": "p07"}, 0, 3999))  # another session: nothing removed
+    store.remove(Session({"player": "p07"}, 50_000, 60_000))
     with store.all() as it:
         assert [(k.key["player"], k.start) for k, _ in it] == [
             ("p07", 0), ("p07", 10_000), ("p08", 5000)]
-    store.remove({"player": "p07"}, 0, 4000)
+    store.remove(Session({"player": "p07"}, 0, 4000))
     with store.fetch({"player": "p07"}) as it:
         assert [k.start for k, _ in it] == [10_000]
-    store.put({"player": "p08"}, 5000, 9000, None)
+    store.put(Session({"player": "p08"}, 5000, 8999), None)  # another session: kept
+    assert store.fetch_session({"player": "p08"}, 5000, 9000) == {"count": 2}
+    store.put(Session({"player": "p08"}, 5000, 9000), None)  # None removes, as remove()
     with store.fetch({"player": "p08"}) as it:
         assert list(it) == []
+
+
+def test_session_old_spellings_warn_and_do_the_same(make):
+    """put(key, start, end, value), remove(key, start, end) and the name SessionKey: kept one
+    release, each with a DeprecationWarning naming the new spelling."""
+    old, new = session_store(make, "old"), session_store(make, "new")
+    p07 = {"player": "p07"}
+    with pytest.warns(DeprecationWarning, match=r"put\(Session\(key, start, end\), value\)"):
+        old.put(p07, 0, 4000, {"count": 1})
+    with pytest.warns(DeprecationWarning):
+        old.put(p07, 10_000, 12_000, {"count": 3})
+    new.put(Session(p07, 0, 4000), {"count": 1})
+    new.put(Session(p07, 10_000, 12_000), {"count": 3})
+    assert old.to_pandas().equals(new.to_pandas())
+    with pytest.warns(DeprecationWarning, match=r"remove\(Session\(key, start, end\)\)"):
+        old.remove(p07, 0, 4000)
+    new.remove(Session(p07, 0, 4000))
+    assert old.to_pandas().equals(new.to_pandas()) and len(new.to_pandas()) == 1
+    with pytest.warns(DeprecationWarning, match="SessionKey .*use statekit.stores.Session"):
+        from statekit.stores import SessionKey
+    with pytest.warns(DeprecationWarning, match="use statekit.stores.base.Session"):
+        from statekit.stores.base import SessionKey as base_name
+    assert SessionKey is base_name is Session
+    with pytest.raises(BadArgument, match=r"bad put arguments: \(\{'player': 'p07'\}, 0, "
+                                          r"4000\).*put\(session, value\)"):
+        old.put(p07, 0, 4000)  # the old spelling without its value
+    with pytest.raises(BadArgument, match=r"bad remove arguments.*remove\(session\)"):
+        old.remove(p07, 0)
 
 
 def test_session_store_reads_changelog_records(make):
@@ -431,8 +464,9 @@ def test_session_store_reads_changelog_records(make):
     store.write_raw((encode_key(r, key_columns), encode_json(r, SESSION_SPEC.value_columns))
                     for r in rows)
     with store.find_sessions({"player": "p07"}, T0 + 4 * MIN, T0 + 4 * MIN) as it:
-        assert list(it) == [(SessionKey({"player": "p07"}, T0, T0 + 4 * MIN), {"count": 4})]
-    store.put({"player": "p07"}, T0, T0 + 6 * MIN, {"count": 5})  # same key bytes: replaces
+        assert list(it) == [(Session({"player": "p07"}, T0, T0 + 4 * MIN), {"count": 4})]
+    assert store.fetch_session({"player": "p07"}, T0 + 30 * MIN, T0 + 31 * MIN) == {"count": 1}
+    store.put(Session({"player": "p07"}, T0, T0 + 6 * MIN), {"count": 5})  # same key bytes
     frame = store.to_pandas()
     assert list(frame.columns) == ["player", "window_start", "window_end", "count"]
     assert frame["window_end"].tolist() == [start + pd.Timedelta("6min"),
@@ -442,16 +476,36 @@ def test_session_store_reads_changelog_records(make):
     assert len(store.to_pandas()) == 1
 
 
+@pytest.mark.parametrize(("session", "message"), [
+    (Session({"player": "p07"}, 5000, 1000),
+     r"bad session: Session\(key=\{'player': 'p07'\}, start=5000, end=1000\); accepted: a "
+     r"session that ends at or after its start"),
+    ({"player": "p07"}, r"bad session: \{'player': 'p07'\}; accepted: a Session\(key, start, "
+                        r"end\)"),
+    (({"player": "p07"}, 0), r"bad session: \(\{'player': 'p07'\}, 0\); accepted: a "
+                             r"Session\(key, start, end\)"),
+    (({"player": "p07"}, 0, 10, 20), r"bad session: .*, 0, 10, 20\); accepted: a Session"),
+    (Session({"player": "p07"}, -1, 10), r"bad session start: -1; accepted: milliseconds"),
+    (Session({"player": "p07"}, 0, "10"), r"bad session end: '10'; accepted: an integer"),
+])
+def test_session_bad_sessions_are_named(make, session, message):
+    store = session_store(make)
+    for use in (lambda: store.put(session, {"count": 1}), lambda: store.remove(session)):
+        with pytest.raises(BadArgument, match=message):
+            use()
+    assert store.approximate_num_entries() == 0
+
+
 def test_session_bad_arguments(make):
     store = session_store(make)
-    with pytest.raises(BadArgument, match="session_start_ms.*no later than"):
-        store.put({"player": "p07"}, 5000, 1000, {"count": 1})
+    with pytest.raises(BadArgument, match="bad session: .*ends at or after its start"):
+        store.fetch_session({"player": "p07"}, 5000, 1000)
     with pytest.raises(BadArgument, match="earliest_session_end"):
         store.find_sessions({"player": "p07"}, -1, 10)
     with pytest.raises(BadArgument, match="bad session value.*aggregate columns only"):
-        store.put({"player": "p07"}, 0, 10, {"count": 1, "window_end": 10})
+        store.put(Session({"player": "p07"}, 0, 10), {"count": 1, "window_end": 10})
     with pytest.raises(BadArgument, match="bad value.*columns count"):
-        store.put({"player": "p07"}, 0, 10, {"sum": 1})
+        store.put(Session({"player": "p07"}, 0, 10), {"sum": 1})
     with pytest.raises(BadArgument, match="session store key columns"):
         open_store("session", "s", 0, key_columns=["player", "window_start", "window_end"])
 
@@ -492,7 +546,7 @@ def test_open_iterators_are_counted_and_reported_on_close(make, kind):
         elif kind == "window":
             store.put({"player": "p"}, {"count": i}, i * MIN)
         else:
-            store.put({"player": "p"}, i * MIN, i * MIN + 10, {"count": i})
+            store.put(Session({"player": "p"}, i * MIN, i * MIN + 10), {"count": i})
     assert store.open_iterators == 0
     with store.all() as it:
         next(it)

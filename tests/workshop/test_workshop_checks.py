@@ -19,7 +19,7 @@ from test_workshop_basics import EVENTS, FakeQuery
 
 from statekit.model.query_spec import QuerySpec, session, tumbling
 from statekit.reference.sessions import session_reference
-from statekit.stores.base import SessionKey
+from statekit.stores import Session
 from statekit.workshop import check
 from statekit.workshop.monitoring import dashboard_frame
 from statekit.workshop.registry import EXERCISES, _load
@@ -292,11 +292,11 @@ def active_frame(when):
     return found[(found["window_start"] <= when) & (found["window_end"] > when)]
 
 
-def active_pairs(when):   # as find_sessions yields them: (SessionKey, value)
+def active_pairs(when):   # as find_sessions yields them: (Session, value)
     def ms(t):
         return int(pd.Timestamp(t).value // 1_000_000)
 
-    return [(SessionKey({"carrier": r.carrier}, ms(r.window_start), ms(r.window_end)),
+    return [(Session({"carrier": r.carrier}, ms(r.window_start), ms(r.window_end)),
              {"count": r.count}) for r in active_frame(when).itertuples()]
 
 
