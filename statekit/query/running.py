@@ -30,7 +30,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from statekit.changelog.writer import ChangelogWriter
 from statekit.deprecation import deprecated
 from statekit.errors import BadArgument, BrokerUnreachable, DiskFull, StatekitError
-from statekit.model.query_options import RunOptions
+from statekit.options.query import RunOptions
 from statekit.query.failures import BROKER_STALL, failure_text
 from statekit.spark.stopping import stop_between_batches
 from statekit.spark.workers import require_statekit_in_workers

@@ -32,9 +32,9 @@ from statekit.changelog.writer import ChangelogWriter
 from statekit.deprecation import deprecated
 from statekit.errors import BadArgument, StatekitError
 from statekit.model.query_handle import choose_part, first_batch
-from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import Aggregate, QuerySpec
-from statekit.options import route, settle
+from statekit.options.base import route, settle
+from statekit.options.query import RunOptions, SourceOptions
 from statekit.query.aggregation import aggregate
 from statekit.query.failures import failure_text
 from statekit.query.input_replay import (
