@@ -25,7 +25,7 @@ from statekit.validate import flag, non_negative_number, timeout_seconds, whole_
 
 @dataclass(frozen=True)
 class ReplayOptions(Options):
-    """How ``replay`` produces.
+    """How ``replay`` produces: the new topic's partitions, the pace, the producer's settings.
 
     Args:
         partitions: partition count of a topic ``replay`` creates (an existing topic keeps

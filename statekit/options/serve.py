@@ -35,10 +35,12 @@ from statekit.validate import flag, kafka_name
 
 @dataclass(frozen=True)
 class GlobalTable(Options):
-    """A topic every serving instance holds whole, in a global store
-    (``statekit.serve.global_store``): its ``name`` there, the ``topic``, the
-    ``key_columns`` its record keys write (in order), and ``plain_keys``: keys are plain
-    text, the value of the one key column (``p07``), not JSON objects.
+    """A topic every serving instance holds whole, in a global store: its name, topic and keys.
+
+    ``name``: the store's name on every instance (``statekit.serve.global_store``);
+    ``topic``: the topic it holds; ``key_columns``: the columns its record keys write, in
+    order; ``plain_keys``: keys are plain text, the value of the one key column (``p07``),
+    not JSON objects.
 
     Example:
         >>> GlobalTable("players", "player-profiles", "player", plain_keys=True).key_columns
