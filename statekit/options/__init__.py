@@ -1,17 +1,18 @@
-"""Every option class a user passes, in one place: how a query reads and runs, how a dataset
-is replayed, how a restore reads, how serving listens and is secured.
+"""Every option class a user passes, in one place: how a query reads and runs, how a dataset is
+replayed, how a restore reads, how serving listens and is secured.
 
 One module per family: ``query`` (``SourceOptions``, ``RunOptions``: ``start_query``,
 ``start_processor``), ``replay`` (``ReplayOptions``: ``replay``), ``restore``
 (``RestoreOptions``: ``restore_stores``), ``serve`` (``ServeOptions`` and the
 ``GlobalTable`` descriptions it carries: ``serve``, ``ServingCluster``) and ``security``
 (``ServingSecurity``: the serving token and TLS files); ``base`` is their machinery
-(``Options``: ``to_dict`` / ``from_dict``; ``route`` and ``settle``: keyword arguments
-sent to the object they belong to). Each is a frozen dataclass checked when built, so a
-bad value fails at once, named with what it accepts. Plain descriptions, no I/O: they
-import only the rules (``statekit.errors``, ``statekit.validate``, ...) and the Kafka
-connection (``statekit.model.connection``). The option classes are also at the top of
-the package (``statekit.RunOptions``); names resolve on first use.
+(``Options``: ``to_dict`` / ``from_dict``; ``route`` and ``settle``: keyword arguments sent
+to the object they belong to). Each is a frozen dataclass checked when built, so a bad value
+fails at once, named with what it accepts. Descriptions only (no I/O but
+``ServingSecurity``'s check of the files it names): they import only the rules
+(``statekit.errors``, ``statekit.validate``, ...) and the Kafka connection
+(``statekit.model.connection``). The option classes are also at the top of the package
+(``statekit.RunOptions``); names resolve on first use.
 
 Example:
     >>> from statekit.options import RestoreOptions, RunOptions
