@@ -171,8 +171,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     import statekit as sk
     from statekit.kafka import EmbeddedBroker
+    from statekit.options.restore import auto_consumers
     from statekit.restore import compacted_copy, restore_stores
-    from statekit.restore.options import auto_consumers
 
     spec = sk.QuerySpec(keys=["player"], window=sk.tumbling("59 minutes"),
                         aggregates=["count", "sum(score)", "max(score)"])

@@ -57,17 +57,17 @@ from statekit.errors import (
 _NAMES = {  # name → the subpackage that exports it (which knows its module)
     **dict.fromkeys(("EmbeddedBroker", "KafkaConnection", "TopicRef"), "statekit.kafka"),
     **dict.fromkeys(("Aggregate", "QuerySpec", "WindowSpec", "hopping", "session", "tumbling",
-                     "RunOptions", "SourceOptions", "QueryHandle"), "statekit.model"),
+                     "QueryHandle"), "statekit.model"),
+    **dict.fromkeys(("SourceOptions", "RunOptions", "ReplayOptions", "RestoreOptions",
+                     "ServeOptions", "GlobalTable", "ServingSecurity"), "statekit.options"),
     **dict.fromkeys(("StatefulQuery", "start_query", "check_restart", "RestartCheck"),
                     "statekit.query"),
     "spark_session": "statekit.spark.session",
     **dict.fromkeys(("Checkpoint", "StateReader", "apply_changes"), "statekit.spark_state"),
     "Changelog": "statekit.changelog",
-    **dict.fromkeys(("RestoreOptions", "RestorePreflight", "restore_preflight",
-                     "restore_stores"), "statekit.restore"),
-    "ServeOptions": "statekit.serve.options",
+    **dict.fromkeys(("RestorePreflight", "restore_preflight", "restore_stores"),
+                    "statekit.restore"),
     "ServingClient": "statekit.serve",
-    "ReplayOptions": "statekit.kafka",
     "StandbyReplica": "statekit.standby",
     **dict.fromkeys(("ProcessorQuery", "start_processor"), "statekit.processor"),
     **dict.fromkeys(("CheckpointView", "StateDiff", "diff", "open_checkpoint"),
@@ -75,8 +75,8 @@ _NAMES = {  # name → the subpackage that exports it (which knows its module)
     **dict.fromkeys(("AttachedQuery", "attach"), "statekit.live"),
 }
 SUBPACKAGES = ("changelog", "charts", "datasets", "inspect", "kafka", "live", "model",
-               "monitor", "processor", "query", "reference", "restore", "serve", "spark",
-               "spark_state", "standby", "stores", "widgets", "workshop")
+               "monitor", "options", "processor", "query", "reference", "restore", "serve",
+               "spark", "spark_state", "standby", "stores", "widgets", "workshop")
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerly
     from statekit import (
@@ -88,6 +88,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
         live,
         model,
         monitor,
+        options,
         processor,
         query,
         reference,
@@ -105,11 +106,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
     from statekit.inspect.state_diff import diff
     from statekit.inspect.view import CheckpointView, open_checkpoint
     from statekit.kafka.broker import EmbeddedBroker
-    from statekit.kafka.dataset_replay import ReplayOptions
     from statekit.live.handle import AttachedQuery, attach
     from statekit.model.connection import KafkaConnection, TopicRef
     from statekit.model.query_handle import QueryHandle
-    from statekit.model.query_options import RunOptions, SourceOptions
     from statekit.model.query_spec import (
         Aggregate,
         QuerySpec,
@@ -118,15 +117,18 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
         session,
         tumbling,
     )
+    from statekit.options.query import RunOptions, SourceOptions
+    from statekit.options.replay import ReplayOptions
+    from statekit.options.restore import RestoreOptions
+    from statekit.options.security import ServingSecurity
+    from statekit.options.serve import GlobalTable, ServeOptions
     from statekit.processor.query import ProcessorQuery, start_processor
     from statekit.query.restart_check import RestartCheck, check_restart
     from statekit.query.start import start_query
     from statekit.query.stateful import StatefulQuery
-    from statekit.restore.options import RestoreOptions
     from statekit.restore.preflight import RestorePreflight, restore_preflight
     from statekit.restore.rebuild import restore_stores
     from statekit.serve.client import ServingClient
-    from statekit.serve.options import ServeOptions
     from statekit.spark.session import spark_session
     from statekit.spark_state.changes import apply_changes
     from statekit.spark_state.checkpoint import Checkpoint
@@ -156,6 +158,7 @@ __all__ = [
     "DataLoss",
     "DiskFull",
     "EmbeddedBroker",
+    "GlobalTable",
     "HandoutFailed",
     "IncompatibleRestart",
     "InstanceDown",
@@ -181,6 +184,7 @@ __all__ = [
     "RunOptions",
     "ServeOptions",
     "ServingClient",
+    "ServingSecurity",
     "SourceOptions",
     "StandbyReplica",
     "StateDiff",
@@ -211,6 +215,7 @@ __all__ = [
     "model",
     "monitor",
     "open_checkpoint",
+    "options",
     "processor",
     "query",
     "reference",

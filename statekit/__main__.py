@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 def global_table(text: str):
     """``players=player-profiles:player:plain`` as a GlobalTable."""
     from statekit.errors import BadArgument
-    from statekit.serve.global_store import GlobalTable
+    from statekit.options.serve import GlobalTable
 
     name, _, rest = text.partition("=")
     parts = rest.split(":")
@@ -63,8 +63,8 @@ def run_serve(args: argparse.Namespace) -> int:
     """Serve until interrupted, printing the assignment and where each instance listens."""
     import time
 
+    from statekit.options.serve import ServeOptions
     from statekit.serve.cluster import serve
-    from statekit.serve.options import ServeOptions
 
     tables = [global_table(text) for text in args.globals]
     with serve(args.bootstrap_servers, args.topic, instances=args.instances,

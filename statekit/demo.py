@@ -51,9 +51,8 @@ def serve_leaderboard(servers: str, query, snapshot: pd.DataFrame, out: Path) ->
     returns where each partition lives."""
     from statekit.datasets import player_profiles
     from statekit.kafka.dataset_replay import replay
+    from statekit.options.serve import GlobalTable, ServeOptions
     from statekit.serve import serve
-    from statekit.serve.global_store import GlobalTable
-    from statekit.serve.options import ServeOptions
 
     replay(player_profiles(), servers, "player-profiles", partitions=2, progress=False,
            topic_config={"cleanup.policy": "compact"})
@@ -173,9 +172,10 @@ def main(args: Namespace) -> int:
     from statekit.inspect import diff, open_checkpoint
     from statekit.kafka import EmbeddedBroker
     from statekit.kafka.dataset_replay import replay
-    from statekit.model.query_options import RunOptions, SourceOptions
+    from statekit.options.query import RunOptions, SourceOptions
+    from statekit.options.restore import RestoreOptions
     from statekit.query.start import start_query
-    from statekit.restore import RestoreOptions, restore_preflight, restore_stores
+    from statekit.restore import restore_preflight, restore_stores
     from statekit.spark.session import spark_session
     from statekit.spark_state.changes import same_rows
 

@@ -6,6 +6,10 @@ SIGTERM the moment its parent dies, however it dies (``kill -9`` included,
 ``PR_SET_PDEATHSIG``), so a crashed notebook kernel or test run leaves no orphan
 behind. ``stop`` ends one politely, then firmly.
 
+``available_cpus`` tells how many CPUs this process may run on, and
+``processes_supported`` whether worker processes handed a socket (a large restore's)
+run here at all.
+
 ``process_table`` reads Linux's process table once (pid, parent, state, CPU seconds,
 command line of every process, from ``/proc/<pid>/stat`` and ``cmdline``); ``descendants``
 walks it from a root and ``is_alive`` tells a running process from an ended one (gone, or a
@@ -40,6 +44,27 @@ PR_SET_PDEATHSIG = 1
 PROC = Path("/proc")
 #: states of ``/proc/<pid>/stat`` of a process that has ended (zombie, dead)
 ENDED_STATES = frozenset("ZX")
+
+
+def processes_supported() -> bool:
+    """Whether worker processes handed a socket (a restore's) run here: on Linux and macOS
+    (``posix``), whose ``subprocess`` hands a worker its end of the socket pair
+    (``pass_fds``)."""
+    return os.name == "posix"
+
+
+def available_cpus() -> int:
+    """How many CPUs this process may run on (its affinity where the OS tells, else
+    ``os.cpu_count()``).
+
+    Example:
+        >>> available_cpus() >= 1
+        True
+    """
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not on Linux
+        return os.cpu_count() or 1
 
 
 def die_with_parent() -> None:  # pragma: no cover - runs in the child, before exec

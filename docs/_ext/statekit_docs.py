@@ -11,7 +11,8 @@ leaves no stale page behind:
   parameters and responses;
 - ``layers.md``: the layer table, from ``LAYERS`` and ``LAYER_NAMES`` in
   ``tests/project/test_layers.py`` (the rules the tests enforce);
-- ``public-api.md``: every name of ``statekit.__all__``, grouped, linked to its reference;
+- ``public-api.md``: every name of ``statekit.__all__``, grouped (the "Options" group: every
+  class of ``statekit.options``), linked to its reference;
 - ``notebooks.md``: each notebook's title and first markdown cell (read with nbformat, never
   executed), linked to its rendered handout when ``make html`` has written
   ``build/handouts/<name>.html`` (copied into the site under ``handouts/``).
@@ -89,7 +90,7 @@ def openapi_schemas() -> dict[str, dict]:
     from statekit.kafka.topics import create_topic
     from statekit.model.query_spec import QuerySpec, session, tumbling
     from statekit.model.store_schema import StoreSchema
-    from statekit.serve.global_store import GlobalTable
+    from statekit.options.serve import GlobalTable
     from statekit.serve.instance import ServingInstance
     from statekit.serve.rest import create_app
 
@@ -279,8 +280,8 @@ def public_group(name: str, obj: object) -> str:
         return "Subpackages"
     if inspect.isclass(obj) and issubclass(obj, BaseException):
         return "Errors" if issubclass(obj, StatekitError) else "Results and readers"
-    if name.endswith("Options"):
-        return "Options"
+    if getattr(obj, "__module__", "").startswith("statekit.options."):
+        return "Options"   # every option class, and the parts they carry, from one package
     if name.endswith("Query") or name == "QueryHandle":
         return "Handles"
     if name in ("QuerySpec", "Aggregate", "WindowSpec", "tumbling", "hopping", "session"):

@@ -34,7 +34,7 @@ from statekit.errors import BadArgument
 from statekit.model.changelog_record import decode_json
 from statekit.model.connection import Kafka, KafkaConnection, connect
 from statekit.model.query_spec import QuerySpec
-from statekit.restore.options import RestoreOptions
+from statekit.options.restore import RestoreOptions
 from statekit.restore.rebuild import restore_stores
 from statekit.restore.result import RestoreResult
 from statekit.spark_state.changes import same_rows

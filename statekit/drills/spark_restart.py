@@ -35,9 +35,9 @@ from statekit.drills.worker import query_config, start_worker, wait_for_line
 from statekit.durations import to_millis
 from statekit.errors import BadArgument, StatekitError
 from statekit.model.connection import Kafka, connect
-from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import QuerySpec
-from statekit.options import Options, route, settle
+from statekit.options.base import Options, route, settle
+from statekit.options.query import RunOptions, SourceOptions
 from statekit.query.start import start_query
 from statekit.query.stateful import StatefulQuery
 from statekit.spark.session import state_store_log
@@ -70,7 +70,9 @@ class DrillPlan(Options):
     """How a restart drill runs: ``batches`` of ``max_offsets_per_trigger`` records in the
     worker, Spark's snapshot cadence (a snapshot every ``min_deltas_for_snapshot`` versions,
     uploaded by maintenance every ``maintenance_interval``), ``settle_seconds`` before the
-    kill, ``timeout`` for each wait."""
+    kill, ``timeout`` for each wait. An internal job spec of the drill (its fields are
+    ``spark_restart_drill``'s keyword arguments), not a user option (those are all in
+    ``statekit.options``)."""
 
     batches: int = 6
     min_deltas_for_snapshot: int = 10

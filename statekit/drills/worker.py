@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 from statekit.errors import BadArgument
 from statekit.model.connection import Kafka, TopicRef
-from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import QuerySpec
-from statekit.options import Options, codec
+from statekit.options.base import Options, codec
+from statekit.options.query import RunOptions, SourceOptions
 from statekit.processes import spawn
 from statekit.validate import whole_number
 
@@ -39,7 +39,8 @@ MODES = ("run", "drain")
 class QueryJob(Options):
     """What a query worker runs: ``start_query(topic, spec, source_options=source,
     run=run)`` in a session of ``shuffle_partitions`` (Spark ``conf`` added), until killed
-    (``mode="run"``) or until drained (``"drain"``)."""
+    (``mode="run"``) or until drained (``"drain"``). An internal job spec (the JSON the
+    worker process receives), not a user option (those are all in ``statekit.options``)."""
 
     topic: str
     spec: QuerySpec = field(metadata=codec(QuerySpec.to_dict, QuerySpec.from_dict))
@@ -66,7 +67,9 @@ class QueryJob(Options):
 
 @dataclass(frozen=True)
 class StoreJob(Options):
-    """What a store owner runs: restore the ``changelog`` into ``directory``, keep tailing."""
+    """What a store owner runs: restore the ``changelog`` into ``directory``, keep tailing.
+    An internal job spec (the JSON the worker process receives), not a user option (those
+    are all in ``statekit.options``)."""
 
     changelog: TopicRef = field(metadata=codec(TopicRef.to_dict, TopicRef.from_dict))
     directory: str

@@ -14,7 +14,6 @@ _NAMES = {
     "KafkaJarsMissing": "statekit.errors",
     "KafkaConnection": "statekit.model.connection",
     "TopicRef": "statekit.model.connection",
-    "ReplayOptions": "statekit.kafka.dataset_replay",
     "connect": "statekit.model.connection",
     "ReplayReport": "statekit.kafka.dataset_replay",
     "replay": "statekit.kafka.dataset_replay",

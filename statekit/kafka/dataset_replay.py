@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +25,9 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from statekit.errors import BadArgument, StatekitError
 from statekit.kafka.topics import check_reachable, create_topic, partition_count
 from statekit.model.connection import Kafka, connect
-from statekit.options import Options, route, settle
-from statekit.validate import kafka_name, non_negative_number, whole_number
+from statekit.options.base import route, settle
+from statekit.options.replay import ReplayOptions
+from statekit.validate import kafka_name
 
 #: A replayed topic keeps its records whatever their timestamps: Apache Kafka deletes a
 #: segment once its newest record's timestamp is ``retention.ms`` (7 days by default) old,
@@ -115,26 +115,6 @@ def _send(producer: Producer, topic: str, records: tuple[list, list, list], deli
     return producer.flush(flush_timeout), None
 
 
-@dataclass(frozen=True)
-class ReplayOptions(Options):
-    """How ``replay`` produces: the fields are ``replay``'s keyword arguments (see there)."""
-
-    partitions: int = 4
-    rate: float | None = None
-    create: bool = True
-    progress: bool = True
-    config: Mapping[str, str] | None = None
-    topic_config: Mapping[str, str] | None = None
-    flush_timeout: float = 120.0
-
-    def __post_init__(self):
-        whole_number(self.partitions, "number of partitions", minimum=1)
-        accepted = "None (as fast as possible) or a positive number of records per second"
-        if self.rate is not None and non_negative_number(self.rate, "replay rate",
-                                                         accepted=accepted) == 0:
-            raise BadArgument("replay rate", self.rate, accepted)
-
-
 #: ``replay``'s keyword shortcuts: each a field of its ``ReplayOptions``
 SHORTCUTS = dict.fromkeys(ReplayOptions.field_names(), "options")
 
@@ -143,10 +123,6 @@ def replay(dataset, kafka: Kafka, topic: str, *, options: ReplayOptions | None =
            **shortcuts: Any) -> ReplayReport:
     """Produce every record of ``dataset`` into ``topic`` and wait until all are delivered.
 
-    ``options`` (a ``ReplayOptions``) or its fields as keyword arguments (not both):
-    ``partitions``, ``rate``, ``create``, ``progress``, ``config``, ``topic_config``,
-    ``flush_timeout``, as below.
-
     Args:
         dataset: a :class:`statekit.datasets.Dataset` (or a DataFrame with ``key``,
             ``value`` and ``timestamp`` columns); a None key stays None, a None
@@ -154,20 +130,12 @@ def replay(dataset, kafka: Kafka, topic: str, *, options: ReplayOptions | None =
         kafka: the cluster (a ``KafkaConnection``, ``"host:port"`` or an ``EmbeddedBroker``).
         topic: the topic to write; created with ``partitions`` when missing and
             ``create`` is true (an existing topic keeps its partition count).
-        partitions: partition count of a topic this call creates.
-        rate: records per second to pace at; None for as fast as possible.
-        create: create the topic when missing; when False a missing topic raises
-            TopicNotFound.
-        progress: show a tqdm progress bar.
-        config: extra librdkafka producer settings (override statekit's and the connection's).
-        topic_config: configs of a topic this call creates (``{"cleanup.policy": "compact"}``
-            for a reference table), over ``KEEP_HISTORY`` (``retention.ms=-1``: the datasets'
-            events carry their own, past, times, which a broker's time retention, counted
-            from the record's timestamp, would delete at its next check).
-        flush_timeout: seconds to wait for outstanding delivery reports at the end.
+        options: how to produce (a ``ReplayOptions``: ``partitions``, ``rate``, ``create``,
+            ``progress``, ``config``, ``topic_config``, ``flush_timeout``, each documented
+            there); or its fields as keyword arguments, not both.
 
     Raises:
-        BadArgument: for a bad dataset, topic, partitions or rate.
+        BadArgument: for a bad dataset, topic or option (each named, with what it accepts).
         BrokerUnreachable: nobody answers at the cluster's address.
         StatekitError: some records were not delivered (how many, and the first error).
     """

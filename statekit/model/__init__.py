@@ -1,7 +1,6 @@
 """Descriptions every layer shares, and nothing else: the bottom of statekit's layers.
 
-What a query computes (``query_spec``: ``QuerySpec``, windows, aggregates) and where it
-reads and how it runs (``query_options``: ``SourceOptions``, ``RunOptions``), what a
+What a query computes (``query_spec``: ``QuerySpec``, windows, aggregates), what a
 changelog's store holds (``store_schema``), a session store's entry key (``session_key``:
 ``Session``, one type for the local stores and a processor's), the verbs every query
 handle answers (``query_handle``: ``QueryHandle``), the changelog record codec
@@ -25,8 +24,6 @@ _NAMES = {
     "hopping": "statekit.model.query_spec",
     "session": "statekit.model.query_spec",
     "tumbling": "statekit.model.query_spec",
-    "RunOptions": "statekit.model.query_options",
-    "SourceOptions": "statekit.model.query_options",
     "PartReader": "statekit.model.query_handle",
     "QueryHandle": "statekit.model.query_handle",
     "PartShape": "statekit.model.store_schema",

@@ -75,8 +75,8 @@ def compare_presets(spark: SparkSession, configs: Sequence[str] = CONFIGS, *, ba
     the highest ``memoryUsedBytes`` and pinned blocks; ``commit_ms``: median state commit
     time; ``checkpoint_bytes``: the bytes under the checkpoint's ``state/`` after the stop.
     """
-    from statekit.model.query_options import RunOptions
     from statekit.model.query_spec import QuerySpec, tumbling
+    from statekit.options.query import RunOptions
     from statekit.query.start import start_query
 
     unknown = [c for c in configs if c not in CONFIGS]

@@ -143,8 +143,8 @@ def measure_record_cache(
     (``event_schema``, ``required_fields``, ...; not ``max_offsets_per_trigger``, which is
     the batch size).
     """
-    from statekit.model.query_options import RunOptions, SourceOptions
-    from statekit.options import route
+    from statekit.options.base import route
+    from statekit.options.query import RunOptions, SourceOptions
     from statekit.query.start import start_query
 
     accepted = [f for f in SourceOptions.field_names()

@@ -32,9 +32,9 @@ from statekit.errors import BadArgument, ProcessorError, StatekitError
 from statekit.inspect.operators import Part
 from statekit.inspect.part_views import StateView
 from statekit.model.query_handle import choose_part, first_batch
-from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import DEFAULT_MAX_EVENT_TIME_AHEAD
-from statekit.options import route, settle
+from statekit.options.base import route, settle
+from statekit.options.query import RunOptions, SourceOptions
 from statekit.processor.layout import StoreLayout
 from statekit.processor.processor import Plan, Processor, ProcessorRunner, plan_of
 from statekit.query.failures import spark_message

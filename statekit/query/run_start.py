@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from statekit.errors import BadArgument
-from statekit.model.query_options import RunOptions
+from statekit.options.query import RunOptions
 from statekit.spark.progress_listener import follow
 from statekit.spark.workers import require_statekit_in_workers
 from statekit.spark_state.checkpoint import Checkpoint

@@ -17,7 +17,7 @@ from pyspark.sql.types import (
 
 from statekit.errors import BadArgument
 from statekit.model.connection import Kafka, connect
-from statekit.model.query_options import SourceOptions
+from statekit.options.query import SourceOptions
 from statekit.query.parsing import event_struct, parse_events
 from statekit.spark.connect import default_parallelism
 from statekit.validate import (

@@ -25,9 +25,9 @@ from pyspark.sql import DataFrame, SparkSession
 from statekit.changelog.naming import changelog_topic
 from statekit.changelog.writer import ChangelogWriter
 from statekit.errors import BadArgument, StatekitError
-from statekit.model.query_options import RunOptions, SourceOptions
 from statekit.model.query_spec import Aggregate, QuerySpec
-from statekit.options import route, settle
+from statekit.options.base import route, settle
+from statekit.options.query import RunOptions, SourceOptions
 from statekit.query.aggregation import aggregate
 from statekit.query.input_replay import FileInput, KafkaInput, record_start
 from statekit.query.restart_check import record_query, require_restartable, session_settings

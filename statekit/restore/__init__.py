@@ -11,7 +11,6 @@ from statekit._lazy import lazy_exports
 
 _NAMES = {
     "restore_stores": "statekit.restore.rebuild",
-    "RestoreOptions": "statekit.restore.options",
     "RestoreResult": "statekit.restore.result",
     "compacted_copy": "statekit.restore.compacted",
     "open_partition_store": "statekit.restore.partition",

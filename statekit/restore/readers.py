@@ -26,15 +26,10 @@ from dataclasses import dataclass, replace
 from tqdm.auto import tqdm
 
 from statekit.kafka.topics import consume_ranges, plain_consumer
+from statekit.processes import available_cpus
 from statekit.restore.listener import RestoreListener, RestoreProgress
 from statekit.restore.partition import PartitionRestore, open_partition_store
-from statekit.restore.worker import (
-    RestoreWorkers,
-    WorkerJob,
-    available_cpus,
-    partition_groups,
-    worker_count,
-)
+from statekit.restore.worker import RestoreWorkers, WorkerJob, partition_groups, worker_count
 from statekit.stores import StateStore
 
 #: at most this many partitions are read at once by ``consumers="per_partition"``

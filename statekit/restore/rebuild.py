@@ -9,7 +9,7 @@ offset to read in the store's checkpoint file — so a second restore replays
 only the tail, as Kafka Streams' ``.checkpoint`` file does.
 
 Its parts, a module each: the options and the choice of consumers
-(``statekit.restore.options``), one partition's restore and where it starts
+(``statekit.options.restore``), one partition's restore and where it starts
 (``statekit.restore.partition``), the three ways of reading (``statekit.restore.readers``),
 the result (``statekit.restore.result``). ``compacted_copy``
 (``statekit.restore.compacted``) writes what log compaction would keep into a topic of
@@ -36,14 +36,15 @@ from statekit.kafka.topics import end_offsets, plain_consumer
 from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec
 from statekit.model.store_schema import PartShape
-from statekit.options import route, settle
+from statekit.options.base import route, settle
+from statekit.options.restore import RestoreOptions, auto_consumers
+from statekit.processes import processes_supported
 from statekit.restore.listener import (
     Listeners,
     RecordingListener,
     RestoreListener,
     RestoreProgress,
 )
-from statekit.restore.options import SHORTCUTS, RestoreOptions, auto_consumers
 from statekit.restore.partition import PartitionRestore, open_partition_store, start_offset
 from statekit.restore.readers import (
     BarSettings,
@@ -52,9 +53,12 @@ from statekit.restore.readers import (
     restore_together,
 )
 from statekit.restore.result import REPORT_COLUMNS, RestoreResult
-from statekit.restore.worker import WorkerJob, processes_supported
+from statekit.restore.worker import WorkerJob
 from statekit.stores import StateStore
 from statekit.validate import writable_directory
+
+#: ``restore_stores``' keyword shortcuts: each a field of its ``RestoreOptions``
+SHORTCUTS = dict.fromkeys(RestoreOptions.field_names(), "options")
 
 
 def restore_stores(

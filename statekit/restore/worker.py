@@ -56,26 +56,6 @@ from statekit.restore.listener import RestoreListener
 STOP_GRACE_S = 10.0
 
 
-def processes_supported() -> bool:
-    """Whether restore worker processes run here: on Linux and macOS (``posix``), whose
-    ``subprocess`` hands a worker its end of the socket pair (``pass_fds``)."""
-    return os.name == "posix"
-
-
-def available_cpus() -> int:
-    """How many CPUs this process may run on (its affinity where the OS tells, else
-    ``os.cpu_count()``).
-
-    Example:
-        >>> available_cpus() >= 1
-        True
-    """
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:   # not on Linux
-        return os.cpu_count() or 1
-
-
 #: worker processes per available CPU at most: a worker per partition restored 3 partitions
 #: of 1M records on 2 CPUs in 3.3 s against 4.1 s for 2 workers (one holding two partitions
 #: behind one interpreter's lock), the OS sharing the CPUs out

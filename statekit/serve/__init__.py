@@ -19,7 +19,6 @@ _NAMES = {
     "ServingClient": "statekit.serve.client",
     "KeyMetadata": "statekit.serve.client",
     "InstanceDown": "statekit.errors",
-    "ServingSecurity": "statekit.serve.auth",
     "TokenRefused": "statekit.errors",
     "ServingInstance": "statekit.serve.instance",
     "PartitionNotHeld": "statekit.errors",

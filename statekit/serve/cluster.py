@@ -47,19 +47,22 @@ import pandas as pd
 
 from statekit.errors import InstanceDown, StatekitError
 from statekit.model.connection import Kafka, TopicRef, connect
-from statekit.options import route
-from statekit.options import settle as settle_options
+from statekit.options.base import route
+from statekit.options.base import settle as settle_options
+from statekit.options.serve import ServeOptions
 from statekit.ports import free_port
 from statekit.processes import stop as stop_process
 from statekit.serve.auth import announce, settle
 from statekit.serve.client import ServingClient
 from statekit.serve.instance import wait_for_schema
-from statekit.serve.options import SHORTCUTS, ServeOptions
 from statekit.serve.process import instance_config, start_instance
 from statekit.serve.rest import check_host
 from statekit.serve.routing.assignment import Assignment, assign, check_standbys
 from statekit.serve.transport import HttpError, HttpPool
 from statekit.validate import whole_number
+
+#: ``serve``'s and ``ServingCluster``'s keyword shortcuts: each a field of ``ServeOptions``
+SHORTCUTS = dict.fromkeys(ServeOptions.field_names(), "options")
 
 
 def _port(url: str) -> int:

@@ -32,7 +32,6 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -43,32 +42,10 @@ from statekit.kafka.background import BackgroundLoop, consume_records
 from statekit.kafka.topics import end_offsets, partition_count, plain_consumer
 from statekit.model.changelog_record import encode_json
 from statekit.model.connection import Kafka, connect
+from statekit.options.serve import GlobalTable
 from statekit.restore.tail import RESTORING, RUNNING
 from statekit.stores import StateStore, open_store
 from statekit.validate import kafka_name
-
-
-@dataclass(frozen=True)
-class GlobalTable:
-    """Which topic a global store holds, under which name, and how its keys read."""
-
-    name: str
-    topic: str
-    key_columns: tuple[str, ...]
-    plain_keys: bool = False
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "topic": self.topic, "key_columns": list(self.key_columns),
-                "plain_keys": self.plain_keys}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> GlobalTable:
-        return cls(data["name"], data["topic"], tuple(data["key_columns"]),
-                   bool(data.get("plain_keys", False)))
-
-    def open(self, kafka: Kafka, directory: str | os.PathLike | None) -> GlobalStore:
-        return GlobalStore(kafka, self.topic, directory, key_columns=self.key_columns,
-                           plain_keys=self.plain_keys, name=self.name)
 
 
 class GlobalStore(BackgroundLoop):
@@ -108,6 +85,13 @@ class GlobalStore(BackgroundLoop):
         self._restore_to = {p: end for p, (_, end) in ends.items()}
         self._start = dict(self._next)
         self._lock = threading.Lock()
+
+    @classmethod
+    def for_table(cls, table: GlobalTable, kafka: Kafka,
+                  directory: str | os.PathLike | None) -> GlobalStore:
+        """The global store ``table`` describes (not started), under ``directory``."""
+        return cls(kafka, table.topic, directory, key_columns=table.key_columns,
+                   plain_keys=table.plain_keys, name=table.name)
 
     # --- state ------------------------------------------------------------------------------
     @property

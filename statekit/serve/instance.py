@@ -51,8 +51,9 @@ from statekit.errors import (
 from statekit.model.changelog_record import decode_json
 from statekit.model.connection import Kafka, connect
 from statekit.model.store_schema import StoreSchema
+from statekit.options.serve import GlobalTable
 from statekit.restore.tail import RUNNING, ChangelogTail, PartitionStatus
-from statekit.serve.global_store import GlobalStore, GlobalTable
+from statekit.serve.global_store import GlobalStore
 from statekit.serve.part_keys import key_codec
 from statekit.serve.results import PartitionAnswer, QueryResult, TableResult
 from statekit.serve.routing.assignment import Assignment, assign
@@ -120,7 +121,7 @@ class ServingInstance:
         self.set_assignment(self.assignment)
         #: global stores (every instance holds all of their topics), by name
         self.globals: dict[str, GlobalStore] = {
-            table.name: table.open(self.kafka, folder) for table in global_tables}
+            table.name: GlobalStore.for_table(table, self.kafka, folder) for table in global_tables}
 
     # --- assignment -----------------------------------------------------------------------
     def set_assignment(self, assignment: Assignment) -> dict[int, str]:

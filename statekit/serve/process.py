@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from statekit.model.connection import TopicRef
-from statekit.options import Options, codec
+from statekit.options.base import Options, codec
+from statekit.options.security import ServingSecurity
+from statekit.options.serve import ServeOptions
 from statekit.processes import spawn
-from statekit.serve.auth import ServingSecurity
-from statekit.serve.options import ServeOptions
 from statekit.serve.routing.assignment import Assignment
 
 
@@ -38,7 +38,9 @@ class InstanceJob(Options):
     """What one instance process serves: instance ``name`` of ``assignment``, over the
     ``changelog`` topic, its stores under ``directory``, REST on ``port`` (and its control
     listener on ``control_port``: ``rest.create_control_app``; None: none), the other
-    instances at ``urls``, listening and secured as ``options`` says."""
+    instances at ``urls``, listening and secured as ``options`` says. An internal job spec
+    (the JSON the process reads on standard input), not a user option (those are all in
+    ``statekit.options``; its ``options`` is one)."""
 
     name: str
     changelog: TopicRef = field(metadata=codec(TopicRef.to_dict, TopicRef.from_dict))

@@ -65,7 +65,7 @@ from pyspark.sql import SparkSession
 
 from statekit.cache import cache_dir
 from statekit.errors import BadArgument
-from statekit.options import Options, route, settle
+from statekit.options.base import Options, route, settle
 from statekit.validate import flag, whole_number
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -166,6 +166,9 @@ def log_failure(what: str, exc: BaseException) -> None:
 class DriverStart(Options):
     """How ``spark_session`` starts a driver JVM, when it starts one (no JVM in this process
     yet, a classic session); its fields can be given to ``spark_session`` as keywords.
+
+    An internal spec of the driver's start, not a user option (those are all in
+    ``statekit.options``): it uses the options' machinery for its checks and JSON form.
 
     Attributes:
         cached_worker_imports: when PySpark is pip-installed (no ``SPARK_HOME`` set), let

@@ -35,7 +35,7 @@ from statekit.kafka.background import BackgroundLoop, consume_records
 from statekit.kafka.topics import end_offsets, plain_consumer
 from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec
-from statekit.restore.options import RestoreOptions
+from statekit.options.restore import RestoreOptions
 from statekit.restore.rebuild import restore_stores
 from statekit.restore.result import RestoreResult
 from statekit.stores import StateStore

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from statekit.errors import BadArgument
-from statekit.options import route, settle
+from statekit.options.base import route, settle
 from statekit.stores.base import StateStore
 from statekit.stores.key_layout import KINDS
 from statekit.stores.memory import InMemoryKeyValueStore, InMemorySessionStore, InMemoryWindowStore

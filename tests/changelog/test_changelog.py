@@ -32,7 +32,7 @@ from statekit.kafka.topics import (
     plain_consumer,
 )
 from statekit.model import changelog_record as codec
-from statekit.model.query_options import RunOptions, SourceOptions
+from statekit.options.query import RunOptions, SourceOptions
 from statekit.spark_state.state_reader import StateReader
 
 

@@ -6,9 +6,10 @@ Layers, lowest first (a module may import its own layer and lower ones, never hi
 
 0. rules, files and processes: ``errors``, ``validate``, ``deprecation``, ``atomic``,
    ``durations``, ``_lazy``,
-   ``processes``, ``ports``, ``cache``, ``java``; typed options' machinery: ``options``
-1. descriptions: ``model`` (the query and store descriptions and options, the changelog
-   record codec, the Kafka connection)
+   ``processes``, ``ports``, ``cache``, ``java``
+1. descriptions: ``model`` (the query and store descriptions, the changelog record codec,
+   the Kafka connection), ``options`` (every option class a user passes, and their
+   machinery; they need the Kafka connection)
 2. sources and engines: ``kafka``, ``spark``, ``datasets``
 3. reading state: Spark's state of a statekit query (``spark_state``), any checkpoint
    (``inspect``), the same results in pandas (``reference``)
@@ -45,8 +46,8 @@ LAYERS = [
     ("statekit.errors", 0), ("statekit.validate", 0), ("statekit.atomic", 0),
     ("statekit.durations", 0), ("statekit._lazy", 0), ("statekit.processes", 0),
     ("statekit.deprecation", 0),
-    ("statekit.ports", 0), ("statekit.cache", 0), ("statekit.java", 0), ("statekit.options", 0),
-    ("statekit.model", 1),
+    ("statekit.ports", 0), ("statekit.cache", 0), ("statekit.java", 0),
+    ("statekit.model", 1), ("statekit.options", 1),
     ("statekit.kafka", 2), ("statekit.spark", 2), ("statekit.datasets", 2),
     ("statekit.spark_state", 3), ("statekit.inspect", 3), ("statekit.reference", 3),
     ("statekit.changelog", 4),
@@ -87,7 +88,7 @@ NO_PYSPARK_AT_IMPORT = ("statekit.stores", "statekit.model", "statekit.changelog
                         "statekit.spark_state.checkpoint", "statekit.spark_state.changes",
                         "statekit.model.query_spec", "statekit.validate", "statekit.atomic",
                         "statekit.kafka", "statekit.datasets", "statekit.restore.rebuild",
-                        "statekit.restore.options", "statekit.restore.partition",
+                        "statekit.options", "statekit.restore.partition",
                         "statekit.restore.readers", "statekit.restore.result",
                         "statekit.restore.compacted",
                         "statekit.standby.replica", "statekit.drills.worker",

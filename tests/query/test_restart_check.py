@@ -16,7 +16,7 @@ import pytest
 import statekit as sk
 from statekit.datasets import FLIGHT_EVENT_SCHEMA, flights
 from statekit.errors import BadArgument, CorruptFile, IncompatibleRestart
-from statekit.model.query_options import SourceOptions
+from statekit.options.query import SourceOptions
 from statekit.query.aggregation import aggregate
 from statekit.query.restart_check import (
     KEPT,

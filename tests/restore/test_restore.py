@@ -25,7 +25,7 @@ from statekit.changelog.reader import read_changelog
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC, game_events, parse_game_events
 from statekit.drills.worker import query_config, start_worker
 from statekit.kafka.topics import create_topic, delete_topic
-from statekit.model.query_options import RunOptions, SourceOptions
+from statekit.options.query import RunOptions, SourceOptions
 from statekit.processes import process_table
 from statekit.reference.aggregates import windowed_reference
 from statekit.restore import RestoreListener, compacted_copy, restore_stores
@@ -454,7 +454,8 @@ def test_a_listener_that_fails_stops_the_workers_at_their_next_chunk(larger, bro
 @pytest.mark.timeout(300)
 def test_auto_restores_in_processes_from_its_threshold(synthetic, broker, tmp_path,
                                                        monkeypatch):
-    from statekit.restore import options, readers
+    from statekit.options import restore as options
+    from statekit.restore import readers
 
     topic, expected = synthetic
     started = []

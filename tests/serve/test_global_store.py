@@ -14,7 +14,8 @@ import statekit as sk
 from statekit.datasets import player_profiles
 from statekit.kafka.dataset_replay import replay
 from statekit.model.changelog_record import changelog_key_columns
-from statekit.serve.global_store import GlobalStore, GlobalTable
+from statekit.options.serve import GlobalTable
+from statekit.serve.global_store import GlobalStore
 from statekit.serve.instance import ServingInstance
 
 KEYS = ["window_start", "window_end", "player"]

@@ -20,16 +20,10 @@ import pytest
 import trustme
 
 from statekit.errors import BadArgument, TokenRefused
+from statekit.options.security import MIN_TOKEN, ServingSecurity, new_token
 from statekit.ports import free_port
 from statekit.serve import serve
-from statekit.serve.auth import (
-    MIN_TOKEN,
-    ServingSecurity,
-    client_context,
-    new_token,
-    refusal,
-    settle,
-)
+from statekit.serve.auth import client_context, refusal, settle
 from statekit.serve.client import ServingClient
 from statekit.serve.instance import ServingInstance
 from statekit.serve.rest import Server, create_app

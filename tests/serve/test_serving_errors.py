@@ -15,10 +15,10 @@ import pytest
 from helpers.serving import served
 
 import statekit as sk
-from statekit.serve.auth import ServingSecurity
+from statekit.options.security import ServingSecurity
+from statekit.options.serve import ServeOptions
 from statekit.serve.client import ServingClient
 from statekit.serve.cluster import ServingCluster
-from statekit.serve.options import ServeOptions
 from statekit.serve.rest import HEADER_TIMEOUT, MAX_BODY_DEPTH, Server, create_app
 
 SECRET = "s3cret-token-nobody-may-see"

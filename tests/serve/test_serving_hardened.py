@@ -26,8 +26,8 @@ import statekit as sk
 from statekit.errors import PositionNotReached, ResultTooLarge
 from statekit.model.changelog_record import changelog_key_columns
 from statekit.model.query_spec import QuerySpec, hopping, tumbling
+from statekit.options.serve import GlobalTable
 from statekit.serve.client import ServingClient
-from statekit.serve.global_store import GlobalTable
 from statekit.serve.instance import ServingInstance
 from statekit.serve.rest import MAX_URL, Server, create_app, create_control_app
 from statekit.serve.routing.assignment import assign

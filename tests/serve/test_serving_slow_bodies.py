@@ -21,7 +21,7 @@ import pytest
 from helpers.serving import served
 
 import statekit as sk
-from statekit.serve.auth import ServingSecurity
+from statekit.options.security import ServingSecurity
 from statekit.serve.rest import MAX_BODY, Server, create_app, create_control_app
 
 WAIT = 60.0  # seconds a wait on a condition may last at most (each ends long before)

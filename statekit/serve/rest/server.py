@@ -20,8 +20,9 @@ import time
 from fastapi import FastAPI
 
 from statekit.errors import BadArgument
+from statekit.options.security import ServingSecurity
 from statekit.ports import check_bindable, free_port
-from statekit.serve.auth import ServingSecurity, announce, arm, is_loopback, settle
+from statekit.serve.auth import announce, arm, is_loopback, settle
 from statekit.serve.rest.limits import BODY_TIMEOUT, HEADER_TIMEOUT
 from statekit.serve.rest.protocol import SERVER_OPTIONS
 from statekit.validate import timeout_seconds

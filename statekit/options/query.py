@@ -28,7 +28,7 @@ from typing import Any
 from statekit.durations import spark_interval
 from statekit.errors import BadArgument
 from statekit.model.connection import KafkaConnection, connect
-from statekit.options import Options, codec
+from statekit.options.base import Options, codec
 from statekit.validate import flag, optional_whole_number
 
 SINKS = ("noop", "memory", "console")

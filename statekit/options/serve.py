@@ -1,10 +1,11 @@
-"""What every serving instance of a cluster shares: ``ServeOptions``.
+"""What every serving instance of a cluster shares: ``ServeOptions``, and the ``GlobalTable``
+descriptions it carries.
 
 Where the instances listen (``host``; beyond loopback only with ``allow_remote``), how
-they are secured (``ServingSecurity``: token, TLS files), and the global tables each holds
-whole. ``serve`` and ``ServingCluster`` take one (or its fields as keyword arguments,
-routed by ``SHORTCUTS``); each instance process receives it as JSON inside its
-``InstanceJob`` (``statekit.serve.process``).
+they are secured (``ServingSecurity``: token, TLS files; ``statekit.options.security``),
+and the global tables each holds whole. ``serve`` and ``ServingCluster``
+(``statekit.serve.cluster``) take one, or its fields as keyword arguments; each instance
+process receives it as JSON inside its ``InstanceJob`` (``statekit.serve.process``).
 
 Example:
     >>> options = ServeOptions(global_tables=[GlobalTable("players", "players", ("player",))])
@@ -14,6 +15,11 @@ Example:
     Traceback (most recent call last):
     ...
     statekit.errors.BadArgument: bad allow_remote: 'yes'; accepted: True or False
+    >>> GlobalTable("players", "player-profiles", ("team", "player"), plain_keys=True)
+    Traceback (most recent call last):
+    ...
+    statekit.errors.BadArgument: bad key_columns of plain keys: ('team', 'player'); \
+accepted: exactly one column
 """
 
 from __future__ import annotations
@@ -22,10 +28,44 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from statekit.errors import BadArgument
-from statekit.options import Options, codec
-from statekit.serve.auth import ServingSecurity, check_security
-from statekit.serve.global_store import GlobalTable
-from statekit.validate import flag
+from statekit.options.base import Options, codec
+from statekit.options.security import ServingSecurity, check_security
+from statekit.validate import flag, kafka_name
+
+
+@dataclass(frozen=True)
+class GlobalTable(Options):
+    """A topic every serving instance holds whole, in a global store: its name, topic and keys.
+
+    ``name``: the store's name on every instance (``statekit.serve.global_store``);
+    ``topic``: the topic it holds; ``key_columns``: the columns its record keys write, in
+    order; ``plain_keys``: keys are plain text, the value of the one key column (``p07``),
+    not JSON objects.
+
+    Example:
+        >>> GlobalTable("players", "player-profiles", "player", plain_keys=True).key_columns
+        ('player',)
+    """
+
+    name: str
+    topic: str
+    key_columns: tuple[str, ...]
+    plain_keys: bool = False
+
+    def __post_init__(self):
+        kafka_name(self.name, "global table name")
+        kafka_name(self.topic, "topic of a global table")
+        columns = self.key_columns
+        if isinstance(columns, str):
+            columns = (columns,)
+        if not isinstance(columns, Sequence) or not columns or not all(
+                isinstance(c, str) and c for c in columns):
+            raise BadArgument("key_columns", self.key_columns, "a list of column names")
+        object.__setattr__(self, "key_columns", tuple(columns))
+        object.__setattr__(self, "plain_keys", flag(self.plain_keys, "plain_keys"))
+        if self.plain_keys and len(self.key_columns) != 1:
+            raise BadArgument("key_columns of plain keys", self.key_columns,
+                              "exactly one column")
 
 
 def _tables_to_dicts(tables: Sequence[GlobalTable]) -> list[dict]:
@@ -64,7 +104,3 @@ class ServeOptions(Options):
     def __repr__(self) -> str:  # the security's own repr hides its token
         return (f"ServeOptions(host={self.host!r}, allow_remote={self.allow_remote}, "
                 f"security={self.security!r}, global_tables={list(self.global_tables)!r})")
-
-
-#: ``serve``'s and ``ServingCluster``'s keyword shortcuts: each a field of ``ServeOptions``
-SHORTCUTS = dict.fromkeys(ServeOptions.field_names(), "options")

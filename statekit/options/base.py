@@ -1,4 +1,6 @@
-"""Typed options: what travels together as one small frozen dataclass, not long argument lists.
+"""The typed options' machinery: what travels together is one small frozen dataclass.
+
+The option classes themselves are this package's other modules (``statekit.options``).
 
 A class of options is a frozen dataclass that mixes in ``Options``: ``to_dict()`` gives its
 JSON-ready form (what a worker process receives) and ``from_dict()`` reads it back, naming a

@@ -1,9 +1,10 @@
 """How a restore reads a changelog: which partitions, up to which batch, with which consumers.
 
 ``RestoreOptions`` is what ``restore_stores`` (``statekit.restore.rebuild``) takes, or
-its fields as keyword arguments (``SHORTCUTS``). ``consumers="auto"`` chooses the way
-that restores fastest for the records to read (``auto_consumers``): worker processes
-for large restores, a consumer per partition for middling ones, one consumer for small.
+its fields as keyword arguments (routed by that module's ``SHORTCUTS``).
+``consumers="auto"`` chooses the way that restores fastest for the records to read
+(``auto_consumers``): worker processes for large restores, a consumer per partition for
+middling ones, one consumer for small.
 
 Example:
     >>> RestoreOptions(partitions=[0, 1], to_batch=4).partitions
@@ -18,8 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from statekit.errors import BadArgument
-from statekit.options import Options
-from statekit.restore.worker import available_cpus, processes_supported
+from statekit.options.base import Options
+from statekit.processes import available_cpus, processes_supported
 from statekit.validate import optional_batch_id, whole_number
 
 #: how restore_stores reads the topic: partitions split among worker processes (one per
@@ -72,9 +73,6 @@ class RestoreOptions(Options):
         if self.consumers not in CONSUMERS:
             raise BadArgument("consumers", self.consumers, _CONSUMERS_ACCEPTED)
 
-
-#: ``restore_stores``' keyword shortcuts: each a field of its ``RestoreOptions``
-SHORTCUTS = dict.fromkeys(RestoreOptions.field_names(), "options")
 
 def auto_consumers(records: int, partitions: int, on_disk: bool = True,
                    cpus: int | None = None) -> str:

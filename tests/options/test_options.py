@@ -1,5 +1,6 @@
-"""Typed options: their checks and JSON form (no Spark), the old keywords routed to them and
-refused when unknown or given twice, and one query started both ways with the same result."""
+"""Typed options: one package holds them all, exported from the top; their checks and JSON
+form (no Spark), the old keywords routed to them and refused when unknown or given twice, and
+one query started both ways with the same result."""
 
 from __future__ import annotations
 
@@ -7,24 +8,46 @@ import pandas as pd
 import pytest
 
 import statekit as sk
+import statekit.options
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
 from statekit.drills.spark_restart import DrillPlan
 from statekit.drills.worker import QueryJob, StoreJob, query_config, store_config
-from statekit.kafka.dataset_replay import ReplayOptions, replay
+from statekit.kafka.dataset_replay import replay
 from statekit.model.connection import KafkaConnection, TopicRef
-from statekit.model.query_options import RunOptions, SourceOptions
-from statekit.options import route, settle
+from statekit.options.base import route, settle
+from statekit.options.query import RunOptions, SourceOptions
+from statekit.options.replay import ReplayOptions
+from statekit.options.restore import RestoreOptions
+from statekit.options.security import ServingSecurity
+from statekit.options.serve import GlobalTable, ServeOptions
 from statekit.query.start import SHORTCUTS, start_query
-from statekit.restore.options import RestoreOptions
 from statekit.restore.rebuild import restore_stores
-from statekit.serve.auth import ServingSecurity
-from statekit.serve.global_store import GlobalTable
-from statekit.serve.options import ServeOptions
 from statekit.serve.process import InstanceJob, instance_config
 from statekit.serve.routing.assignment import assign
 from statekit.stores import StoreColumns, open_store
 
 KAFKA = KafkaConnection("127.0.0.1:9092", {"security.protocol": "PLAINTEXT"})
+
+
+# --- one place ----------------------------------------------------------------------------
+OPTION_CLASSES = ("SourceOptions", "RunOptions", "ReplayOptions", "RestoreOptions",
+                  "ServeOptions", "GlobalTable", "ServingSecurity")
+
+
+@pytest.mark.parametrize("name", OPTION_CLASSES)
+def test_every_option_class_lives_in_the_options_package_and_at_the_top(name):
+    cls = getattr(statekit.options, name)
+    assert cls.__module__.startswith("statekit.options.")
+    assert getattr(sk, name) is cls and name in sk.__all__
+    assert name in statekit.options.__all__
+
+
+def test_global_tables_round_trip_and_normalise():
+    table = GlobalTable("players", "player-profiles", "player", plain_keys=True)
+    assert table.key_columns == ("player",)
+    assert table.to_dict() == {"name": "players", "topic": "player-profiles",
+                               "key_columns": ["player"], "plain_keys": True}
+    assert GlobalTable.from_dict(table.to_dict()) == table
 
 
 # --- the dataclasses: checked values, JSON form ----------------------------------------------
@@ -64,6 +87,16 @@ def test_run_options_round_trip_and_defaults():
     (lambda: RestoreOptions(chunk=0), "bad chunk: 0"),
     (lambda: DrillPlan(batches=-1), "bad batches: -1"),
     (lambda: ReplayOptions(rate=0), "bad replay rate: 0"),
+    (lambda: ReplayOptions(progress="no"), "bad progress: 'no'"),
+    (lambda: ReplayOptions(config=["acks=all"]), "bad config: \\['acks=all'\\]"),
+    (lambda: ReplayOptions(flush_timeout=0), "bad flush_timeout: 0"),
+    (lambda: GlobalTable("players", "bad topic!", ("player",)),
+     "bad topic of a global table: 'bad topic!'"),
+    (lambda: GlobalTable("players", "players", ()), "bad key_columns: \\(\\)"),
+    (lambda: GlobalTable("players", "players", ("a", "b"), plain_keys=True),
+     "bad key_columns of plain keys"),
+    (lambda: GlobalTable("players", "players", ("player",), plain_keys="yes"),
+     "bad plain_keys: 'yes'"),
     (lambda: ServeOptions(allow_remote="yes"), "bad allow_remote: 'yes'"),
     (lambda: ServeOptions(global_tables=GlobalTable("p", "p", ("k",))), "bad global_tables"),
     (lambda: StoreColumns(key_columns="player"), "bad key_columns: 'player'"),
