@@ -195,6 +195,45 @@ def _aws_profile(env: Mapping[str, str]) -> dict[str, str]:
     return found
 
 
+# --- a Spark session that reads s3a:// -----------------------------------------------------
+S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+
+
+def require_connector(spark: Any) -> None:
+    """S3AJarsMissing, saying how to start a session with it, unless ``spark``'s JVM can
+    load Hadoop's S3A connector (Spark Connect: the server's concern, not checked)."""
+    try:
+        jvm, hadoop = spark.sparkContext._jvm, spark.sparkContext._jsc.hadoopConfiguration()
+    except Exception:  # Spark Connect: no JVM here
+        return
+    try:
+        jvm.java.lang.Class.forName(S3A_CLASS, False, hadoop.getClassLoader())
+    except Exception:
+        from statekit.errors import S3AJarsMissing
+        from statekit.spark.s3a_jars import S3A_JARS
+
+        raise S3AJarsMissing(
+            f"this Spark session's JVM was started without Hadoop's S3A connector, which "
+            f"s3a:// locations need, and a running JVM cannot load it: start the session "
+            f"with statekit.spark_session(s3a=True) (after `{S3A_JARS.fetch_command}`), or "
+            f"give Spark the jars of {S3A_JARS.folder()} in spark.jars") from None
+
+
+def ready_for(spark: Any, path: ObjectPath) -> None:
+    """Make ``spark`` able to read ``path``: the connector checked (``require_connector``),
+    and the bucket's settings (``spark_settings``) put in the session's Hadoop conf as
+    ``fs.s3a.bucket.<bucket>.*`` where Spark's conf does not already have them."""
+    require_connector(spark)
+    try:
+        hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    except Exception:
+        return
+    for key, value in spark_settings(path.settings).items():
+        name = key[len("spark.hadoop.fs.s3a."):]
+        if not hadoop.get(f"fs.s3a.bucket.{path.bucket}.{name}"):
+            hadoop.set(f"fs.s3a.bucket.{path.bucket}.{name}", value)
+
+
 # --- locations ------------------------------------------------------------------------------
 def is_object_store(path: object) -> bool:
     """True for an ``s3a://`` location (text or ``ObjectPath``)."""
@@ -384,8 +423,13 @@ class ObjectPath:
         return f"{self.bucket}/{self.key}" if self.key else self.bucket
 
     def _info(self) -> Any:
-        with self._calling("read"):
-            return self.filesystem.get_file_info(self._arrow_path)
+        from pyarrow import fs
+
+        try:
+            with self._calling("read"):
+                return self.filesystem.get_file_info(self._arrow_path)
+        except FileNotFoundError:  # the bucket is not there
+            return fs.FileInfo(self._arrow_path, fs.FileType.NotFound)
 
     def bucket_exists(self) -> bool:
         from pyarrow import fs
