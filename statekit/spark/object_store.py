@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from statekit.errors import BadArgument, ObjectStoreError
+from statekit.errors import BadArgument, CheckpointError, ObjectStoreError
 
 SCHEME = "s3a://"
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -306,13 +306,13 @@ def entry_path(entry: Any) -> Path | ObjectPath:
     return entry.object_path if isinstance(entry, _ObjectEntry) else Path(entry.path)
 
 
-def missing_message(path: Path | ObjectPath, what: str = "checkpoint") -> str:
-    """Why ``path`` is not a folder, naming it: for ``s3a://``, a bucket that does not
-    exist is named as such."""
+def missing_error(path: Path | ObjectPath, what: str = "checkpoint") -> CheckpointError:
+    """The error of a ``path`` that is not a folder, naming it: for ``s3a://``, a bucket that
+    does not exist is an ObjectStoreError naming the bucket and the endpoint."""
     if isinstance(path, ObjectPath) and path.key and not path.bucket_exists():
-        return (f"{what} {str(path)!r}: bucket {path.bucket!r} does not exist"
-                f"{path.at_endpoint()}")
-    return f"{what} {str(path)!r} does not exist or is not a directory"
+        return ObjectStoreError(f"{what} {str(path)!r}: bucket {path.bucket!r} does not exist"
+                                f"{path.at_endpoint()}")
+    return CheckpointError(f"{what} {str(path)!r} does not exist or is not a directory")
 
 
 @dataclass(frozen=True)

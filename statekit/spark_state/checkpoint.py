@@ -54,7 +54,7 @@ from pathlib import Path
 
 from statekit.atomic import write_atomic
 from statekit.errors import BadArgument, BatchNotRetained, CheckpointError, CorruptFile
-from statekit.spark.object_store import ObjectPath, listdir, location, missing_message
+from statekit.spark.object_store import ObjectPath, listdir, location, missing_error
 from statekit.spark_state.checksums import checksum_problem, crc_file
 from statekit.validate import batch_id
 
@@ -195,7 +195,7 @@ class Checkpoint:
     def require_checkpoint(self) -> None:
         """CheckpointError naming the folder unless it is a Spark streaming checkpoint."""
         if not self.path.is_dir():
-            raise CheckpointError(missing_message(self.path))
+            raise missing_error(self.path)
         if not self.is_streaming_checkpoint():
             raise CheckpointError(
                 f"{str(self.path)!r} is not a Spark streaming checkpoint: it has neither a "
@@ -218,13 +218,26 @@ class Checkpoint:
     def exists(self) -> bool:
         return self.path.is_dir()
 
+    def require_local(self, capability: str) -> None:
+        """CheckpointError naming ``capability`` when the checkpoint is not a local (or
+        mounted) folder: statekit writes its own files (``_statekit/``: progress reports,
+        late counts, the query's spec) only there; an ``s3a://`` checkpoint is read-only to
+        statekit (``open_checkpoint``, ``describe``, snapshots, change feeds, ``attach``)."""
+        if isinstance(self.path, ObjectPath):
+            raise CheckpointError(
+                f"{capability} needs a local checkpoint folder (statekit writes its own files "
+                f"into {str(self.statekit_dir)!r}, and writes nothing to object storage): "
+                f"{str(self.path)!r} is an s3a:// location, which statekit only reads. Give "
+                f"a local folder, or mount the bucket (s3fs, mountpoint-s3) and give its "
+                f"mount point")
+
     def has_state(self) -> bool:
         return self.state_dir.is_dir()
 
     def require_state(self) -> None:
         """CheckpointError naming the folder when no stateful operator committed state yet."""
         if not self.path.is_dir():
-            raise CheckpointError(missing_message(self.path))
+            raise missing_error(self.path)
         if self.state_dir.exists() and not self.state_dir.is_dir():
             raise CheckpointError(f"the state folder {str(self.state_dir)!r} is a file, not a "
                                   f"folder: restore it from a copy of the checkpoint")
@@ -448,6 +461,7 @@ class Checkpoint:
 
     def write_late_count(self, batch: int, late_events: int, late_watermark_ms: int) -> None:
         """Keep the late events counted in ``batch`` (and the watermark they were judged by)."""
+        self.require_local("counting late events")
         write_atomic(self.late_dir / f"{batch:010d}.json", json.dumps(
             {"batch": batch, "late_events": late_events,
              "late_watermark_ms": late_watermark_ms}))
@@ -476,6 +490,7 @@ class Checkpoint:
 
     def write_progress(self, batch: int, report_json: str) -> None:
         """Keep one batch's progress report (Spark's JSON text), atomically."""
+        self.require_local("keeping progress reports")
         write_atomic(self.progress_path(batch), report_json)
 
     def progress_reports(self) -> list[dict]:

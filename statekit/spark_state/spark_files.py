@@ -43,7 +43,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from statekit.errors import CheckpointError, CheckpointNotShared
-from statekit.spark.object_store import as_path, entry_path, listdir, missing_message, scandir
+from statekit.spark.object_store import as_path, entry_path, listdir, missing_error, scandir
 from statekit.spark_state.checkpoint import DEFAULT_STORE, Checkpoint
 from statekit.validate import require_columns, whole_number
 
@@ -163,7 +163,7 @@ def state_files(checkpoint: str | os.PathLike, operator_id: int = 0,
     """
     root = Checkpoint(checkpoint).path
     if not root.is_dir():
-        raise CheckpointError(missing_message(root))
+        raise missing_error(root)
     state = root / "state"
     operator = state / str(operator_id)
     if not operator.is_dir():
