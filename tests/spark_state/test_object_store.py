@@ -3,20 +3,22 @@ S3-compatible server (moto's, in this process, on 127.0.0.1) equal the same chec
 from a local copy; and bad input (no credentials, a bucket that does not exist) named.
 
 One small plain PySpark query (a count per key over two JSON files, one a batch) writes its
-checkpoint to the server through Hadoop's S3A connector; every test reads that one
-checkpoint. The shared session carries the connector when ``make s3a-jars`` fetched it
-(``tests/conftest.py``); without it, or without moto, the Spark tests are skipped, named.
+checkpoint to the server through Hadoop's S3A connector, followed by ``statekit.attach``
+while it runs; every test reads that one checkpoint. The shared session carries the
+connector when ``make s3a-jars`` fetched it (``tests/conftest.py``); without it, or without
+moto, the Spark tests are skipped, named.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
-from helpers.plainrun import run_query
 
+import statekit as sk
 from statekit.errors import BadArgument, ObjectStoreError, S3AJarsMissing
 from statekit.inspect import open_checkpoint
 from statekit.ports import free_port
@@ -30,6 +32,7 @@ from statekit.spark.object_store import (
 from statekit.spark.s3a_jars import S3A_JARS
 
 BUCKET = "statekit-checkpoints"
+QUERY_TIMEOUT = 240
 KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_REGION": "us-east-1"}
 
@@ -118,7 +121,8 @@ def s3a_spark(spark):
 
 @pytest.fixture(scope="module")
 def checkpoints(s3a_spark, s3_server, tmp_path_factory):
-    """(the s3a:// checkpoint, a local copy of it) of one count per key over two files."""
+    """(the s3a:// checkpoint, a local copy of it, what ``attach`` read while the query ran)
+    of one count per key over two files, one a batch."""
     folder = tmp_path_factory.mktemp("s3a-input")
     for i in range(2):
         (folder / f"f{i}.json").write_text("\n".join(
@@ -127,19 +131,33 @@ def checkpoints(s3a_spark, s3_server, tmp_path_factory):
     ready_for(s3a_spark, remote)
     frame = (s3a_spark.readStream.schema("k string, v long").option("maxFilesPerTrigger", 1)
              .json(str(folder)).groupBy("k").count())
-    run_query(s3a_spark, frame, str(remote), mode="update")
+    query = (frame.writeStream.outputMode("update").format("noop")
+             .option("checkpointLocation", str(remote))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        with sk.attach(query) as live:   # the checkpoint found from the query itself
+            deadline = time.monotonic() + QUERY_TIMEOUT
+            while live.last_batch < 1:   # both files: batches 0 and 1
+                assert query.exception() is None, query.exception()
+                assert time.monotonic() < deadline, f"no 2 batches in {QUERY_TIMEOUT} s"
+                time.sleep(0.1)
+            attached = {"checkpoint": str(live.checkpoint), "last_batch": live.last_batch,
+                        "snapshot": live.snapshot(batch=1)}
+    finally:
+        query.stop()
+    assert query.exception() is None, query.exception()
     local = tmp_path_factory.mktemp("s3a-copy") / "checkpoint"
     from pyarrow import fs
 
     fs.copy_files(f"{BUCKET}/counts/checkpoint", str(local),
                   source_filesystem=remote.filesystem,
                   destination_filesystem=fs.LocalFileSystem())
-    return str(remote), local
+    return str(remote), local, attached
 
 
 # --- reading it -------------------------------------------------------------------------------
 def test_open_checkpoint_on_s3a_reads_what_a_local_copy_reads(checkpoints):
-    remote, local = checkpoints
+    remote, local, _ = checkpoints
     on_s3, copied = open_checkpoint(remote), open_checkpoint(local)
     assert on_s3.path == remote
     assert on_s3.query_id == copied.query_id
@@ -153,7 +171,7 @@ def test_open_checkpoint_on_s3a_reads_what_a_local_copy_reads(checkpoints):
 
 
 def test_snapshot_and_describe_on_s3a_equal_the_local_copy(checkpoints):
-    remote, local = checkpoints
+    remote, local, _ = checkpoints
     on_s3, copied = open_checkpoint(remote), open_checkpoint(local)
     for batch in (0, 1):
         left = on_s3.state().snapshot(batch).sort_values("k", ignore_index=True)
@@ -165,6 +183,15 @@ def test_snapshot_and_describe_on_s3a_equal_the_local_copy(checkpoints):
     assert described.flag_names == described_local.flag_names
     assert described.table.drop(columns=["checkpoint"], errors="ignore").equals(
         described_local.table.drop(columns=["checkpoint"], errors="ignore"))
+
+
+def test_attach_follows_a_query_whose_checkpoint_is_on_s3a(checkpoints):
+    remote, local, attached = checkpoints
+    assert attached["checkpoint"] == remote and attached["last_batch"] == 1
+    copied = open_checkpoint(local).state().snapshot(1)
+    columns = [c for c in copied.columns if c in attached["snapshot"].columns]
+    assert attached["snapshot"][columns].sort_values("k", ignore_index=True).equals(
+        copied[columns].sort_values("k", ignore_index=True))
 
 
 def test_a_bucket_that_does_not_exist_is_named(s3_server):
