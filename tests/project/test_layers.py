@@ -6,7 +6,8 @@ Layers, lowest first (a module may import its own layer and lower ones, never hi
 
 0. rules, files and processes: ``errors``, ``validate``, ``deprecation``, ``atomic``,
    ``durations``, ``_lazy``,
-   ``processes``, ``ports``, ``cache``, ``java``; typed options' machinery: ``options``
+   ``processes``, ``ports``, ``cache``, ``java``, ``maven_jars``; typed options' machinery:
+   ``options``
 1. descriptions: ``model`` (the query and store descriptions and options, the changelog
    record codec, the Kafka connection)
 2. sources and engines: ``kafka``, ``spark``, ``datasets``
@@ -46,6 +47,7 @@ LAYERS = [
     ("statekit.durations", 0), ("statekit._lazy", 0), ("statekit.processes", 0),
     ("statekit.deprecation", 0),
     ("statekit.ports", 0), ("statekit.cache", 0), ("statekit.java", 0), ("statekit.options", 0),
+    ("statekit.maven_jars", 0),
     ("statekit.model", 1),
     ("statekit.kafka", 2), ("statekit.spark", 2), ("statekit.datasets", 2),
     ("statekit.spark_state", 3), ("statekit.inspect", 3), ("statekit.reference", 3),
