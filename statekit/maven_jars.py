@@ -20,13 +20,15 @@ Example:
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,3 +144,20 @@ class JarSet:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return target
+
+    def main(self, argv: list[str] | None, where: Callable[[], str], description: str) -> int:
+        """The fetch command's ``main``: fetch (unless ``--check``), then print ``where()``
+        (what is there); the error and exit status 1 when the set is not usable."""
+        parser = argparse.ArgumentParser(prog=self.fetch_command, description=description)
+        parser.add_argument("--check", action="store_true",
+                            help="only say where the jars are, or what is wrong (exit 1)")
+        args = parser.parse_args(argv)
+        try:
+            if not args.check:
+                self.fetch(quiet=True)
+            found = where()
+        except self.error as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        print(f"{self.name}: {found}")
+        return 0

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Mapping
@@ -90,19 +89,7 @@ def fetch(environ: Mapping[str, str] | None = None, quiet: bool = True) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=FETCH_COMMAND, description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="only say where the jars are, or what is wrong (exit 1)")
-    args = parser.parse_args(argv)
-    try:
-        if not args.check:
-            fetch(quiet=True)
-        classpath = kafka_classpath()
-    except KafkaJarsMissing as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    print(f"Apache Kafka {KAFKA_VERSION} jars: {classpath}")
-    return 0
+    return KAFKA_JARS.main(argv, kafka_classpath, __doc__.split("\n")[0])
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,19 +41,8 @@ def s3a_jars(environ: Mapping[str, str] | None = None) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=FETCH_COMMAND, description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="only say where the jars are, or what is wrong (exit 1)")
-    args = parser.parse_args(argv)
-    try:
-        if not args.check:
-            S3A_JARS.fetch(quiet=True)
-        jars = s3a_jars()
-    except S3AJarsMissing as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    print(f"{S3A_JARS.name}: {len(jars)} jars in {jars[0].parent}")
-    return 0
+    return S3A_JARS.main(argv, lambda: f"{len(s3a_jars())} jars in {S3A_JARS.folder()}",
+                         __doc__.split("\n")[0])
 
 
 if __name__ == "__main__":
