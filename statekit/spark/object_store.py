@@ -274,6 +274,9 @@ def location(path: str | os.PathLike | ObjectPath, what: str = "checkpoint"
         text = text[len("file://"):]
     elif text.startswith(SCHEME):
         return ObjectPath.parse(text)
+    elif text.startswith(("s3://", "s3n://")):
+        raise BadArgument(what, text, f"a local path or an s3a://bucket/path location "
+                          f"(Hadoop's S3A connector: s3a://{text.split('://', 1)[1]})")
     elif _URL.match(text):
         scheme = text.split("://", 1)[0]
         raise BadArgument(what, text, f"a local path or an s3a://bucket/path location "

@@ -74,6 +74,8 @@ def test_locations_other_schemes_and_bad_buckets_are_named():
     assert isinstance(path, ObjectPath) and str(path) == "s3a://bucket/a/b"
     assert str(path / "offsets") == "s3a://bucket/a/b/offsets"
     assert path.relative_to(ObjectPath.parse("s3a://bucket/a")).as_posix() == "b"
+    with pytest.raises(BadArgument, match="s3a://bucket/ck"):
+        location("s3://bucket/ck")
     with pytest.raises(BadArgument, match="mount the hdfs:// location"):
         location("hdfs://namenode/ck")
     with pytest.raises(BadArgument, match="bucket name"):
