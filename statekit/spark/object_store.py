@@ -368,8 +368,9 @@ class ObjectPath:
 
     def __init__(self, bucket: str, key: str, settings: S3ASettings | None = None):
         self.bucket, self.key = bucket, key.strip("/")
-        self._settings = settings
-        self._fs: Any = None
+        #: the settings and file system, resolved once and shared with every path made
+        #: from this one (``/``, ``parent``, listings)
+        self._connection: dict[str, Any] = {"settings": settings, "fs": None}
 
     @classmethod
     def parse(cls, text: str) -> ObjectPath:
@@ -384,19 +385,19 @@ class ObjectPath:
     # --- the settings and the file system, resolved on first use -----------------------
     @property
     def settings(self) -> S3ASettings:
-        if self._settings is None:
-            self._settings = S3ASettings.resolve(self.bucket)
-        return self._settings
+        if self._connection["settings"] is None:
+            self._connection["settings"] = S3ASettings.resolve(self.bucket)
+        return self._connection["settings"]
 
     @property
     def filesystem(self) -> Any:
-        if self._fs is None:
-            self._fs = self.settings.filesystem()
-        return self._fs
+        if self._connection["fs"] is None:
+            self._connection["fs"] = self.settings.filesystem()
+        return self._connection["fs"]
 
     def _child(self, key: str) -> ObjectPath:
-        child = ObjectPath(self.bucket, key, self._settings)
-        child._fs = self._fs
+        child = ObjectPath(self.bucket, key)
+        child._connection = self._connection
         return child
 
     def at_endpoint(self) -> str:
