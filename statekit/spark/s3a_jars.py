@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,8 +31,10 @@ from statekit.maven_jars import JarSet
 HADOOP_VERSION = "3.5.0"
 POM = Path(__file__).with_name("jvm") / "s3a.pom.xml"
 FETCH_COMMAND = "python -m statekit.spark.s3a_jars"
+#: the pom's own digest names the cache folder too: a changed pom fetches its set anew
+POM_DIGEST = hashlib.sha256(POM.read_bytes()).hexdigest()[:10]
 S3A_JARS = JarSet(f"Hadoop {HADOOP_VERSION}'s S3A connector jars", HADOOP_VERSION, POM,
-                  f"hadoop-aws-{HADOOP_VERSION}.jar", f"hadoop-aws-{HADOOP_VERSION}",
+                  f"hadoop-aws-{HADOOP_VERSION}.jar", f"hadoop-aws-{HADOOP_VERSION}-{POM_DIGEST}",
                   FETCH_COMMAND, S3AJarsMissing, "hadoop.version", " (or `make s3a-jars`)")
 
 

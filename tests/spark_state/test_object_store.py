@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import statekit as sk
-from statekit.errors import BadArgument, ObjectStoreError, S3AJarsMissing
+from statekit.errors import BadArgument, CheckpointError, ObjectStoreError, S3AJarsMissing
 from statekit.inspect import open_checkpoint
 from statekit.ports import free_port
 from statekit.spark.object_store import (
@@ -30,6 +30,7 @@ from statekit.spark.object_store import (
     require_connector,
 )
 from statekit.spark.s3a_jars import S3A_JARS
+from statekit.spark_state.checkpoint import Checkpoint
 
 BUCKET = "statekit-checkpoints"
 QUERY_TIMEOUT = 240
@@ -218,3 +219,38 @@ def test_the_jars_are_named_when_not_fetched(tmp_path):
     with pytest.raises(S3AJarsMissing, match="python -m statekit.spark.s3a_jars"):
         S3A_JARS.jars({"XDG_CACHE_HOME": str(tmp_path)})
     assert Path(S3A_JARS.pom).is_file()
+
+
+def test_what_writes_into_the_checkpoint_refuses_s3a_naming_the_capability():
+    checkpoint = Checkpoint("s3a://bucket/ck")
+    assert checkpoint.progress_dir == ObjectPath.parse("s3a://bucket/ck/_statekit/progress")
+    with pytest.raises(CheckpointError, match="keeping progress reports needs a local "
+                       "checkpoint folder.*'s3a://bucket/ck' is an s3a:// location"):
+        checkpoint.write_progress(0, "{}")
+    with pytest.raises(CheckpointError, match="counting late events needs a local"):
+        checkpoint.write_late_count(0, 1, 0)
+
+
+class _NoConnectorJVM:
+    """A session whose JVM cannot load a class (as one started without the connector)."""
+
+    class sparkContext:  # noqa: N801 (SparkSession's attribute name)
+        class _jsc:  # noqa: N801
+            @staticmethod
+            def hadoopConfiguration():
+                return type("Conf", (), {"getClassLoader": staticmethod(lambda: None)})()
+
+        class _jvm:  # noqa: N801
+            class java:  # noqa: N801
+                class lang:  # noqa: N801
+                    class Class:  # noqa: N801
+                        @staticmethod
+                        def forName(name, initialize, loader):  # noqa: N802 (Java's name)
+                            raise RuntimeError(f"py4j: java.lang.ClassNotFoundException: {name}")
+
+
+def test_a_session_started_without_the_connector_is_told_how_to_start_one():
+    with pytest.raises(S3AJarsMissing, match=r"started without Hadoop's S3A connector.*"
+                       r"spark_session\(s3a=True\)") as caught:
+        require_connector(_NoConnectorJVM())
+    assert "py4j" not in str(caught.value) and "ClassNotFound" not in str(caught.value)
