@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-report peer-venv doctor java kafka-jars chromium jvm-classes html lab docs clean
+.PHONY: demo test test-fast lint bench bench-report peer-venv doctor java kafka-jars s3a-jars chromium jvm-classes html lab docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,13 @@ java:
 kafka-jars: java $(STAMP)
 	@bash .ci/ensure-maven
 	@$(PY) -m statekit.kafka.jars
+
+# Hadoop's S3A connector (hadoop-aws and the AWS SDK's S3 pieces, statekit/spark/s3a_jars.py) for
+# s3a:// checkpoints: fetched once per machine from Maven Central with mvn (about 19 MB) into
+# statekit's cache, never committed; a session loads it only with spark_session(s3a=True).
+s3a-jars: java $(STAMP)
+	@bash .ci/ensure-maven
+	@$(PY) -m statekit.spark.s3a_jars
 
 # The driver JVM's class-data archive (statekit/spark/class_archive.py): built once per machine
 # (about a minute, ~180 MB under ~/.cache/statekit), it saves seconds on every fresh Spark
@@ -72,13 +79,13 @@ timed = start=$$(date +%s); $(2); status=$$?; took=$$(( $$(date +%s) - start ));
 # TEST_WORKERS=2 is green again.
 TEST_WORKERS ?= 0
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
-test: java chromium $(STAMP) jvm-classes kafka-jars
+test: java chromium $(STAMP) jvm-classes kafka-jars s3a-jars
 	$(PY) -m ruff check .
 	@$(call timed,make test,$(PYTEST) $(XDIST) tests statekit --nbmake notebooks --nbmake-timeout=$(NB_CELL_TIMEOUT) -v --durations=10)
 
 # For development: no tests marked slow (subprocess queries, crash drills, long streams), no
 # notebooks.
-test-fast: java $(STAMP) kafka-jars
+test-fast: java $(STAMP) kafka-jars s3a-jars
 	$(PY) -m ruff check .
 	@$(call timed,make test-fast,$(PYTEST) $(XDIST) tests statekit -m "not slow" --durations=10)
 

@@ -302,6 +302,17 @@ class KafkaJarsMissing(StatekitError):
     them."""
 
 
+class S3AJarsMissing(StatekitError):
+    """Hadoop's S3A connector (hadoop-aws and the AWS SDK's jars) is not on this machine, or
+    not whole, or not in the running Spark JVM; the message says how to get it there."""
+
+
+class ObjectStoreError(CheckpointError):
+    """An ``s3a://`` location cannot be reached: credentials missing or refused, a bucket or
+    path that does not exist, an endpoint that does not answer; the message names the
+    location and the settings to check."""
+
+
 class NotOnConnect(StatekitError, NotImplementedError):
     """A statekit call that Spark Connect does not allow; the message says which and why."""
 

@@ -92,9 +92,19 @@ def changelogs_read_whole():
     naming.QUICK_CLEANING.update(quick)
 
 
+def s3a_connector_fetched() -> bool:
+    """True when Hadoop's S3A connector is on this machine (``make s3a-jars``): the shared
+    session then carries it, for tests/spark_state/test_object_store.py's s3a:// checkpoint
+    (a running JVM cannot load it later)."""
+    from statekit.spark.s3a_jars import S3A_JARS
+
+    return not S3A_JARS.problems(S3A_JARS.folder())
+
+
 @pytest.fixture(scope="session")
 def spark():
-    session = spark_session("local[2]", app_name="statekit-tests", shuffle_partitions=3)
+    session = spark_session("local[2]", app_name="statekit-tests", shuffle_partitions=3,
+                            s3a=s3a_connector_fetched())
     yield session
     session.stop()
 

@@ -39,6 +39,7 @@ from statekit.inspect.failures import reading
 from statekit.inspect.operators import Part, kind_of, operator_parts
 from statekit.inspect.part_views import OperatorView, StateView
 from statekit.spark.connect import is_connect
+from statekit.spark.object_store import is_object_store, ready_for
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.integrity import is_stateful
 from statekit.spark_state.spark_files import COLUMNS as FILE_COLUMNS
@@ -86,11 +87,14 @@ class CheckpointView:
     def spark(self) -> SparkSession:
         """The session state is read with (resolved on first use)."""
         if self._spark is None:
+            remote = is_object_store(self.checkpoint.path)
             active = SparkSession.getActiveSession()
             if active is None:
                 from statekit.spark.session import spark_session
 
-                active = spark_session()
+                active = spark_session(s3a=remote)
+            if remote:
+                ready_for(active, self.checkpoint.path)
             self._spark = active
         return self._spark
 

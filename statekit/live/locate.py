@@ -178,7 +178,8 @@ def require_change_feed(checkpoint: Checkpoint, query, spark=None) -> None:
     stores = checkpoint.operator_ids()
     if stores and checkpoint.committed_batches():
         first = stores[0]
-        store_dirs = sorted(p.name for p in checkpoint.operator_dir(first).glob("0/*")
+        partition = checkpoint.operator_dir(first) / "0"
+        store_dirs = sorted(p.name for p in (partition.iterdir() if partition.is_dir() else ())
                             if p.is_dir() and not p.name.startswith(("_", "SSTs")))
         files = state_files(checkpoint.path, first, store_dirs[0] if store_dirs else "default")
         if len(files) == 0 or (files["kind"] == "delta").any():

@@ -56,6 +56,7 @@ def new_run(spark: SparkSession, name: str,
     if checkpoint is None:
         return Checkpoint(tempfile.mkdtemp(prefix=f"statekit-{name}-"))
     checkpoint = Checkpoint(checkpoint)
+    checkpoint.require_local("a statekit query (start_query, a processor's start)")
     writable_directory(str(checkpoint), "checkpoint")
     return checkpoint
 

@@ -184,6 +184,11 @@ class DriverStart(Options):
         early_workers: register statekit's Kafka source and start Spark's Python planner
             and read workers in the background (``statekit.spark.early_workers``): the
             first query no longer waits for them.
+        s3a: put Hadoop's S3A connector (``statekit.spark.s3a_jars``, fetched by ``make
+            s3a-jars``) on the driver's class path (``spark.jars``) and its settings
+            (``statekit.spark.object_store``: keys, endpoint) in the conf, for ``s3a://``
+            checkpoints; also on when ``conf`` sets a ``spark.hadoop.fs.s3a.*`` key. Off,
+            a session loads none of it (no start-up cost).
 
     The archive and JIT options go on ``spark.driver.extraJavaOptions`` only when ``conf``
     sets none of its own.
@@ -202,9 +207,10 @@ alone) or "full" (C1, then C2)
     class_archive: bool = True
     jit: str = "quick"
     early_workers: bool = True
+    s3a: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("cached_worker_imports", "class_archive", "early_workers"):
+        for name in ("cached_worker_imports", "class_archive", "early_workers", "s3a"):
             object.__setattr__(self, name, flag(getattr(self, name), name))
         if not isinstance(self.jit, str) or self.jit not in JIT_OPTIONS:
             raise BadArgument("jit", self.jit,
@@ -268,6 +274,9 @@ def spark_session(
         for key, value in settings.items():
             builder = builder.config(key, value)
         fresh = not _jvm_running()   # no driver JVM yet: its start options still count
+        s3a = start.s3a or any(k.startswith("spark.hadoop.fs.s3a.") for k in (conf or {}))
+        if fresh and s3a:
+            settings.update(_s3a_settings(settings))
         home = worker_spark_home() if start.cached_worker_imports and fresh else None
         if fresh and "spark.driver.extraJavaOptions" not in (conf or {}):
             settings["spark.driver.extraJavaOptions"] = driver_java_options(
@@ -286,11 +295,31 @@ def spark_session(
                     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"):
             session.conf.set(key, settings[key])
         session.sparkContext.setLogLevel(log_level)
+        if s3a and not fresh:
+            from statekit.spark.object_store import require_connector
+
+            require_connector(session)
         if launched and start.early_workers:
             from statekit.spark.early_workers import start_early
 
             start_early(session)
     return session
+
+
+def _s3a_settings(settings: dict[str, str]) -> dict[str, str]:
+    """What a driver JVM for ``s3a://`` checkpoints adds to ``settings``: the connector's
+    jars on ``spark.jars`` and, when they are found (``S3ASettings``), the keys and endpoint
+    as ``spark.hadoop.fs.s3a.*`` (those ``settings`` has win)."""
+    from statekit.errors import ObjectStoreError
+    from statekit.spark.object_store import S3ASettings, spark_settings
+    from statekit.spark.s3a_jars import s3a_jars
+
+    jars = [settings["spark.jars"]] if settings.get("spark.jars") else []
+    added = {"spark.jars": ",".join(jars + [str(jar) for jar in s3a_jars()])}
+    with contextlib.suppress(ObjectStoreError):  # none yet: named when a location is read
+        found = spark_settings(S3ASettings.resolve(None, settings))
+        added.update((k, v) for k, v in found.items() if k not in settings)
+    return added
 
 
 # --- the driver JVM statekit starts, and its console ----------------------------------

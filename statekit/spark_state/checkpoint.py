@@ -50,11 +50,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 from statekit.atomic import write_atomic
 from statekit.errors import BadArgument, BatchNotRetained, CheckpointError, CorruptFile
+from statekit.spark.object_store import ObjectPath, listdir, location, missing_error
 from statekit.spark_state.checksums import checksum_problem, crc_file
 from statekit.validate import batch_id
 
@@ -97,7 +97,7 @@ that Spark)
 def _listdir(folder: Path) -> list[str]:
     """The names in ``folder``; none when it does not exist or is not a folder."""
     try:
-        return os.listdir(folder)
+        return listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         return []
 
@@ -112,17 +112,13 @@ class Checkpoint:
     def __init__(self, path: str | os.PathLike | Checkpoint):
         if isinstance(path, Checkpoint):
             path = path.path
-        if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str):
+        if not isinstance(path, (str, os.PathLike, ObjectPath)) or not isinstance(
+                path if isinstance(path, ObjectPath) else os.fspath(path), (str, ObjectPath)):
             raise BadArgument("checkpoint", path, "a folder's path (a str or os.PathLike "
-                                                  "naming a folder) or a Checkpoint")
-        text = os.fspath(path)
-        if isinstance(text, str) and text.startswith("file://"):
-            text = text[len("file://"):]
-        elif isinstance(text, str) and re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", text):
-            raise BadArgument("checkpoint", text, "a local or mounted path (statekit reads the "
-                              "checkpoint as files: mount an hdfs:// or s3a:// location and "
-                              "give its mount point)")
-        self.path = Path(os.path.abspath(text))
+                                                  "naming a folder), an s3a://bucket/path "
+                                                  "location or a Checkpoint")
+        #: a local folder (``Path``) or an ``s3a://`` one (``ObjectPath``): the same API
+        self.path: Path | ObjectPath = location(path)
 
     # --- Spark's folders ------------------------------------------------------------------
     @property
@@ -199,8 +195,7 @@ class Checkpoint:
     def require_checkpoint(self) -> None:
         """CheckpointError naming the folder unless it is a Spark streaming checkpoint."""
         if not self.path.is_dir():
-            raise CheckpointError(f"checkpoint {str(self.path)!r} does not exist or is not a "
-                                  f"directory")
+            raise missing_error(self.path)
         if not self.is_streaming_checkpoint():
             raise CheckpointError(
                 f"{str(self.path)!r} is not a Spark streaming checkpoint: it has neither a "
@@ -223,14 +218,26 @@ class Checkpoint:
     def exists(self) -> bool:
         return self.path.is_dir()
 
+    def require_local(self, capability: str) -> None:
+        """CheckpointError naming ``capability`` when the checkpoint is not a local (or
+        mounted) folder: statekit writes its own files (``_statekit/``: progress reports,
+        late counts, the query's spec) only there; an ``s3a://`` checkpoint is read-only to
+        statekit (``open_checkpoint``, ``describe``, snapshots, change feeds, ``attach``)."""
+        if isinstance(self.path, ObjectPath):
+            raise CheckpointError(
+                f"{capability} needs a local checkpoint folder (statekit writes its own files "
+                f"into {str(self.statekit_dir)!r}, and writes nothing to object storage): "
+                f"{str(self.path)!r} is an s3a:// location, which statekit only reads. Give "
+                f"a local folder, or mount the bucket (s3fs, mountpoint-s3) and give its "
+                f"mount point")
+
     def has_state(self) -> bool:
         return self.state_dir.is_dir()
 
     def require_state(self) -> None:
         """CheckpointError naming the folder when no stateful operator committed state yet."""
         if not self.path.is_dir():
-            raise CheckpointError(f"checkpoint {str(self.path)!r} does not exist or is not a "
-                                  f"directory")
+            raise missing_error(self.path)
         if self.state_dir.exists() and not self.state_dir.is_dir():
             raise CheckpointError(f"the state folder {str(self.state_dir)!r} is a file, not a "
                                   f"folder: restore it from a copy of the checkpoint")
@@ -254,7 +261,7 @@ class Checkpoint:
         """Batch ids named in a log folder, ascending; CheckpointError naming it when it is a
         file."""
         try:
-            names = os.listdir(folder)
+            names = listdir(folder)
         except FileNotFoundError:
             return []
         except NotADirectoryError:
@@ -454,6 +461,7 @@ class Checkpoint:
 
     def write_late_count(self, batch: int, late_events: int, late_watermark_ms: int) -> None:
         """Keep the late events counted in ``batch`` (and the watermark they were judged by)."""
+        self.require_local("counting late events")
         write_atomic(self.late_dir / f"{batch:010d}.json", json.dumps(
             {"batch": batch, "late_events": late_events,
              "late_watermark_ms": late_watermark_ms}))
@@ -474,7 +482,7 @@ class Checkpoint:
     def progress_files(self) -> list[Path]:
         """The progress reports kept, in batch order."""
         try:
-            names = os.listdir(self.progress_dir)
+            names = listdir(self.progress_dir)
         except FileNotFoundError:
             return []
         return [self.progress_dir / n for n in sorted(names)
@@ -482,6 +490,7 @@ class Checkpoint:
 
     def write_progress(self, batch: int, report_json: str) -> None:
         """Keep one batch's progress report (Spark's JSON text), atomically."""
+        self.require_local("keeping progress reports")
         write_atomic(self.progress_path(batch), report_json)
 
     def progress_reports(self) -> list[dict]:

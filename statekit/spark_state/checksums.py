@@ -24,10 +24,12 @@ import struct
 import zlib
 from pathlib import Path
 
+from statekit.spark.object_store import ObjectPath, as_path
 
-def crc_file(path: str | os.PathLike) -> Path:
+
+def crc_file(path: str | os.PathLike | ObjectPath) -> Path | ObjectPath:
     """The checksum file Hadoop's local file system writes beside ``path``."""
-    path = Path(path)
+    path = as_path(path)
     return path.with_name(f".{path.name}.crc")
 
 
@@ -35,7 +37,7 @@ def checksum_problem(path: str | os.PathLike, data: bytes | None = None) -> str 
     """Why ``path`` (or ``data``, its bytes already read) does not match the ``.<name>.crc``
     file beside it, or None when it does (or when there is no such file: a file system that
     keeps no checksums)."""
-    path = Path(path)
+    path = as_path(path)
     crc_path = crc_file(path)
     try:
         crc = crc_path.read_bytes()

@@ -16,10 +16,10 @@ import json
 import os
 import struct
 import zipfile
-from pathlib import Path
 
 import pandas as pd
 
+from statekit.spark.object_store import as_path, open_binary
 from statekit.spark_state.checksums import checksum_problem, crc_file
 from statekit.validate import require_columns
 
@@ -73,10 +73,10 @@ def lz4_stream_problem(data: bytes) -> str | None:
 def sst_problem(path: str | os.PathLike, expected_size: int | None = None) -> str | None:
     """Why an SST file is not whole (missing, another size than its snapshot lists, no
     RocksDB closing magic number), or None."""
-    path = Path(path)
+    path = as_path(path)
     try:
         size = path.stat().st_size
-        with open(path, "rb") as src:
+        with open_binary(path) as src:
             src.seek(max(size - 8, 0))
             tail = src.read(8)
     except FileNotFoundError:
@@ -91,9 +91,9 @@ def sst_problem(path: str | os.PathLike, expected_size: int | None = None) -> st
 def zip_problems(path: str | os.PathLike) -> list[tuple[str, str]]:
     """(file, problem) for a RocksDB snapshot ``N.zip``: the zip itself (whole, each member's
     CRC) and the SST files its ``metadata`` lists under ``SSTs/`` (present, of that size)."""
-    path = Path(path)
+    path = as_path(path)
     try:
-        with zipfile.ZipFile(path) as archive:
+        with open_binary(path) as src, zipfile.ZipFile(src) as archive:
             bad = archive.testzip()
             if bad is not None:
                 return [(str(path), f"its member {bad!r} fails its CRC (corrupt)")]
@@ -120,7 +120,7 @@ def zip_problems(path: str | os.PathLike) -> list[tuple[str, str]]:
 def file_problems(path: str | os.PathLike, codec: str = "lz4") -> list[tuple[str, str]]:
     """(file, problem) for one state file: its checksum, then its content (a delta's or an
     HDFS snapshot's compressed stream when ``codec`` is lz4, a zip and its SST files)."""
-    path = Path(path)
+    path = as_path(path)
     problem = checksum_problem(path)
     if problem:
         return [(str(path), problem)]

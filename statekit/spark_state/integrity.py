@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from statekit.errors import CheckpointError, CorruptFile
+from statekit.spark.object_store import as_path, entry_path, listdir
 from statekit.spark_state.checkpoint import DEFAULT_STORE, Checkpoint
 from statekit.spark_state.checksums import crc_file
 from statekit.spark_state.file_checks import (
@@ -98,7 +99,7 @@ def _folder_problem(path: Path, what: str) -> Problem | None:
 
 def _batches(folder: Path) -> list[int]:
     try:
-        return sorted(int(n) for n in os.listdir(folder) if n.isdigit())
+        return sorted(int(n) for n in listdir(folder) if n.isdigit())
     except (FileNotFoundError, NotADirectoryError):
         return []
 
@@ -150,7 +151,7 @@ def log_file_problems(checkpoint: str | os.PathLike | Checkpoint,
     ck = Checkpoint(checkpoint)
     found = []
     for path, operator_id, read in _log_files(ck):
-        if only is not None and path != Path(only):
+        if only is not None and path != as_path(only):
             continue
         try:
             read()
@@ -279,7 +280,7 @@ def _versions(folder: Path) -> tuple[dict[int, Path], dict[int, Path]]:
     snapshots: dict[int, Path] = {}
     for entry, match, _ in sorted(folder_state_files(folder), key=lambda f: f[2].st_mtime):
         kind = deltas if match["ext"] in ("changelog", "delta") else snapshots
-        kind[int(match["version"])] = Path(entry.path)
+        kind[int(match["version"])] = entry_path(entry)
     return deltas, snapshots
 
 

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from statekit.errors import CheckpointError, StatekitError
+from statekit.spark.object_store import ObjectPath, missing_error
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.spark_files import restore_plan, state_files
 from statekit.validate import require_columns, whole_number
@@ -241,7 +242,7 @@ def state_store_events(
 
 
 # --- the progress of a run ------------------------------------------------------------------
-def _progress(checkpoint: Path) -> pd.DataFrame:
+def _progress(checkpoint: Path | ObjectPath) -> pd.DataFrame:
     """runId, batch, start, end and the first state operator's metrics of every report."""
     rows = []
     # statekit's progress recorder keeps them beside the checkpoint (statekit.query.running)
@@ -403,9 +404,9 @@ def restart_timeline(
         >>> query = start_query(..., checkpoint=ck); query.wait_for_batches(1)  # doctest: +SKIP
         >>> restart_timeline(ck, state_store_log(), since=mark)          # doctest: +SKIP
     """
-    root = Path(checkpoint)
+    root = Checkpoint(checkpoint).path
     if not root.is_dir():
-        raise CheckpointError(f"checkpoint {str(root)!r} does not exist or is not a directory")
+        raise missing_error(root)
     events = state_store_events(log_path, since)
     progress = _progress(root)
     run = _pick_run(progress, events[events["event"] == "load start"], run_id)

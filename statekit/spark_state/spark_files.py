@@ -39,11 +39,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from pathlib import Path
 
 import pandas as pd
 
 from statekit.errors import CheckpointError, CheckpointNotShared
+from statekit.spark.object_store import as_path, entry_path, listdir, missing_error, scandir
 from statekit.spark_state.checkpoint import DEFAULT_STORE, Checkpoint
 from statekit.validate import require_columns, whole_number
 
@@ -72,7 +72,7 @@ def folder_state_files(folder: str | os.PathLike) -> list[tuple[os.DirEntry, re.
         []
     """
     try:
-        with os.scandir(folder) as listed:
+        with scandir(as_path(folder)) as listed:
             named = [(e, match) for e in listed if (match := FILE_NAME.match(e.name))]
     except (FileNotFoundError, NotADirectoryError):
         return []
@@ -106,15 +106,15 @@ def require_state_files_visible(checkpoint: str | os.PathLike | Checkpoint,
     operator = checkpoint.operator_dir(operator_id)
     if not operator.is_dir():
         return
-    folders = [operator / n for n in os.listdir(operator) if n.isdigit()]
+    folders = [operator / n for n in listdir(operator) if n.isdigit()]
     while folders:
         folder = folders.pop()
-        with os.scandir(folder) as entries:
+        with scandir(folder) as entries:
             for entry in entries:
                 if FILE_NAME.match(entry.name):
                     return
                 if entry.is_dir() and entry.name not in ("_metadata", "SSTs"):
-                    folders.append(Path(entry.path))  # a named store (a join's four)
+                    folders.append(entry_path(entry))  # a named store (a join's four)
     batches = checkpoint.committed_batches()  # listed only when no state file was seen
     if not batches:
         return
@@ -161,9 +161,9 @@ def state_files(checkpoint: str | os.PathLike, operator_id: int = 0,
         delta        36
         snapshot     18
     """
-    root = Path(checkpoint)
+    root = Checkpoint(checkpoint).path
     if not root.is_dir():
-        raise CheckpointError(f"checkpoint {str(root)!r} does not exist or is not a directory")
+        raise missing_error(root)
     state = root / "state"
     operator = state / str(operator_id)
     if not operator.is_dir():

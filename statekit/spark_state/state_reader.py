@@ -26,6 +26,7 @@ from pyspark.sql.types import StructField, StructType
 
 from statekit.errors import BatchNotRetained, StatekitError
 from statekit.model.query_spec import BUFFER_WIDTH, QuerySpec
+from statekit.spark.object_store import is_object_store, ready_for
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.integrity import require_readable, restore_problems
 from statekit.spark_state.read_errors import reading
@@ -56,6 +57,8 @@ class StateReader:
         self.spark, self.spec = spark, spec
         self.checkpoint = Checkpoint(checkpoint)
         self.operator_id = batch_id(operator_id, "operator_id")
+        if is_object_store(self.checkpoint.path):
+            ready_for(spark, self.checkpoint.path)
 
     @property
     def path(self) -> str:

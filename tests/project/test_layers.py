@@ -6,7 +6,7 @@ Layers, lowest first (a module may import its own layer and lower ones, never hi
 
 0. rules, files and processes: ``errors``, ``validate``, ``deprecation``, ``atomic``,
    ``durations``, ``_lazy``,
-   ``processes``, ``ports``, ``cache``, ``java``
+   ``processes``, ``ports``, ``cache``, ``java``, ``maven_jars``
 1. descriptions: ``model`` (the query and store descriptions, the changelog record codec,
    the Kafka connection), ``options`` (every option class a user passes, and their
    machinery; they need the Kafka connection)
@@ -47,6 +47,7 @@ LAYERS = [
     ("statekit.durations", 0), ("statekit._lazy", 0), ("statekit.processes", 0),
     ("statekit.deprecation", 0),
     ("statekit.ports", 0), ("statekit.cache", 0), ("statekit.java", 0),
+    ("statekit.maven_jars", 0),
     ("statekit.model", 1), ("statekit.options", 1),
     ("statekit.kafka", 2), ("statekit.spark", 2), ("statekit.datasets", 2),
     ("statekit.spark_state", 3), ("statekit.inspect", 3), ("statekit.reference", 3),

@@ -37,7 +37,7 @@ def test_a_keyword_that_is_no_start_field_is_named_with_the_ones_it_takes(keywor
     assert all(name in str(caught.value) for name in DriverStart.field_names())
 
 
-SWITCHES = ["cached_worker_imports", "class_archive", "early_workers"]
+SWITCHES = ["cached_worker_imports", "class_archive", "early_workers", "s3a"]
 
 
 @pytest.mark.parametrize("name", SWITCHES)
