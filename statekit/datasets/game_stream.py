@@ -41,15 +41,6 @@ _MALFORMED = (
 #: Late events: positions as fractions of n, near the end of the stream.
 _LATE = (0.90, 0.91, 0.92, 0.93, 0.94, 0.95, 0.96, 0.97)
 
-#: Reasons :func:`parse_game_events` gives, in the order the rule checks them (a wrong-typed
-#: value follows its reason after ": "); the same words Spark's side output uses.
-REASONS = (
-    "not a JSON object",
-    "score is not a bigint",
-    "ts is not a timestamp",
-    "player is missing or null",
-    "ts is missing or null",
-)
 
 
 def _malformed_positions(n: int) -> dict[int, str]:
