@@ -42,7 +42,6 @@ _MALFORMED = (
 _LATE = (0.90, 0.91, 0.92, 0.93, 0.94, 0.95, 0.96, 0.97)
 
 
-
 def _malformed_positions(n: int) -> dict[int, str]:
     return {int(n * frac): kind for frac, kind in _MALFORMED}
 
