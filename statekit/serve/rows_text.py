@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 from statekit.errors import ResultTooLarge
 from statekit.restore.tail import RUNNING, PartitionStatus
-from statekit.serve.client import call_local
 from statekit.serve.instance import ServingInstance
+from statekit.serve.local_calls import call_local
 from statekit.serve.results import MAX_LIMIT
 
 #: most bytes of rows text kept, all partitions together
