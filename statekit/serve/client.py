@@ -46,8 +46,8 @@ import pandas as pd
 from statekit.errors import BadArgument, InstanceDown, ResultTooLarge
 from statekit.model.changelog_record import format_time
 from statekit.serve.answers import decode_response
-from statekit.serve.instance import top
 from statekit.serve.part_keys import PartKeyCodec
+from statekit.serve.ranking import top
 from statekit.serve.results import MAX_LIMIT, QueryResult, TableResult
 from statekit.serve.router import PartitionRouter
 from statekit.serve.routing.key_text import parse_key_json
