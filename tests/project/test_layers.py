@@ -85,6 +85,8 @@ NO_PYSPARK_AT_IMPORT = ("statekit.stores", "statekit.model", "statekit.changelog
                         "statekit.changelog.rounds", "statekit.changelog.fencing",
                         "statekit.changelog.topic_guard", "statekit.changelog.background",
                         "statekit.spark_state.checkpoint", "statekit.spark_state.changes",
+                        "statekit.spark_state.statekit_files",
+                        "statekit.spark_state.log_versions", "statekit.spark_state.store_log",
                         "statekit.model.query_spec", "statekit.validate", "statekit.atomic",
                         "statekit.kafka", "statekit.datasets", "statekit.restore.rebuild",
                         "statekit.restore.options", "statekit.restore.partition",
