@@ -199,7 +199,9 @@ def raw_change_feed(spark, checkpoint: str):
 
 def bare_consume(bootstrap: str, topic: str) -> int:
     """Every record of every partition of ``topic`` touched (key, value, headers)."""
-    from statekit.kafka.topics import consume_ranges, end_offsets, partition_count, plain_consumer
+    from statekit.kafka.clients import plain_consumer
+    from statekit.kafka.offsets import consume_ranges, end_offsets
+    from statekit.kafka.topics import partition_count
 
     consumer = plain_consumer(bootstrap)
     n = 0

@@ -268,7 +268,7 @@ class BrokerProcess(ClosedOnExit):
 
     def _wait_ready(self) -> None:
         from statekit.errors import BrokerUnreachable
-        from statekit.kafka.topics import check_reachable
+        from statekit.kafka.clients import check_reachable
 
         deadline = time.monotonic() + self.startup_timeout
         while True:
@@ -291,7 +291,7 @@ class BrokerProcess(ClosedOnExit):
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the broker (SIGTERM, then SIGKILL after ``timeout`` seconds). Idempotent."""
-        from statekit.kafka.topics import forget_clients
+        from statekit.kafka.clients import forget_clients
 
         proc, self._proc, self._ready = self._proc, None, False
         forget_clients(self.bootstrap_servers)
@@ -306,7 +306,7 @@ class BrokerProcess(ClosedOnExit):
 
     def kill(self) -> None:
         """``kill -9`` the broker (a crash drill): nothing flushed, nothing shut down."""
-        from statekit.kafka.topics import forget_clients
+        from statekit.kafka.clients import forget_clients
 
         proc, self._proc, self._ready = self._proc, None, False
         forget_clients(self.bootstrap_servers)

@@ -42,7 +42,9 @@ from statekit.changelog.meta import Position, decode_meta, meta_topic
 from statekit.changelog.reader import topic_partitions
 from statekit.errors import ChangelogError
 from statekit.kafka.background import BackgroundLoop, consume_records
-from statekit.kafka.topics import end_offsets, list_topics, plain_consumer
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import end_offsets
+from statekit.kafka.topics import list_topics
 from statekit.model import changelog_record as codec
 from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec

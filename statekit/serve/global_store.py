@@ -40,7 +40,9 @@ from confluent_kafka import TopicPartition
 
 from statekit.errors import BadArgument
 from statekit.kafka.background import BackgroundLoop, consume_records
-from statekit.kafka.topics import end_offsets, partition_count, plain_consumer
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import end_offsets
+from statekit.kafka.topics import partition_count
 from statekit.model.changelog_record import encode_json
 from statekit.model.connection import Kafka, connect
 from statekit.restore.tail import RESTORING, RUNNING
