@@ -84,7 +84,7 @@ def why_unavailable(kafka: Kafka, topic: str, timeout: float = 2.0) -> str:
     down = [address for address, ok in up.items() if not ok]
     found = []
     if down:
-        from statekit.kafka.broker import why_stopped
+        from statekit.kafka.broker_process import why_stopped
 
         found.append(f"{_listed(down)} {'does' if len(down) == 1 else 'do'} not answer "
                      f"({len(addresses) - len(down)} of {len(addresses)} brokers do)")

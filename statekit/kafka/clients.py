@@ -62,7 +62,7 @@ def plain_consumer(kafka: Kafka, config: Config = None, **extra) -> Consumer:
 def unreachable(conn: KafkaConnection, detail: str) -> BrokerUnreachable:
     """BrokerUnreachable naming ``conn``'s address, with why an embedded broker there stopped
     when this process ran it (its exit and the cause its log gives: a full disk, say)."""
-    from statekit.kafka.broker import why_stopped
+    from statekit.kafka.broker_process import why_stopped
 
     addresses = [a.strip() for a in conn.bootstrap_servers.split(",") if a.strip()]
     reasons = [reason for reason in map(why_stopped, addresses) if reason]

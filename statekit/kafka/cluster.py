@@ -50,7 +50,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ClusterMetadata
 
 from statekit.errors import StatekitError, TopicNotFound
-from statekit.kafka.broker import ClosedOnExit, EmbeddedBroker, cluster_id
+from statekit.kafka.broker import EmbeddedBroker, cluster_id
+from statekit.kafka.broker_process import ClosedOnExit
 from statekit.kafka.clients import admin_client, forget_clients
 from statekit.kafka.topics import list_topics
 from statekit.model.connection import KafkaConnection
