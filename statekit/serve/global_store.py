@@ -45,7 +45,7 @@ from statekit.kafka.offsets import end_offsets
 from statekit.kafka.topics import partition_count
 from statekit.model.changelog_record import encode_json
 from statekit.model.connection import Kafka, connect
-from statekit.restore.tail import RESTORING, RUNNING
+from statekit.restore.partition_status import RESTORING, RUNNING
 from statekit.stores import StateStore, open_store
 from statekit.validate import kafka_name
 

@@ -32,7 +32,8 @@ from statekit.errors import (
 )
 from statekit.model.connection import Kafka, connect
 from statekit.model.store_schema import StoreSchema
-from statekit.restore.tail import RUNNING, ChangelogTail, PartitionStatus
+from statekit.restore.partition_status import RUNNING, PartitionStatus
+from statekit.restore.tail import ChangelogTail
 from statekit.serve.global_store import GlobalStore, GlobalTable
 from statekit.serve.part_keys import key_codec
 from statekit.serve.results import PartitionAnswer, QueryResult

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from statekit.errors import ResultTooLarge
-from statekit.restore.tail import RUNNING, PartitionStatus
+from statekit.restore.partition_status import RUNNING, PartitionStatus
 from statekit.serve.instance import ServingInstance
 from statekit.serve.local_calls import call_local
 from statekit.serve.results import MAX_LIMIT

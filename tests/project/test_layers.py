@@ -91,7 +91,7 @@ NO_PYSPARK_AT_IMPORT = ("statekit.stores", "statekit.model", "statekit.changelog
                         "statekit.kafka", "statekit.datasets", "statekit.restore.rebuild",
                         "statekit.restore.options", "statekit.restore.partition",
                         "statekit.restore.readers", "statekit.restore.result",
-                        "statekit.restore.compacted",
+                        "statekit.restore.compacted", "statekit.restore.partition_status",
                         "statekit.standby.replica", "statekit.drills.worker",
                         "statekit.restore.listener", "statekit.processor.layout",
                         "statekit.processor.fields", "statekit.errors")
