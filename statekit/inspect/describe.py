@@ -53,7 +53,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from statekit.errors import BadArgument, CheckpointError, StatekitError
-from statekit.spark_state.integrity import PROBLEM_KINDS, checkpoint_problems, is_stateful
+from statekit.spark_state.integrity import checkpoint_problems, is_stateful
+from statekit.spark_state.problems import PROBLEM_KINDS
 from statekit.spark_state.progress import progress_frame
 from statekit.validate import whole_number
 
