@@ -238,7 +238,7 @@ def test_session_store_finds_the_sessions_an_event_touches():
 
 
 def test_output_rows_are_checked_column_by_column():
-    from statekit.processor.processor import conform
+    from statekit.processor.runner import conform
 
     class Out(Minimal):
         output = "player string, n bigint, at timestamp, score double"
