@@ -24,6 +24,10 @@ an ``acks=all`` write waits for a replica that does not come. librdkafka retries
 ``message.timeout.ms``: a client sees a timeout either way
 (``statekit.kafka.availability.why_unavailable`` says which).
 
+Kept whole: one concept, the cluster, as one class whose start, kill and stop wait on what its
+own metadata says (brokers listed, leaders, in-sync replicas); split, those waits would leave
+the class for a mixin that only it uses.
+
 Example:
     >>> with KafkaCluster(brokers=3) as cluster:                      # doctest: +SKIP
     ...     create_topic(cluster, "games", partitions=3)    # replicated 3 times
