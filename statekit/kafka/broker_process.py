@@ -27,6 +27,7 @@ from pathlib import Path
 from statekit.errors import StatekitError
 from statekit.ports import free_port
 from statekit.processes import spawn
+from statekit.processes import stop as stop_process
 
 _LIVE: weakref.WeakSet[BrokerProcess] = weakref.WeakSet()
 
@@ -224,14 +225,8 @@ class BrokerProcess(ClosedOnExit):
 
         proc, self._proc, self._ready = self._proc, None, False
         forget_clients(self.bootstrap_servers)
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout)
+        if proc is not None:
+            stop_process(proc, timeout)
 
     def kill(self) -> None:
         """``kill -9`` the broker (a crash drill): nothing flushed, nothing shut down."""
