@@ -48,7 +48,8 @@ def one_round() -> dict:
     from confluent_kafka import Producer
 
     from statekit.kafka import EmbeddedBroker, create_topic
-    from statekit.kafka.topics import consume_ranges, plain_consumer
+    from statekit.kafka.clients import plain_consumer
+    from statekit.kafka.offsets import consume_ranges
 
     broker = EmbeddedBroker()
     try:

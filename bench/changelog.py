@@ -84,7 +84,8 @@ def produce(bootstrap: str, topic: str, records: int, keys: int, batches: int) -
 
 def raw_consume(bootstrap: str, topic: str) -> int:
     """Consume everything, touching key, value and headers: the speed of light here."""
-    from statekit.kafka.topics import consume_ranges, end_offsets, plain_consumer
+    from statekit.kafka.clients import plain_consumer
+    from statekit.kafka.offsets import consume_ranges, end_offsets
 
     consumer = plain_consumer(bootstrap)
     try:
@@ -103,7 +104,8 @@ def ship_table(bootstrap: str, topic: str, records: int):
     """``records`` rows (batch, partition, key, value) read back from the produced topic."""
     import pyarrow as pa
 
-    from statekit.kafka.topics import consume_ranges, end_offsets, plain_consumer
+    from statekit.kafka.clients import plain_consumer
+    from statekit.kafka.offsets import consume_ranges, end_offsets
     from statekit.model import changelog_record as codec
 
     rows: dict[str, list] = {"batch": [], "partition": [], "key": [], "value": []}

@@ -144,7 +144,7 @@ def _archive_mapped() -> bool:
     from pyspark import SparkContext
 
     from statekit.spark.class_archive import ClassArchive
-    from statekit.spark.session import worker_spark_home
+    from statekit.spark.worker_home import worker_spark_home
 
     proc = getattr(SparkContext._gateway, "proc", None)
     archive = ClassArchive.for_this_machine(worker_spark_home())

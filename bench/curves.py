@@ -199,7 +199,9 @@ def raw_change_feed(spark, checkpoint: str):
 
 def bare_consume(bootstrap: str, topic: str) -> int:
     """Every record of every partition of ``topic`` touched (key, value, headers)."""
-    from statekit.kafka.topics import consume_ranges, end_offsets, partition_count, plain_consumer
+    from statekit.kafka.clients import plain_consumer
+    from statekit.kafka.offsets import consume_ranges, end_offsets
+    from statekit.kafka.topics import partition_count
 
     consumer = plain_consumer(bootstrap)
     n = 0
@@ -511,7 +513,8 @@ def big_state_conf(keys: int, driver_memory: str | None = None) -> dict[str, str
     """
     conf = {"spark.driver.memory": driver_memory} if driver_memory else {}
     if keys >= TEN_MILLION:
-        from statekit.spark.session import driver_java_options, worker_spark_home
+        from statekit.spark.session import driver_java_options
+        from statekit.spark.worker_home import worker_spark_home
 
         # the heap the JVM no longer uses goes back to the OS while Python works (G1's
         # periodic collection): the JVM, Python's 11M-row frames and the broker do not fit

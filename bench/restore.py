@@ -57,7 +57,8 @@ def consume_all(bootstrap: str, topic: str, keep: bool = True
                 ) -> list[tuple[bytes, bytes | None]] | int:
     """Every record's (key, value) consumed by one consumer of all partitions
     (or, with ``keep=False``, just how many: the values are touched, not kept)."""
-    from statekit.kafka.topics import consume_ranges, end_offsets, plain_consumer
+    from statekit.kafka.clients import plain_consumer
+    from statekit.kafka.offsets import consume_ranges, end_offsets
 
     consumer = plain_consumer(bootstrap)
     records: list[tuple[bytes, bytes | None]] = []
@@ -76,7 +77,8 @@ def consume_all(bootstrap: str, topic: str, keep: bool = True
 
 def consume_per_partition(bootstrap: str, topic: str) -> int:
     """How many records a consumer per partition, each in a thread, read in all."""
-    from statekit.kafka.topics import consume_ranges, end_offsets, plain_consumer
+    from statekit.kafka.clients import plain_consumer
+    from statekit.kafka.offsets import consume_ranges, end_offsets
 
     counts = [0] * PARTITIONS
     failures: list[BaseException] = []

@@ -15,7 +15,7 @@ trigger 100 ms, until the progress reports ``R`` input rows. Per configuration:
 
 - **throughput**: R / seconds from ``start_query`` to the report that reaches R rows,
   and the median per-batch ``processedRowsPerSecond`` of the warm batches;
-- **memory** (``statekit.monitor.rocksdb_stats``): peak and median ``memory_used``
+- **memory** (``statekit.monitor.memory_sizing``): peak and median ``memory_used``
   (memtables + block cache + indexes and filters) and the sizing rule's ceiling;
 - **reads**: block cache hit ratio (all hits / all block reads), gets per put;
 - **writes**: memtable flushes between snapshots (a full write buffer), write stalls;

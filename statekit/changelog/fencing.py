@@ -33,7 +33,7 @@ from confluent_kafka import KafkaError, KafkaException
 from statekit.changelog import meta
 from statekit.changelog.rounds import changelog_producer
 from statekit.errors import ChangelogError, ChangelogFenced
-from statekit.kafka.topics import UNAVAILABLE, why_unavailable
+from statekit.kafka.availability import UNAVAILABLE, why_unavailable
 from statekit.kafka.transactions import discard, is_fenced
 
 #: seconds a fenced writer waits for the writer that fenced it to say who it is

@@ -25,7 +25,9 @@ from statekit.changelog import arrow as arrow_rows
 from statekit.changelog.log import Changelog
 from statekit.changelog.meta import Position, decode_meta, meta_topic
 from statekit.errors import ChangelogError
-from statekit.kafka.topics import consume_ranges, end_offsets, partition_count, plain_consumer
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import consume_ranges, end_offsets
+from statekit.kafka.topics import partition_count
 from statekit.model import changelog_record as codec
 from statekit.model.connection import Kafka, connect
 from statekit.model.store_schema import StoreSchema

@@ -28,15 +28,9 @@ from confluent_kafka import KafkaException
 from statekit.changelog import meta
 from statekit.changelog.ledger import LedgerState
 from statekit.errors import ChangelogError
-from statekit.kafka.topics import (
-    consume_ranges,
-    create_topic,
-    describe_topic_config,
-    end_offsets,
-    list_topics,
-    offset_bounds,
-    plain_consumer,
-)
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import consume_ranges, end_offsets, offset_bounds
+from statekit.kafka.topics import create_topic, describe_topic_config, list_topics
 from statekit.model import changelog_record as codec
 
 

@@ -21,6 +21,7 @@ from statekit.charts.explain import (
     explain_records_chart,
     explain_values_chart,
 )
+from statekit.charts.failover import failover_timeline_chart
 from statekit.charts.inspect import (
     compare_state_rows_chart,
     describe_chart,
@@ -51,12 +52,7 @@ from statekit.charts.restore import (
     restore_rate_chart,
     standby_lag_chart,
 )
-from statekit.charts.serving import (
-    failover_timeline_chart,
-    latency_chart,
-    leaderboard_chart,
-    placement_chart,
-)
+from statekit.charts.serving import latency_chart, leaderboard_chart, placement_chart
 
 __all__ = [
     "broker_compaction_chart",

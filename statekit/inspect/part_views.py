@@ -38,7 +38,8 @@ from statekit.inspect.operators import Part
 from statekit.inspect.plan_names import PartNames
 from statekit.spark.connect import is_connect
 from statekit.spark_state.checkpoint import Checkpoint
-from statekit.spark_state.integrity import Problem, require_readable, restore_problems
+from statekit.spark_state.integrity import require_readable, restore_problems
+from statekit.spark_state.problems import Problem
 from statekit.spark_state.read_errors import reading
 from statekit.spark_state.spark_files import _ranges, require_state_files_visible, state_files
 from statekit.validate import batch_span

@@ -19,7 +19,8 @@ _NAMES = {
     "replay": "statekit.kafka.dataset_replay",
     **{name: "statekit.kafka.topics" for name in (
         "alter_topic_config", "create_topic", "delete_topic", "describe_topic_config",
-        "end_offsets", "list_topics", "partition_count", "watermarks")},
+        "list_topics", "partition_count", "watermarks")},
+    "end_offsets": "statekit.kafka.offsets",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

@@ -22,7 +22,11 @@ first, which shrink to the node left: below ``min.insync.replicas``, and its bro
 keeps serving what it leads, no leader is elected and no replica leaves the in-sync set, so
 an ``acks=all`` write waits for a replica that does not come. librdkafka retries both until
 ``message.timeout.ms``: a client sees a timeout either way
-(``statekit.kafka.topics.why_unavailable`` says which).
+(``statekit.kafka.availability.why_unavailable`` says which).
+
+Kept whole: one concept, the cluster, as one class whose start, kill and stop wait on what its
+own metadata says (brokers listed, leaders, in-sync replicas); split, those waits would leave
+the class for a mixin that only it uses.
 
 Example:
     >>> with KafkaCluster(brokers=3) as cluster:                      # doctest: +SKIP
@@ -50,8 +54,10 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ClusterMetadata
 
 from statekit.errors import StatekitError, TopicNotFound
-from statekit.kafka.broker import ClosedOnExit, EmbeddedBroker, cluster_id
-from statekit.kafka.topics import admin_client, forget_clients, list_topics
+from statekit.kafka.broker import EmbeddedBroker, cluster_id
+from statekit.kafka.broker_process import ClosedOnExit
+from statekit.kafka.clients import admin_client, forget_clients
+from statekit.kafka.topics import list_topics
 from statekit.model.connection import KafkaConnection
 from statekit.validate import whole_number
 

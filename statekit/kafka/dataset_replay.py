@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from statekit.errors import BadArgument, StatekitError
-from statekit.kafka.topics import check_reachable, create_topic, partition_count
+from statekit.kafka.clients import check_reachable
+from statekit.kafka.topics import create_topic, partition_count
 from statekit.model.connection import Kafka, connect
 from statekit.options.base import route, settle
 from statekit.options.replay import ReplayOptions

@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 
 from statekit.errors import StatekitError
-from statekit.kafka.broker import BrokerProcess
+from statekit.kafka.broker_process import BrokerProcess
 
 
 def broker_binary() -> str:

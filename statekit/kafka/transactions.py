@@ -13,7 +13,7 @@ fencing all work (the fenced producer's next produce or commit fails); a
 index of aborted transactions, so a ``read_committed`` consumer there *does* see the
 records of an aborted transaction (a real Kafka broker hides them). Its
 ``read_committed`` ListOffsets answers 0 while a transaction is open
-(``statekit.kafka.topics.end_offsets`` does not rely on it).
+(``statekit.kafka.offsets.end_offsets`` does not rely on it).
 
 Example:
     >>> producer = transactional_producer(broker, "statekit-demo")      # doctest: +SKIP

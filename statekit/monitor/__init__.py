@@ -7,9 +7,10 @@ Names resolve on first use (``statekit.monitor.rocksdb_stats`` loads without pys
 from statekit._lazy import lazy_exports
 
 _NAMES = {
-    **dict.fromkeys(("COMMIT_PHASES", "METRICS", "MemoryEstimate", "RocksDBSizes",
-                     "memory_by_batch", "memory_estimate", "rocksdb_metrics", "wide"),
+    **dict.fromkeys(("COMMIT_PHASES", "METRICS", "rocksdb_metrics", "wide"),
                     "statekit.monitor.rocksdb_stats"),
+    **dict.fromkeys(("MemoryEstimate", "RocksDBSizes", "memory_by_batch", "memory_estimate"),
+                    "statekit.monitor.memory_sizing"),
     **dict.fromkeys(("measure_record_cache", "summarize", "write_coalescing"),
                     "statekit.monitor.record_cache"),
     **dict.fromkeys(("compare_presets", "rate_events"), "statekit.monitor.presets"),

@@ -42,7 +42,9 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from statekit.errors import BadArgument, TopicNotFound
-from statekit.kafka.topics import consume_ranges, end_offsets, partition_count, plain_consumer
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import consume_ranges, end_offsets
+from statekit.kafka.topics import partition_count
 from statekit.model import changelog_record as codec
 from statekit.model.connection import Kafka, connect
 from statekit.monitor.rocksdb_stats import rocksdb_metrics

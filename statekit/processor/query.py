@@ -36,7 +36,8 @@ from statekit.model.query_spec import DEFAULT_MAX_EVENT_TIME_AHEAD
 from statekit.options.base import route, settle
 from statekit.options.query import RunOptions, SourceOptions
 from statekit.processor.layout import StoreLayout
-from statekit.processor.processor import Plan, Processor, ProcessorRunner, plan_of
+from statekit.processor.processor import Plan, Processor, plan_of
+from statekit.processor.runner import ProcessorRunner
 from statekit.query.failures import spark_message
 from statekit.query.run_start import Started, new_run, start_recorded
 from statekit.query.running import RunningQuery

@@ -37,7 +37,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from statekit.errors import BadArgument, StatekitError
-from statekit.kafka.topics import log_starts
+from statekit.kafka.offsets import log_starts
 from statekit.query.input_replay import (
     FILE_RAW_SCHEMA,
     RAW_SCHEMA,

@@ -26,13 +26,9 @@ import pandas as pd
 from pyspark.sql.types import StructType
 
 from statekit.atomic import write_atomic
-from statekit.kafka.topics import (
-    consume_ranges,
-    offset_bounds,
-    partition_count,
-    plain_consumer,
-    watermarks_of,
-)
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import consume_ranges, offset_bounds, watermarks_of
+from statekit.kafka.topics import partition_count
 from statekit.model.connection import KafkaConnection
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.progress import kafka_offsets

@@ -42,14 +42,9 @@ from statekit._lazy import pd
 from statekit.changelog.ledger import Ledger
 from statekit.changelog.reader import topic_partitions
 from statekit.errors import BadArgument, StatekitError
-from statekit.kafka.topics import (
-    consume_ranges,
-    describe_topic_config,
-    list_topics,
-    log_starts,
-    offset_bounds,
-    plain_consumer,
-)
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import consume_ranges, log_starts, offset_bounds
+from statekit.kafka.topics import describe_topic_config, list_topics
 from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec
 from statekit.model.store_schema import PartShape

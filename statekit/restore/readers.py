@@ -25,7 +25,8 @@ from dataclasses import dataclass, replace
 
 from tqdm.auto import tqdm
 
-from statekit.kafka.topics import consume_ranges, plain_consumer
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import consume_ranges
 from statekit.processes import available_cpus
 from statekit.restore.listener import RestoreListener, RestoreProgress
 from statekit.restore.partition import PartitionRestore, open_partition_store

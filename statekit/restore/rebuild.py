@@ -32,7 +32,8 @@ from typing import Any
 from statekit._lazy import pd
 from statekit.changelog.reader import topic_partitions
 from statekit.errors import BadArgument
-from statekit.kafka.topics import end_offsets, plain_consumer
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import end_offsets
 from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec
 from statekit.model.store_schema import PartShape

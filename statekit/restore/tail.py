@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import pandas as pd
 from confluent_kafka import TopicPartition
@@ -42,58 +42,25 @@ from statekit.changelog.meta import Position, decode_meta, meta_topic
 from statekit.changelog.reader import topic_partitions
 from statekit.errors import ChangelogError
 from statekit.kafka.background import BackgroundLoop, consume_records
-from statekit.kafka.topics import end_offsets, list_topics, plain_consumer
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import end_offsets
+from statekit.kafka.topics import list_topics
 from statekit.model import changelog_record as codec
 from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec
 from statekit.model.store_schema import PartShape, StoreSchema
 from statekit.restore.partition import open_partition_store
+from statekit.restore.partition_status import (
+    RESTORING,
+    RUNNING,
+    STATUS_COLUMNS,
+    PartitionStatus,
+    reached,
+)
 from statekit.stores import StateStore
 from statekit.validate import whole_numbers
 
-RESTORING, RUNNING = "restoring", "running"
-STATUS_COLUMNS = ["partition", "state", "next_offset", "restored", "to_restore", "batch",
-                  "shipped_batch", "lag_batches"]
 _HISTORY = 4096  # positions remembered per partition (one per shipping round)
-
-
-@dataclass(frozen=True)
-class PartitionStatus:
-    """Where one partition's store stands.
-
-    ``state`` is ``restoring`` until ``next_offset`` reaches ``restore_to`` (the log's
-    end when the partition was added), then ``running``. ``batch`` is the batch the
-    store reflects (-1: none yet); ``shipped_batch`` the last batch the changelog
-    writer has shipped, so ``lag_batches`` is how many batches the store is behind.
-    """
-
-    partition: int
-    state: str
-    next_offset: int
-    restore_from: int
-    restore_to: int
-    batch: int = -1
-    shipped_batch: int = -1
-
-    @property
-    def restored(self) -> int:
-        """Records read since the restore began."""
-        return max(0, self.next_offset - self.restore_from)
-
-    @property
-    def to_restore(self) -> int:
-        """Records the restore has to read in all."""
-        return max(0, self.restore_to - self.restore_from)
-
-    @property
-    def lag_batches(self) -> int:
-        return max(0, self.shipped_batch - self.batch)
-
-    def describe(self) -> str:
-        """``restoring, 1,200 of 5,000 records`` or ``running at batch 9``."""
-        if self.state == RESTORING:
-            return f"restoring, {self.restored:,} of {self.to_restore:,} records"
-        return f"{self.state} at batch {self.batch}"
 
 
 class ChangelogTail(BackgroundLoop):
@@ -267,7 +234,7 @@ class ChangelogTail(BackgroundLoop):
             try:
                 status = self._held(partition)
                 remaining = deadline - time.monotonic()
-                if status is None or _reached(status, batch) or remaining <= 0:
+                if status is None or reached(status, batch) or remaining <= 0:
                     return status
                 woken.wait(remaining)
             finally:
@@ -294,7 +261,7 @@ class ChangelogTail(BackgroundLoop):
             try:
                 status = self._held(partition)
                 remaining = deadline - loop.time()
-                if status is None or _reached(status, batch) or remaining <= 0:
+                if status is None or reached(status, batch) or remaining <= 0:
                     return status
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(woken, remaining)
@@ -429,10 +396,6 @@ class ChangelogTail(BackgroundLoop):
 
     def __repr__(self) -> str:
         return f"ChangelogTail({self.topic!r}, partitions={self.partitions})"
-
-
-def _reached(status: PartitionStatus, batch: int) -> bool:
-    return status.state == RUNNING and status.batch >= batch
 
 
 def _settle(future: asyncio.Future) -> None:

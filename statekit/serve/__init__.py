@@ -17,7 +17,7 @@ _NAMES = {
     "ServingCluster": "statekit.serve.cluster",
     "serve": "statekit.serve.cluster",
     "ServingClient": "statekit.serve.client",
-    "KeyMetadata": "statekit.serve.client",
+    "KeyMetadata": "statekit.serve.router",
     "InstanceDown": "statekit.errors",
     "TokenRefused": "statekit.errors",
     "ServingInstance": "statekit.serve.instance",

@@ -54,7 +54,7 @@ from statekit.ports import free_port
 from statekit.processes import stop as stop_process
 from statekit.serve.auth import announce, settle
 from statekit.serve.client import ServingClient
-from statekit.serve.instance import wait_for_schema
+from statekit.serve.partition_host import wait_for_schema
 from statekit.serve.process import instance_config, start_instance
 from statekit.serve.rest import check_host
 from statekit.serve.routing.assignment import Assignment, assign, check_standbys

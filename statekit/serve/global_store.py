@@ -39,11 +39,13 @@ from confluent_kafka import TopicPartition
 
 from statekit.errors import BadArgument
 from statekit.kafka.background import BackgroundLoop, consume_records
-from statekit.kafka.topics import end_offsets, partition_count, plain_consumer
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import end_offsets
+from statekit.kafka.topics import partition_count
 from statekit.model.changelog_record import encode_json
 from statekit.model.connection import Kafka, connect
 from statekit.options.serve import GlobalTable
-from statekit.restore.tail import RESTORING, RUNNING
+from statekit.restore.partition_status import RESTORING, RUNNING
 from statekit.stores import StateStore, open_store
 from statekit.validate import kafka_name
 

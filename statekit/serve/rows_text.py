@@ -11,7 +11,7 @@ thread hop, as cheap as ``/health``; one that is not is made in a query thread, 
 any scan is.
 
 The answer is the one the general path gives, byte for byte in its rows (the same
-read, ``client.call_local``, and the same JSON as Starlette's ``JSONResponse``); each
+read, ``local_calls.call_local``, and the same JSON as Starlette's ``JSONResponse``); each
 partition's report (batch, lag, state, role) is read anew for every answer. Only the
 plain case is taken here: every partition asked is held here and running (and, for a
 routed ``/all``, active here, so routing would ask only this instance), and
@@ -37,9 +37,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from statekit.errors import ResultTooLarge
-from statekit.restore.tail import RUNNING, PartitionStatus
-from statekit.serve.client import call_local
+from statekit.restore.partition_status import RUNNING, PartitionStatus
 from statekit.serve.instance import ServingInstance
+from statekit.serve.local_calls import call_local
 from statekit.serve.results import MAX_LIMIT
 
 #: most bytes of rows text kept, all partitions together

@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _mirror_home() -> str | None:
-    from statekit.spark.session import worker_spark_home
+    from statekit.spark.worker_home import worker_spark_home
 
     return worker_spark_home()
 

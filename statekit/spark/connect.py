@@ -124,7 +124,8 @@ class ConnectServer:
             return self
         import pyspark
 
-        from statekit.spark.session import DEFAULT_CONF, java_options, worker_spark_home
+        from statekit.spark.session import DEFAULT_CONF, java_options
+        from statekit.spark.worker_home import worker_spark_home
 
         settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": java_options(),
                     "spark.connect.grpc.binding.port": str(self.port),

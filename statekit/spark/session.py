@@ -9,10 +9,10 @@ Five things make a fresh session's first query start sooner (see ``bench/README.
   runner of each streaming query on a Python data source, each worker daemon)
   compiled PySpark anew: about 1 s instead of 0.3 s for the streaming runner's imports,
   measured here. For a pip-installed PySpark, ``spark_session`` starts the JVM with
-  ``SPARK_HOME`` pointing at a mirror of the installation (symbolic links, under
-  ``~/.cache/statekit``) that leaves the zip out, so those processes import the very
-  same installed PySpark from site-packages, bytecode cached. A ``SPARK_HOME`` you set
-  is left alone.
+  ``SPARK_HOME`` pointing at a mirror of the installation (``statekit.spark.worker_home``:
+  symbolic links, under ``~/.cache/statekit``) that leaves the zip out, so those processes
+  import the very same installed PySpark from site-packages, bytecode cached. A
+  ``SPARK_HOME`` you set is left alone.
 - **Spark's classes mapped, not loaded.** When ``spark_session`` starts the driver JVM and
   this machine has a class-data archive for it (``statekit.spark.class_archive``, built
   once by ``make``), the JVM maps Spark's classes from that file instead of loading and
@@ -49,11 +49,9 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
 import logging
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -63,9 +61,9 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from statekit.cache import cache_dir
 from statekit.errors import BadArgument
 from statekit.options.base import Options, route, settle
+from statekit.spark.worker_home import worker_spark_home
 from statekit.validate import flag, whole_number
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -422,89 +420,3 @@ def _environ(name: str, value: str | None):
             os.environ.pop(name, None)
         else:
             os.environ[name] = before
-
-
-def worker_spark_home(cache: str | os.PathLike | None = None,
-                      environ: dict[str, str] | None = None) -> str | None:
-    """A ``SPARK_HOME`` for the JVM under which Spark's Python processes use cached bytecode.
-
-    Spark starts its Python processes with ``$SPARK_HOME/python/lib/pyspark.zip`` first
-    on ``PYTHONPATH``. This returns a directory that mirrors the pip-installed PySpark
-    (``bin``, ``jars`` and the rest as symbolic links to the installation) but has no
-    ``pyspark.zip``, so those processes import the same installed package from
-    site-packages, where Python keeps its compiled bytecode. It is built once under
-    ``cache`` (default ``$XDG_CACHE_HOME/statekit`` or ``~/.cache/statekit``).
-
-    Returns None, so that nothing changes, when ``SPARK_HOME`` is already set (your own
-    Spark), when ``PYSPARK_PYTHON`` names another interpreter than this one (it may not
-    have PySpark installed), when PySpark is not pip-installed, or when the mirror cannot
-    be written.
-
-    Example:
-        >>> home = worker_spark_home()                               # doctest: +SKIP
-        >>> os.path.exists(os.path.join(home, "python/lib/pyspark.zip"))  # doctest: +SKIP
-        False
-    """
-    env = os.environ if environ is None else environ
-    if env.get("SPARK_HOME"):
-        return None
-    python = env.get("PYSPARK_PYTHON")
-    if python and os.path.realpath(python) != os.path.realpath(sys.executable):
-        return None
-    import pyspark
-
-    real = Path(pyspark.__file__).resolve().parent
-    if not ((real / "bin" / "spark-submit").is_file() and (real / "jars").is_dir()
-            and (real / "python" / "lib" / "pyspark.zip").is_file()):
-        return None
-    if cache is None:
-        cache = cache_dir(env)
-    digest = hashlib.sha1(str(real).encode()).hexdigest()[:10]
-    home = Path(cache) / f"spark-home-{pyspark.__version__}-{digest}"
-    try:
-        if not _is_mirror(home, real):
-            _build_mirror(home, real)
-    except OSError:
-        return None
-    return str(home)
-
-
-def _mirror_entries(real: Path) -> list[tuple[str, Path]]:
-    """(path inside the mirror, what it links to): everything but python/lib/pyspark.zip."""
-    entries = []
-    for item in sorted(real.iterdir()):
-        if item.name != "python":
-            entries.append((item.name, item))
-    for item in sorted((real / "python").iterdir()):
-        if item.name != "lib":
-            entries.append((f"python/{item.name}", item))
-    for item in sorted((real / "python" / "lib").iterdir()):
-        if item.name != "pyspark.zip":
-            entries.append((f"python/lib/{item.name}", item))
-    return entries
-
-
-def _is_mirror(home: Path, real: Path) -> bool:
-    if not home.is_dir() or (home / "python" / "lib" / "pyspark.zip").exists():
-        return False
-    return all((home / name).is_symlink() and os.readlink(home / name) == str(target)
-               for name, target in _mirror_entries(real))
-
-
-def _build_mirror(home: Path, real: Path) -> None:
-    """Build the mirror beside its final place, then rename it there (atomic)."""
-    home.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=home.name + ".", dir=home.parent))
-    try:
-        (staging / "python" / "lib").mkdir(parents=True)
-        for name, target in _mirror_entries(real):
-            os.symlink(target, staging / name)
-        if home.exists():  # an outdated mirror (PySpark reinstalled elsewhere)
-            shutil.rmtree(home, ignore_errors=True)
-        try:
-            os.rename(staging, home)
-        except OSError:
-            if not _is_mirror(home, real):  # not another process that got there first
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)

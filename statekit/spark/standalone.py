@@ -69,7 +69,7 @@ def spark_class() -> Path:
 
 def _spark_home() -> str:
     """SPARK_HOME for the daemons: the one set, else the mirror statekit's sessions use."""
-    from statekit.spark.session import worker_spark_home
+    from statekit.spark.worker_home import worker_spark_home
 
     return os.environ.get("SPARK_HOME") or worker_spark_home() or str(spark_class().parents[1])
 

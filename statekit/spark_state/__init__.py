@@ -17,7 +17,7 @@ _NAMES = {
     "with_restore_use": "statekit.spark_state.spark_files",
     "restart_summary": "statekit.spark_state.restart",
     "restart_timeline": "statekit.spark_state.restart",
-    "state_store_events": "statekit.spark_state.restart",
+    "state_store_events": "statekit.spark_state.store_log",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

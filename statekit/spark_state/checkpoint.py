@@ -22,15 +22,9 @@ Spark writes (statekit only reads these)::
                                      (transformWithState: one per state variable), one file
                                      per batch that changed them
 
-statekit writes, all under ``<checkpoint>/_statekit/`` and never into Spark's own folders::
-
-    progress/<batch:010d>.json       one StreamingQueryProgress JSON per batch, every run
-    malformed/data/*.parquet         malformed input rows kept aside (the side output)
-    malformed/checkpoint/            that side output's own Spark checkpoint
-    changelog/<topic>.json           the changelog writer's ledger (``statekit.changelog.ledger``)
-    late/<batch:010d>.json           late events counted in one batch (``late_events()``)
-    query.json                       what ``start_query`` last started here: its QuerySpec and
-                                     its input's column types (``statekit.query.restart_check``)
+statekit writes its own files under ``<checkpoint>/_statekit/`` (progress reports, the
+malformed side output, the changelog ledger, late counts, ``query.json``), never into
+Spark's folders: ``statekit.spark_state.statekit_files`` lists them.
 
 Every module that needs one of these paths asks a ``Checkpoint``; files statekit
 writes go through ``statekit.atomic`` (temp file, fsync, rename).
@@ -52,46 +46,14 @@ import json
 import os
 from pathlib import Path
 
-from statekit.atomic import write_atomic
 from statekit.errors import BadArgument, BatchNotRetained, CheckpointError, CorruptFile
 from statekit.spark.object_store import ObjectPath, listdir, location, missing_error
 from statekit.spark_state.checksums import checksum_problem, crc_file
+from statekit.spark_state.log_versions import log_version
+from statekit.spark_state.statekit_files import StatekitFiles
 from statekit.validate import batch_id
 
-STATEKIT_FOLDER = "_statekit"
 DEFAULT_STORE = "default"
-#: The newest version of each of Spark's log files that Spark 4 writes (a newer one comes from
-#: a newer Spark; the offset log has v2 since checkpoint format v2).
-KNOWN_LOG_VERSIONS = {"offset log": 2, "commit log": 2, "operator metadata": 2}
-
-
-def log_version(path: str | os.PathLike, line: str, what: str) -> int:
-    """The version ``N`` of a Spark log file's first line ``vN``; CheckpointError naming the file
-    for anything else, or for a version newer than Spark 4 writes (``KNOWN_LOG_VERSIONS``).
-
-    Example:
-        >>> log_version("offsets/3", "v1", "offset log")
-        1
-        >>> log_version("offsets/3", "v9", "offset log")
-        Traceback (most recent call last):
-        ...
-        statekit.errors.CheckpointError: the offset log file 'offsets/3' has version v9; Spark 4 \
-writes up to v2: it was written by a newer Spark, which this Spark cannot read (open it with \
-that Spark)
-    """
-    text = line.strip()
-    if not (text.startswith("v") and text[1:].isdigit()):
-        raise CorruptFile(str(path), f"{what} file", f"it is not in Spark's format (its first "
-                          f"line is {text[:40]!r}, not a version 'vN')",
-                          "restore it from a copy of the checkpoint")
-    version = int(text[1:])
-    newest = KNOWN_LOG_VERSIONS.get(what)
-    if newest is not None and version > newest:
-        raise CheckpointError(
-            f"the {what} file {str(path)!r} has version v{version}; Spark 4 writes up to "
-            f"v{newest}: it was written by a newer Spark, which this Spark cannot read (open it "
-            f"with that Spark)")
-    return version
 
 
 def _listdir(folder: Path) -> list[str]:
@@ -102,7 +64,7 @@ def _listdir(folder: Path) -> list[str]:
         return []
 
 
-class Checkpoint:
+class Checkpoint(StatekitFiles):
     """The checkpoint folder at ``path``: where each file lives, and the small logs read whole.
 
     Args:
@@ -217,19 +179,6 @@ class Checkpoint:
 
     def exists(self) -> bool:
         return self.path.is_dir()
-
-    def require_local(self, capability: str) -> None:
-        """CheckpointError naming ``capability`` when the checkpoint is not a local (or
-        mounted) folder: statekit writes its own files (``_statekit/``: progress reports,
-        late counts, the query's spec) only there; an ``s3a://`` checkpoint is read-only to
-        statekit (``open_checkpoint``, ``describe``, snapshots, change feeds, ``attach``)."""
-        if isinstance(self.path, ObjectPath):
-            raise CheckpointError(
-                f"{capability} needs a local checkpoint folder (statekit writes its own files "
-                f"into {str(self.statekit_dir)!r}, and writes nothing to object storage): "
-                f"{str(self.path)!r} is an s3a:// location, which statekit only reads. Give "
-                f"a local folder, or mount the bucket (s3fs, mountpoint-s3) and give its "
-                f"mount point")
 
     def has_state(self) -> bool:
         return self.state_dir.is_dir()
@@ -428,87 +377,6 @@ class Checkpoint:
             raise CheckpointError(
                 f"the offset log of batch {newest} in {str(self.path)!r} does not record "
                 f"spark.sql.shuffle.partitions") from None
-
-    # --- statekit's folder ----------------------------------------------------------------
-    @property
-    def statekit_dir(self) -> Path:
-        return self.path / STATEKIT_FOLDER
-
-    @property
-    def progress_dir(self) -> Path:
-        return self.statekit_dir / "progress"
-
-    @property
-    def malformed_data_dir(self) -> Path:
-        return self.statekit_dir / "malformed" / "data"
-
-    @property
-    def malformed_checkpoint_dir(self) -> Path:
-        return self.statekit_dir / "malformed" / "checkpoint"
-
-    @property
-    def late_dir(self) -> Path:
-        return self.statekit_dir / "late"
-
-    def late_count(self, batch: int) -> int | None:
-        """The late events counted in ``batch`` and kept (None: not counted yet, or the file
-        cannot be read: it is counted again)."""
-        try:
-            data = json.loads((self.late_dir / f"{batch:010d}.json").read_text(encoding="utf-8"))
-            return int(data["late_events"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def write_late_count(self, batch: int, late_events: int, late_watermark_ms: int) -> None:
-        """Keep the late events counted in ``batch`` (and the watermark they were judged by)."""
-        self.require_local("counting late events")
-        write_atomic(self.late_dir / f"{batch:010d}.json", json.dumps(
-            {"batch": batch, "late_events": late_events,
-             "late_watermark_ms": late_watermark_ms}))
-
-    @property
-    def query_spec_path(self) -> Path:
-        """``_statekit/query.json``: what ``start_query`` last started on this checkpoint."""
-        return self.statekit_dir / "query.json"
-
-    def ledger_path(self, topic: str) -> Path:
-        """Where the changelog writer keeps its ledger for ``topic``."""
-        return self.statekit_dir / "changelog" / f"{topic}.json"
-
-    # --- progress reports -----------------------------------------------------------------
-    def progress_path(self, batch: int) -> Path:
-        return self.progress_dir / f"{batch:010d}.json"
-
-    def progress_files(self) -> list[Path]:
-        """The progress reports kept, in batch order."""
-        try:
-            names = listdir(self.progress_dir)
-        except FileNotFoundError:
-            return []
-        return [self.progress_dir / n for n in sorted(names)
-                if n.endswith(".json") and n[:-5].isdigit()]
-
-    def write_progress(self, batch: int, report_json: str) -> None:
-        """Keep one batch's progress report (Spark's JSON text), atomically."""
-        self.require_local("keeping progress reports")
-        write_atomic(self.progress_path(batch), report_json)
-
-    def progress_reports(self) -> list[dict]:
-        """Every progress report kept, in batch order; a corrupt one is named."""
-        reports = []
-        for path in self.progress_files():
-            try:
-                report = json.loads(path.read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                continue
-            except ValueError as exc:
-                raise CheckpointError(f"progress report {str(path)!r} is corrupt: {exc}; "
-                                      f"delete it (statekit writes them whole, so this file "
-                                      f"was changed by something else)") from None
-            if not isinstance(report, dict):
-                raise CheckpointError(f"progress report {str(path)!r} is not a JSON object")
-            reports.append(report)
-        return reports
 
     def __fspath__(self) -> str:
         return str(self.path)

@@ -32,7 +32,8 @@ corrupt_file        a state file fails its ``.crc``; a delta or Spark snapshot w
 ``checkpoint_problems`` also reads every log and state file (``describe()`` runs it);
 ``restore_problems`` reads the files a restore of one version would read (a read that
 Spark failed runs it to name the file: ``statekit.spark_state.read_errors.reading``). The
-checks of single files by their content are ``statekit.spark_state.file_checks``'.
+checks of single files by their content are ``statekit.spark_state.file_checks``'; a
+``Problem`` and its kinds are ``statekit.spark_state.problems``'.
 
 Example:
     >>> import tempfile, pathlib
@@ -54,38 +55,15 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from statekit.errors import CheckpointError, CorruptFile
 from statekit.spark.object_store import as_path, entry_path, listdir
 from statekit.spark_state.checkpoint import DEFAULT_STORE, Checkpoint
 from statekit.spark_state.checksums import crc_file
-from statekit.spark_state.file_checks import (
-    file_problems,
-)
+from statekit.spark_state.file_checks import file_problems
+from statekit.spark_state.problems import Problem, raise_problems
 from statekit.spark_state.spark_files import _ranges, folder_state_files
-
-PROBLEM_KINDS = ("not_a_folder", "commit_log_gap", "offset_log_gap", "missing_state",
-                 "missing_partition", "missing_delta", "no_checksum", "corrupt_file")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a checkpoint: its ``kind`` (one of ``PROBLEM_KINDS``), the file or
-    folder at fault, what is wrong, the operator it concerns (None: the logs) and, for some,
-    what to do."""
-
-    kind: str
-    path: str
-    detail: str
-    operator_id: int | None = None
-    #: what to do about it, where a rule of its own says (Spark's log files); else empty
-    remedy: str = ""
-
-    def __str__(self) -> str:
-        fix = f". To fix it: {self.remedy}" if self.remedy else ""
-        return f"{self.path!r}: {self.detail}{fix}"
 
 
 # --- folders --------------------------------------------------------------------------------
@@ -421,17 +399,3 @@ def restore_problems(checkpoint: str | os.PathLike | Checkpoint, operator_id: in
         else:
             paths += restore_files(store_folder, last_version)[0]
     return found + _content_problems(paths, _codec(ck), operator_id)
-
-
-def raise_problems(problems: list[Problem], what: str) -> None:
-    """Raise a ``CheckpointError`` about reading ``what`` that names every problem (none: no-op).
-    """
-    if not problems:
-        return
-    shown = "; ".join(str(p) for p in problems[:5])
-    more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-    fix = "" if all(p.remedy for p in problems) else (
-        " Restore the files (or the whole checkpoint) from a copy;")
-    raise CheckpointError(f"cannot read {what}: {shown}{more}.{fix} "
-                          f"open_checkpoint(path).describe() lists every problem of the "
-                          f"checkpoint")

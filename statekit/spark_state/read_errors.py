@@ -17,7 +17,8 @@ from pathlib import Path
 
 from statekit.errors import CheckpointError, StatekitError
 from statekit.spark_state.checksums import checksum_problem
-from statekit.spark_state.integrity import Problem, log_file_problems
+from statekit.spark_state.integrity import log_file_problems
+from statekit.spark_state.problems import Problem
 
 _CONDITION = re.compile(r"\[[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*\][^\n]*")
 _CAUSE = re.compile(r"^Caused by: ([^\n]+)", re.MULTILINE)

@@ -9,7 +9,7 @@ the stores: that is a failover.
 Its **lag** is measured as a consumer-lag monitor measures a consumer group's: on
 a timer of its own (every ``sample_every`` seconds, in a second thread with its own
 consumer), the end offset of each partition — the true end, found by reading the
-last record batch (``statekit.kafka.topics.end_offsets``), since some brokers report
+last record batch (``statekit.kafka.offsets.end_offsets``), since some brokers report
 a high watermark short of it — minus the next offset the replica will read. A
 sample taken right after each read (as this class once did) is always 0: it never
 sees the records shipped between two reads.
@@ -32,7 +32,8 @@ from confluent_kafka import TopicPartition
 
 from statekit.changelog.reader import topic_partitions
 from statekit.kafka.background import BackgroundLoop, consume_records
-from statekit.kafka.topics import end_offsets, plain_consumer
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import end_offsets
 from statekit.model.connection import Kafka, connect
 from statekit.model.query_spec import QuerySpec
 from statekit.options.restore import RestoreOptions

@@ -31,7 +31,7 @@ from statekit.charts.output import offline
 from statekit.charts.serving import leaderboard_chart
 from statekit.errors import BadArgument, StatekitError
 from statekit.serve.client import ServingClient
-from statekit.serve.instance import top
+from statekit.serve.ranking import top
 from statekit.serve.results import QueryResult
 from statekit.serve.routing.key_times import time_ms
 from statekit.stores.key_layout import MAX_TIME_MS, ms_to_iso

@@ -53,7 +53,8 @@ def retention_strikes(kafka, topic: str) -> None:
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from statekit.kafka.topics import offset_bounds, partition_count
+    from statekit.kafka.offsets import offset_bounds
+    from statekit.kafka.topics import partition_count
     from statekit.model.connection import connect
 
     conn = connect(kafka)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from statekit.monitor.rocksdb_stats import RocksDBSizes
+from statekit.monitor.memory_sizing import RocksDBSizes
 from statekit.spark.tuning import PREFIX, SPARK_DEFAULTS
 from statekit.workshop.answers import mebibytes, number
 from statekit.workshop.choices import Choices

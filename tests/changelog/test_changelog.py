@@ -24,12 +24,12 @@ from statekit.changelog.reader import read_changelog
 from statekit.changelog.writer import ChangelogWriter
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
 from statekit.drills.worker import query_config, start_worker
+from statekit.kafka.clients import plain_consumer
 from statekit.kafka.topics import (
     create_topic,
     delete_topic,
     describe_topic_config,
     partition_count,
-    plain_consumer,
 )
 from statekit.model import changelog_record as codec
 from statekit.options.query import RunOptions, SourceOptions

@@ -33,13 +33,9 @@ from statekit.errors import (
     StatekitError,
 )
 from statekit.kafka import EmbeddedBroker
-from statekit.kafka.topics import (
-    create_topic,
-    delete_topic,
-    end_offsets,
-    list_topics,
-    plain_consumer,
-)
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import end_offsets
+from statekit.kafka.topics import create_topic, delete_topic, list_topics
 from statekit.spark_state.state_reader import StateReader
 
 

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from helpers.chartspec import marks, rows
 
+from statekit.charts.failover import failover_timeline_chart
 from statekit.charts.serving import (
     duration_text,
-    failover_timeline_chart,
     latency_chart,
     leaderboard_chart,
     placement_chart,

@@ -56,7 +56,8 @@ def expected_entries(snapshot: pd.DataFrame, shape) -> list[tuple[dict, dict, in
 def topic_bounds(live, part: str) -> str:
     """The part's changelog topic's offsets as the broker reports them: the log end and the
     last stable offset (a ``read_committed`` reader's end) of each partition."""
-    from statekit.kafka.topics import offset_bounds, partition_count
+    from statekit.kafka.offsets import offset_bounds
+    from statekit.kafka.topics import partition_count
 
     writer = live.changelogs[part]
     parts = list(range(partition_count(writer.kafka, writer.topic)))

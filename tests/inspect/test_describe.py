@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from statekit.charts.inspect import describe_chart, describe_charts, skew_table
 from statekit.errors import BadArgument
 from statekit.inspect import Description, Flag, open_checkpoint
-from statekit.inspect.describe import slow_commits, stalled_watermark
+from statekit.inspect.flags import slow_commits, stalled_watermark
 
 EVENTS = "k string, ts timestamp"
 FILES = 8

@@ -11,7 +11,8 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer, Topic
 
 from statekit.errors import BadArgument
 from statekit.kafka.background import BackgroundLoop, consume_records
-from statekit.kafka.topics import create_topic, plain_consumer
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.topics import create_topic
 
 
 def wait_for(condition, timeout: float = 10.0) -> None:

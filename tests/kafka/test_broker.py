@@ -14,7 +14,7 @@ import pytest
 
 from statekit.errors import BrokerUnreachable, StatekitError
 from statekit.kafka import EmbeddedBroker, create_topic, list_topics
-from statekit.kafka.topics import check_reachable
+from statekit.kafka.clients import check_reachable
 from statekit.ports import free_port
 from statekit.processes import is_alive
 

@@ -37,8 +37,9 @@ from statekit.changelog.writer import ChangelogWriter
 from statekit.datasets import GAME_SPEC, game_events
 from statekit.errors import BadArgument, ChangelogError, StatekitError
 from statekit.kafka import KafkaCluster
+from statekit.kafka.clients import admin_client
 from statekit.kafka.dataset_replay import replay
-from statekit.kafka.topics import admin_client, create_topic, describe_topic_config
+from statekit.kafka.topics import create_topic, describe_topic_config
 from statekit.kafka.transactions import transactional_producer
 from statekit.processes import is_alive
 from statekit.restore import RestoreListener, restore_stores

@@ -10,7 +10,7 @@ from helpers.murmur2 import murmur2, murmur2_partition
 from statekit.datasets import Dataset, flights, game_events
 from statekit.errors import BadArgument, BrokerUnreachable, StatekitError, TopicNotFound
 from statekit.kafka import ReplayReport, create_topic, replay, watermarks
-from statekit.kafka.topics import plain_consumer
+from statekit.kafka.clients import plain_consumer
 from statekit.ports import free_port
 
 

@@ -15,7 +15,8 @@ from statekit.kafka import (
     partition_count,
     watermarks,
 )
-from statekit.kafka.topics import _JUST_CREATED, consume_ranges, plain_consumer, watermarks_of
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import JUST_CREATED, consume_ranges, watermarks_of
 from statekit.kafka.transactions import transactional_producer
 
 
@@ -162,7 +163,7 @@ class _MetadataNotYetPropagated:
 
 def test_a_just_created_topic_unknown_to_the_node_asked_is_asked_again():
     consumer = _MetadataNotYetPropagated(misses=2)
-    assert watermarks_of(consumer, "t", 0, timeout=5, settling=_JUST_CREATED) == (0, 7)
+    assert watermarks_of(consumer, "t", 0, timeout=5, settling=JUST_CREATED) == (0, 7)
     assert consumer.asks == 3
 
 

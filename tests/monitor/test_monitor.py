@@ -20,7 +20,8 @@ from statekit.monitor import (
     wide,
     write_coalescing,
 )
-from statekit.monitor.rocksdb_stats import ARENA_BLOCK, MIB, TOLERANCE, UNITS
+from statekit.monitor.memory_sizing import ARENA_BLOCK, MIB, TOLERANCE
+from statekit.monitor.rocksdb_stats import UNITS
 from statekit.spark.tuning import PREFIX, PRESETS, SPARK_DEFAULTS, key
 
 #: Metrics every batch of a RocksDB query reports (statekit names).

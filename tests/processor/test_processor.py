@@ -280,7 +280,7 @@ def test_a_bad_session_names_the_store_and_the_value(session, message):
 
 
 def test_output_rows_are_checked_column_by_column():
-    from statekit.processor.processor import conform
+    from statekit.processor.runner import conform
 
     class Out(Minimal):
         output = "player string, n bigint, at timestamp, score double"

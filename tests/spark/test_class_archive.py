@@ -120,7 +120,7 @@ def test_a_session_statekit_starts_maps_this_machines_archive():
         "from pyspark import SparkContext\n"
         "spark = sk.spark_session('local[1]', app_name='statekit-test-class-archive')\n"
         "from statekit.spark.class_archive import ClassArchive\n"
-        "from statekit.spark.session import worker_spark_home\n"
+        "from statekit.spark.worker_home import worker_spark_home\n"
         "archive = ClassArchive.for_this_machine(worker_spark_home())\n"
         "mapped = archive.mapped_by(SparkContext._gateway.proc.pid)\n"
         f"print('MAPPED', mapped and str(archive.path) == {str(archive.path)!r}, "
@@ -132,7 +132,7 @@ def test_a_session_statekit_starts_maps_this_machines_archive():
 
 
 def _mirror():
-    from statekit.spark.session import worker_spark_home
+    from statekit.spark.worker_home import worker_spark_home
 
     return worker_spark_home()
 

@@ -316,7 +316,8 @@ def test_ranges_over_transaction_markers_read_every_record_once(broker, topic_na
     """Commit markers take offsets no record has: a range's records are fewer than its
     offsets, so a read asks for more and gets records past the range's end, which the next
     range must still get."""
-    from statekit.kafka.topics import end_offsets, plain_consumer
+    from statekit.kafka.clients import plain_consumer
+    from statekit.kafka.offsets import end_offsets
     from statekit.kafka.transactions import transactional_producer
 
     create_topic(broker.bootstrap_servers, topic_name, partitions=1)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from statekit.spark.session import worker_spark_home
+from statekit.spark.worker_home import worker_spark_home
 
 REAL = Path(pyspark.__file__).resolve().parent
 PLAIN = {"PATH": os.environ.get("PATH", "")}

@@ -18,17 +18,13 @@ import pytest
 from helpers.filestream import add_events_file, build_snapshot_checkpoint, start_windowed_count
 
 import statekit.spark_state.restart as restart_module
+import statekit.spark_state.store_log as store_log_module
 from statekit.charts.restore import restore_gantt_chart
 from statekit.errors import BadArgument, CheckpointError, StatekitError
 from statekit.spark.session import state_store_log
-from statekit.spark_state.restart import (
-    EVENT_COLUMNS,
-    parse_lines,
-    restart_summary,
-    restart_timeline,
-    state_store_events,
-)
+from statekit.spark_state.restart import restart_summary, restart_timeline
 from statekit.spark_state.spark_files import restore_plan, state_files
+from statekit.spark_state.store_log import EVENT_COLUMNS, parse_lines, state_store_events
 
 RUN = "c947a992-d28d-45e2-9deb-44b88bddaf12"   # the run after the restart
 OLD = "f3f0d6cb-a834-49e9-9aac-a0a96dfd271d"   # the run before it (its providers closing)
@@ -153,7 +149,7 @@ def test_restore_lines_become_events_in_order():
 
 def test_other_lines_are_left_out():
     events = parse_lines(LOG.splitlines())
-    assert set(events["event"]) <= set(restart_module.EVENTS)
+    assert set(events["event"]) <= set(store_log_module.EVENTS)
     # "Loaded change log reader version 1" and the provider's "Committed 10 for ..." are not
     # loads or commits; the old run only closed its stores
     assert (events["event"] == "loaded").sum() == 4
@@ -370,7 +366,8 @@ def test_without_progress_reports_the_run_comes_from_the_log(tmp_path, log_file)
 
 
 def test_doctests():
-    assert doctest.testmod(restart_module, verbose=False).failed == 0
+    for module in (restart_module, store_log_module):
+        assert doctest.testmod(module, verbose=False).failed == 0
 
 
 # --- a real restart ---------------------------------------------------------------------------

@@ -10,7 +10,8 @@ import pytest
 import statekit as sk
 from statekit.datasets import GAME_EVENT_SCHEMA, GAME_SPEC
 from statekit.drills.failover import failover_drill
-from statekit.kafka.topics import end_offsets, plain_consumer
+from statekit.kafka.clients import plain_consumer
+from statekit.kafka.offsets import end_offsets
 from statekit.standby.replica import StandbyReplica
 
 

@@ -22,8 +22,10 @@ from anyio import CapacityLimiter, to_thread
 from fastapi.responses import Response
 
 from statekit.errors import BadArgument, PartitionUnavailable, PositionNotReached, ResultTooLarge
-from statekit.serve.client import ARROW_STREAM, ServingClient, call_local
+from statekit.serve.answers import ARROW_STREAM
+from statekit.serve.client import ServingClient
 from statekit.serve.instance import QUERIES, ServingInstance
+from statekit.serve.local_calls import call_local
 from statekit.serve.rest.http_errors import ANSWERED, as_http_error, bad_argument_as_400, fail
 from statekit.serve.rest.limits import MAX_WAIT, QUERY_THREADS
 from statekit.serve.results import MAX_LIMIT, QueryResult, TableResult

@@ -15,7 +15,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
-from statekit.serve.client import ARROW_STREAM
+from statekit.serve.answers import ARROW_STREAM
 from statekit.serve.rest.http_errors import QUERY_ERRORS, fail
 from statekit.serve.rest.models import (
     AllQuery,

@@ -111,7 +111,7 @@ def take_reader(part: KafkaInputPartition) -> PartitionReader:
         return reader
     if reader is not None:
         _close_quietly(reader.consumer)
-    from statekit.kafka.topics import plain_consumer
+    from statekit.kafka.clients import plain_consumer
 
     return PartitionReader(key, plain_consumer(
         part.bootstrap_servers, dict(part.client_config),

@@ -123,7 +123,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- broker access on the driver -------------------------------------------------
     def _client(self):
         if self._consumer is None:
-            from statekit.kafka.topics import plain_consumer
+            from statekit.kafka.clients import plain_consumer
 
             self._consumer = plain_consumer(self.bootstrap_servers, self.client_config)
         return self._consumer
@@ -141,7 +141,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _broker_offsets(self) -> dict[str, dict[int, tuple[int, int]]]:
         """topic → partition → (low, end), asking the broker now."""
-        from statekit.kafka.topics import end_offsets
+        from statekit.kafka.offsets import end_offsets
 
         try:
             marks = {topic: end_offsets(self._client(), topic, list(range(n)))

@@ -85,7 +85,7 @@ class _WarmUpReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         import numpy as np
         import pyarrow as pa
 
-        import statekit.kafka.topics  # noqa: F401
+        import statekit.kafka.clients  # noqa: F401
 
         n, first = partition.rows, (partition.batch * 2 + partition.task) * partition.rows
         base_ms = 1_704_067_200_000  # 2024-01-01T00:00:00Z
