@@ -39,7 +39,8 @@ from statekit.inspect.failures import reading
 from statekit.inspect.operators import Part, kind_of, operator_parts
 from statekit.inspect.part_views import OperatorView, StateView
 from statekit.spark.connect import is_connect
-from statekit.spark.object_store import is_object_store, ready_for
+from statekit.spark.object_store import is_object_store
+from statekit.spark.s3a_settings import ready_for
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.integrity import is_stateful
 from statekit.spark_state.spark_files import COLUMNS as FILE_COLUMNS

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sys
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from statekit.errors import S3AJarsMissing
 from statekit.maven_jars import JarSet
+from statekit.spark.s3a_settings import S3ASettings, spark_settings
 
 #: PySpark 4's bundled Hadoop client (``pyspark/jars/hadoop-client-api-<version>.jar``):
 #: hadoop-aws must be the same release
@@ -50,3 +52,17 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def driver_settings(settings: dict[str, str]) -> dict[str, str]:
+    """What a driver JVM for ``s3a://`` checkpoints adds to ``settings``: the connector's
+    jars on ``spark.jars`` and, when they are found (``S3ASettings``), the keys and endpoint
+    as ``spark.hadoop.fs.s3a.*`` (those ``settings`` has win)."""
+    from statekit.errors import ObjectStoreError
+
+    jars = [settings["spark.jars"]] if settings.get("spark.jars") else []
+    added = {"spark.jars": ",".join(jars + [str(jar) for jar in s3a_jars()])}
+    with contextlib.suppress(ObjectStoreError):  # none yet: named when a location is read
+        found = spark_settings(S3ASettings.resolve(None, settings))
+        added.update((k, v) for k, v in found.items() if k not in settings)
+    return added

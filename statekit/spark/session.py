@@ -274,7 +274,9 @@ def spark_session(
         fresh = not _jvm_running()   # no driver JVM yet: its start options still count
         s3a = start.s3a or any(k.startswith("spark.hadoop.fs.s3a.") for k in (conf or {}))
         if fresh and s3a:
-            settings.update(_s3a_settings(settings))
+            from statekit.spark.s3a_jars import driver_settings
+
+            settings.update(driver_settings(settings))
         home = worker_spark_home() if start.cached_worker_imports and fresh else None
         if fresh and "spark.driver.extraJavaOptions" not in (conf or {}):
             settings["spark.driver.extraJavaOptions"] = driver_java_options(
@@ -294,7 +296,7 @@ def spark_session(
             session.conf.set(key, settings[key])
         session.sparkContext.setLogLevel(log_level)
         if s3a and not fresh:
-            from statekit.spark.object_store import require_connector
+            from statekit.spark.s3a_settings import require_connector
 
             require_connector(session)
         if launched and start.early_workers:
@@ -302,22 +304,6 @@ def spark_session(
 
             start_early(session)
     return session
-
-
-def _s3a_settings(settings: dict[str, str]) -> dict[str, str]:
-    """What a driver JVM for ``s3a://`` checkpoints adds to ``settings``: the connector's
-    jars on ``spark.jars`` and, when they are found (``S3ASettings``), the keys and endpoint
-    as ``spark.hadoop.fs.s3a.*`` (those ``settings`` has win)."""
-    from statekit.errors import ObjectStoreError
-    from statekit.spark.object_store import S3ASettings, spark_settings
-    from statekit.spark.s3a_jars import s3a_jars
-
-    jars = [settings["spark.jars"]] if settings.get("spark.jars") else []
-    added = {"spark.jars": ",".join(jars + [str(jar) for jar in s3a_jars()])}
-    with contextlib.suppress(ObjectStoreError):  # none yet: named when a location is read
-        found = spark_settings(S3ASettings.resolve(None, settings))
-        added.update((k, v) for k, v in found.items() if k not in settings)
-    return added
 
 
 # --- the driver JVM statekit starts, and its console ----------------------------------

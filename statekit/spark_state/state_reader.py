@@ -26,7 +26,8 @@ from pyspark.sql.types import StructField, StructType
 
 from statekit.errors import BatchNotRetained, StatekitError
 from statekit.model.query_spec import BUFFER_WIDTH, QuerySpec
-from statekit.spark.object_store import is_object_store, ready_for
+from statekit.spark.object_store import is_object_store
+from statekit.spark.s3a_settings import ready_for
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.integrity import require_readable, restore_problems
 from statekit.spark_state.read_errors import reading

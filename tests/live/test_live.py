@@ -448,8 +448,9 @@ def test_the_shipping_threads_run_below_the_query(job):
     from statekit.live.shipped_parts import SHIP_NICE
 
     writers = job[0].changelogs.values()
+    # Linux caps niceness at 19 (a suite run under ``nice`` starts closer to it)
     assert {os.getpriority(os.PRIO_PROCESS, w._thread.native_id) for w in writers} == \
-        {os.getpriority(os.PRIO_PROCESS, 0) + SHIP_NICE}
+        {min(19, os.getpriority(os.PRIO_PROCESS, 0) + SHIP_NICE)}
 
 
 @pytest.mark.parametrize("bad", [-1, 20, 2.5, "low"])

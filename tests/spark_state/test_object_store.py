@@ -22,14 +22,10 @@ import statekit as sk
 from statekit.errors import BadArgument, CheckpointError, ObjectStoreError, S3AJarsMissing
 from statekit.inspect import open_checkpoint
 from statekit.ports import free_port
-from statekit.spark.object_store import (
-    ObjectPath,
-    S3ASettings,
-    location,
-    ready_for,
-    require_connector,
-)
+from statekit.spark.object_path import ObjectPath
+from statekit.spark.object_store import location
 from statekit.spark.s3a_jars import S3A_JARS
+from statekit.spark.s3a_settings import S3ASettings, ready_for, require_connector
 from statekit.spark_state.checkpoint import Checkpoint
 
 BUCKET = "statekit-checkpoints"
