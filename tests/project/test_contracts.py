@@ -128,10 +128,15 @@ def test_views_of_a_changelog_keep_its_meaning(logged):
     pd.testing.assert_frame_equal(kept.materialize(), half.materialize())
 
 
-def test_a_checkpoint_url_is_refused_not_turned_into_a_local_folder():
+def test_a_checkpoint_url_is_read_where_it_is_or_refused_never_turned_into_a_local_folder():
     from statekit.errors import BadArgument
+    from statekit.spark.object_path import ObjectPath
     from statekit.spark_state.checkpoint import Checkpoint
 
-    with pytest.raises(BadArgument, match="s3a://bucket/ck.*mount"):
-        Checkpoint("s3a://bucket/ck")
+    with pytest.raises(BadArgument, match="hdfs://nn/ck.*mount"):
+        Checkpoint("hdfs://nn/ck")
+    with pytest.raises(BadArgument, match="s3://bucket/ck.*s3a://bucket/ck"):
+        Checkpoint("s3://bucket/ck")
+    on_s3 = Checkpoint("s3a://bucket/ck").path
+    assert isinstance(on_s3, ObjectPath) and str(on_s3) == "s3a://bucket/ck"
     assert str(Checkpoint("file:///tmp/ck").path) == "/tmp/ck"
