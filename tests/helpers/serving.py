@@ -36,3 +36,23 @@ def served(log: HandLog, broker, folder, names=("i0",), *, client_timeout: float
             for p in instance.roles:
                 assert instance.tail.wait_for_batch(p, log.batch, 60).batch == log.batch
         yield out
+
+
+def one_response(sock) -> tuple[bytes, bytes]:
+    """One whole HTTP response read from a raw socket: its head and its ``Content-Length``
+    bytes of body. A response may arrive in several segments; reading exactly one keeps the
+    next response from being read mid-body."""
+    import re
+
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed before a whole answer: {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?im)^content-length: *([0-9]+)", head).group(1))
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed within an answer: {data + body!r}"
+        body += chunk
+    return head, body

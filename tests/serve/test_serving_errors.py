@@ -12,7 +12,7 @@ import socket
 
 import httpx
 import pytest
-from helpers.serving import served
+from helpers.serving import one_response, served
 
 import statekit as sk
 from statekit.options.security import ServingSecurity
@@ -176,25 +176,6 @@ def _closed_after(sock: socket.socket) -> bytes:
     return got
 
 
-def _one_response(sock: socket.socket) -> bytes:
-    """One whole HTTP response from ``sock`` (its head, then ``Content-Length`` bytes): a
-    response may arrive in several segments, and the next one must not start mid-body."""
-    got = b""
-    while b"\r\n\r\n" not in got:
-        chunk = sock.recv(65536)
-        assert chunk, f"closed mid-response: {got!r}"
-        got += chunk
-    head, _, body = got.partition(b"\r\n\r\n")
-    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                  if line.lower().startswith(b"content-length:"))
-    while len(body) < length:
-        chunk = sock.recv(65536)
-        assert chunk, f"closed mid-body: {got!r}"
-        body += chunk
-    assert len(body) == length, f"more than one response: {got!r}"
-    return head + b"\r\n\r\n" + body
-
-
 def _half_sent(port: int) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port))
     sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
@@ -222,7 +203,7 @@ def test_three_hundred_half_sent_requests_are_answered_408_and_closed(hand_log, 
             for _ in range(2):
                 sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
                 sock.sendall(b"X-Part: two\r\n\r\n")
-                assert _one_response(sock).startswith(b"HTTP/1.1 200 OK\r\n")
+                assert one_response(sock)[0].startswith(b"HTTP/1.1 200 OK\r\n")
         for sock in half:
             _timed_out(_closed_after(sock), f"{HEADER_TIMEOUT:g} s")
             sock.close()

@@ -12,13 +12,12 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import re
 import socket
 import time
 
 import httpx
 import pytest
-from helpers.serving import served
+from helpers.serving import one_response, served
 
 import statekit as sk
 from statekit.options.security import ServingSecurity
@@ -75,17 +74,7 @@ def _closed_after(sock: socket.socket) -> bytes:
 
 def _answer(sock: socket.socket) -> tuple[bytes, bytes, dict]:
     """One whole answer read from ``sock``: its status line, head and JSON body."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        assert chunk, f"closed before a whole answer: {data!r}"
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(re.search(rb"(?im)^content-length: *([0-9]+)", head).group(1))
-    while len(body) < length:
-        chunk = sock.recv(65536)
-        assert chunk, f"closed within an answer: {data + body!r}"
-        body += chunk
+    head, body = one_response(sock)
     return head.split(b"\r\n", 1)[0], head, json.loads(body)
 
 
