@@ -68,7 +68,7 @@ def start_recorded(frame: DataFrame, spark: SparkSession, checkpoint: Checkpoint
     query = (frame.writeStream.queryName(run.name).outputMode(run.output_mode)
              .format(run.sink).option("checkpointLocation", str(checkpoint))
              .trigger(**run.trigger_kwargs()).start())
-    follow(spark, str(query.id), functools.partial(_keep_report, checkpoint))
+    follow(spark, str(query.id), functools.partial(_keep_report, checkpoint), owned=True)
     return query
 
 

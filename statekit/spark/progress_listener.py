@@ -76,6 +76,8 @@ class _Joined:
     listener: _SessionListener
     connect: bool
     added: bool = False
+    #: a follower's query was started by statekit: at exit the session's queries stop first
+    owns_queries: bool = False
 
 
 _SESSIONS: dict[int, _Joined] = {}
@@ -95,14 +97,18 @@ class Following:
         _drop(self.spark, self.query_id, self.token)
 
 
-def follow(spark: SparkSession, query_id: str, hear: Hear) -> Following:
-    """Hand every later progress report of query ``query_id`` to ``hear``."""
+def follow(spark: SparkSession, query_id: str, hear: Hear, *, owned: bool = False
+           ) -> Following:
+    """Hand every later progress report of query ``query_id`` to ``hear``. ``owned``: statekit
+    started that query (at interpreter exit the session's active queries are stopped between
+    batches before the listener goes; a person's attached query is left alone)."""
     with _LOCK:
         joined = _SESSIONS.get(id(spark))
         if joined is None:
             joined = _SESSIONS[id(spark)] = _Joined(_SessionListener(), is_connect(spark))
             # The JVM would go on calling a Python listener after Python has gone.
             atexit.register(_unhook, spark, joined)
+        joined.owns_queries = joined.owns_queries or owned
         token = next(_TOKENS)
         with joined.listener.lock:
             joined.listener.followers.setdefault(str(query_id), {})[token] = hear
@@ -153,10 +159,11 @@ def listening(spark: SparkSession) -> bool:
 
 
 def _unhook(spark: SparkSession, joined: _Joined) -> None:
-    """At exit: stop the session's running queries between batches, then take the
-    listener off, so the JVM calls no Python that has gone."""
+    """At exit: stop the session's running queries between batches when statekit started
+    one of them, then take the listener off, so the JVM calls no Python that has gone."""
     with contextlib.suppress(Exception):
         if joined.added:
-            for query in spark.streams.active:
-                query.stop()
+            if joined.owns_queries:
+                for query in spark.streams.active:
+                    query.stop()
             spark.streams.removeListener(joined.listener)
