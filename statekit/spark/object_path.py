@@ -28,7 +28,7 @@ class _Stat:
 
 
 @dataclass(frozen=True)
-class _ObjectEntry:
+class ObjectEntry:
     """An ``os.DirEntry`` look-alike for one object or prefix of a listing."""
 
     object_path: ObjectPath
@@ -217,13 +217,13 @@ class ObjectPath:
     def read_text(self, encoding: str = "utf-8") -> str:
         return self.read_bytes().decode(encoding)
 
-    def scandir(self) -> list[_ObjectEntry]:
+    def scandir(self) -> list[ObjectEntry]:
         """One listing of this folder (FileNotFoundError when it is not one)."""
         from pyarrow import fs
 
         with self._calling("list"):
             infos = self.filesystem.get_file_info(fs.FileSelector(self._arrow_path))
-        return [_ObjectEntry(self._child(info.path.split("/", 1)[1]),
+        return [ObjectEntry(self._child(info.path.split("/", 1)[1]),
                              info.type == fs.FileType.Directory, info.size or 0,
                              info.mtime.timestamp() if info.mtime else 0.0)
                 for info in infos]

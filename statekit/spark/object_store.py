@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from statekit.errors import BadArgument, CheckpointError, ObjectStoreError
-from statekit.spark.object_path import ObjectPath, _ObjectEntry
+from statekit.spark.object_path import ObjectEntry, ObjectPath
 from statekit.spark.s3a_settings import SCHEME
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -122,7 +122,7 @@ def scandir(folder: Path | ObjectPath) -> Iterator[Any]:
 
 def entry_path(entry: Any) -> Path | ObjectPath:
     """The path of a ``scandir`` entry."""
-    return entry.object_path if isinstance(entry, _ObjectEntry) else Path(entry.path)
+    return entry.object_path if isinstance(entry, ObjectEntry) else Path(entry.path)
 
 
 def missing_error(path: Path | ObjectPath, what: str = "checkpoint") -> CheckpointError:
