@@ -74,8 +74,8 @@ class Checkpoint(StatekitFiles):
     def __init__(self, path: str | os.PathLike | Checkpoint):
         if isinstance(path, Checkpoint):
             path = path.path
-        if not isinstance(path, (str, os.PathLike, ObjectPath)) or not isinstance(
-                path if isinstance(path, ObjectPath) else os.fspath(path), (str, ObjectPath)):
+        if not isinstance(path, ObjectPath) and not (
+                isinstance(path, (str, os.PathLike)) and isinstance(os.fspath(path), str)):
             raise BadArgument("checkpoint", path, "a folder's path (a str or os.PathLike "
                                                   "naming a folder), an s3a://bucket/path "
                                                   "location or a Checkpoint")
