@@ -62,8 +62,8 @@ _NAMES = {  # name → the subpackage that exports it (which knows its module)
                      "QueryHandle"), "statekit.model"),
     **dict.fromkeys(("SourceOptions", "RunOptions", "ReplayOptions", "RestoreOptions",
                      "ServeOptions", "GlobalTable", "ServingSecurity"), "statekit.options"),
-    **dict.fromkeys(("StatefulQuery", "start_query", "check_restart", "RestartCheck"),
-                    "statekit.query"),
+    **dict.fromkeys(("StatefulQuery", "start_query", "RestartCheck"), "statekit.query"),
+    "check_restart": "statekit.processor",
     "spark_session": "statekit.spark.session",
     **dict.fromkeys(("Checkpoint", "StateReader", "apply_changes"), "statekit.spark_state"),
     "Changelog": "statekit.changelog",
@@ -125,7 +125,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
     from statekit.options.security import ServingSecurity
     from statekit.options.serve import GlobalTable, ServeOptions
     from statekit.processor.query import ProcessorQuery, start_processor
-    from statekit.query.restart_check import RestartCheck, check_restart
+    from statekit.processor.restart import check_restart
+    from statekit.query.restart_check import RestartCheck
     from statekit.query.start import start_query
     from statekit.query.stateful import StatefulQuery
     from statekit.restore.preflight import RestorePreflight, restore_preflight

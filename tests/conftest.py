@@ -69,7 +69,7 @@ def no_query_outlives_its_module():
         return
     left = [q for q in session.streams.active]
     for query in left:
-        query.close()
+        query.stop()
     if left:
         warnings.warn(f"streaming queries still running after the module, now stopped: "
                       f"{', '.join(str(q.name or q.id) for q in left)}", stacklevel=1)

@@ -12,8 +12,10 @@ where each lies in Spark's state: the one place that says so), ``stores`` (the s
 processor uses inside Spark's Python worker, and what each method scans; a session store's
 names and ``Session`` are the local stores'), ``map_store`` (the map state under each store:
 the call's cache, the checks, retention), ``processor``
-(``Processor``, ``schedule``, the runner Spark calls), ``query`` (``start_processor``,
-``ProcessorQuery``), ``examples`` (sessions, deduplication with a TTL, a per-player rule);
+(``Processor``, ``schedule``, the runner Spark calls), ``frame`` (the streaming DataFrame
+a processor runs as), ``query`` (``start_processor``, ``ProcessorQuery``), ``restart``
+(``check_restart`` for every kind of new query, a processor included), ``examples``
+(sessions, deduplication with a TTL, a per-player rule);
 ``ProcessorError`` lives with every other error in ``statekit.errors``.
 
 Example:
@@ -41,6 +43,9 @@ _NAMES = {
     "ProcessorError": "statekit.errors",
     "ProcessorQuery": "statekit.processor.query",
     "start_processor": "statekit.processor.query",
+    "processor_frame": "statekit.processor.frame",
+    "ProcessorFrame": "statekit.processor.frame",
+    "check_restart": "statekit.processor.restart",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

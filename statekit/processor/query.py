@@ -20,34 +20,27 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 
 from statekit.deprecation import deprecated
-from statekit.durations import spark_interval
 from statekit.errors import BadArgument, ProcessorError, StatekitError
 from statekit.inspect.operators import Part
 from statekit.inspect.part_views import StateView
 from statekit.model.query_handle import choose_part, first_batch
-from statekit.model.query_spec import DEFAULT_MAX_EVENT_TIME_AHEAD
-from statekit.options.base import route, settle
 from statekit.options.query import RunOptions, SourceOptions
+from statekit.processor.frame import processor_frame
 from statekit.processor.layout import StoreLayout
-from statekit.processor.processor import Plan, Processor, plan_of
-from statekit.processor.runner import ProcessorRunner
+from statekit.processor.processor import Plan, Processor
 from statekit.query.failures import spark_message
+from statekit.query.restart_rehearsal import require_restartable_frame
 from statekit.query.run_start import Started, new_run, start_recorded
 from statekit.query.running import RunningQuery
-from statekit.query.source import source_events
 from statekit.spark_state.checkpoint import Checkpoint
 from statekit.spark_state.state_reader import StateReader
 
-#: The column metadata Spark sets on an event-time column by ``withWatermark``.
-WATERMARK_METADATA = "spark.watermarkDelayMs"
-OUTPUT_MODES = {"append": "Append", "update": "Update"}
 _RAISED = re.compile(r"ProcessorError: (.+)")
 
 
@@ -223,19 +216,6 @@ def _raw_texts(exc: BaseException, depth: int = 6) -> list[str]:
     return texts
 
 
-def _has_watermark(frame: DataFrame) -> bool:
-    return any(WATERMARK_METADATA in (f.metadata or {}) for f in frame.schema.fields)
-
-
-#: ``start_processor``'s keyword shortcuts, each to where it goes (the field of that name):
-#: ``source`` (``SourceOptions``), ``run`` (``RunOptions``; a processor keeps no changelog)
-#: or ``time`` (how far an event time may lie ahead of its record)
-SHORTCUTS: dict[str, str] = {**dict.fromkeys(SourceOptions.field_names(), "source"),
-                             **dict.fromkeys(("name", "checkpoint", "trigger", "sink",
-                                              "output_mode"), "run"),
-                             "max_event_time_ahead": "time"}
-
-
 def start_processor(
     source: str | DataFrame,
     processor: Processor,
@@ -278,52 +258,15 @@ def start_processor(
             unknown key or event-time column, a bad sink or output mode, an unknown
             keyword or one given both ways.
     """
-    from statekit.spark.session import spark_session
-
-    routed = route(shortcuts, SHORTCUTS, "start_processor")
-    options = settle(source_options, SourceOptions, routed.get("source", {}), "source_options")
-    run = settle(run, RunOptions, routed.get("run", {}), "run")
-    max_ahead = routed.get("time", {}).get("max_event_time_ahead", DEFAULT_MAX_EVENT_TIME_AHEAD)
-    if run.changelog or run.store_name != RunOptions.store_name:
-        raise BadArgument("changelog of a processor", run.changelog or run.store_name,
-                          "none: a processor's stores keep no changelog (RunOptions' "
-                          "changelog and store_name left out)")
-    run = replace(run, name=run.name or "processor", output_mode=run.output_mode or "append")
-    keys = [keys] if isinstance(keys, str) else list(keys)
-    if not keys or not all(isinstance(k, str) for k in keys):
-        raise BadArgument("keys", keys, "one or more column names (the grouping key)")
-    plan = plan_of(processor, keys)
-    if watermark is not None and event_time is None:
-        raise BadArgument("event_time", None, "the event-time column the watermark follows")
-    if plan.time == "event" and watermark is None and not (
-            isinstance(source, DataFrame) and _has_watermark(source)):
-        why = (f"punctuation {plan.punctuations[0][0]!r}" if plan.punctuations else
-               "its window and session stores" if plan.stores else "it")
-        raise BadArgument("watermark", None,
-                          f"a watermark delay such as '10 minutes' (with event_time=): "
-                          f"{type(processor).__name__} runs on event time, and {why} follow "
-                          "the watermark (Spark's event-time clock); or a source DataFrame "
-                          "with withWatermark applied")
-    if isinstance(source, str) and options.event_schema is None:
-        raise BadArgument("event_schema", None,
-                          f"the JSON events' schema of topic {source!r} (Spark DDL)")
-    spark = spark or spark_session()
+    frame = processor_frame(source, processor, keys=keys, event_time=event_time,
+                            watermark=watermark, source_options=source_options, run=run,
+                            spark=spark, **shortcuts)
+    run, spark = frame.run, frame.spark
     checkpoint = new_run(spark, run.name, run.checkpoint)
-    required = list(dict.fromkeys([*keys, *([event_time] if event_time else []),
-                                   *options.required_fields]))
-    events, malformed = source_events(
-        source, spark, options, required, event_time=event_time,
-        max_event_time_ahead=max_ahead if event_time else None)
-    for column in required:
-        if column not in events.columns:
-            raise BadArgument("column", column, events.columns)
-    if watermark is not None:
-        events = events.withWatermark(event_time, spark_interval(watermark))
-    grouped = events.groupBy(*keys).transformWithStateInPandas(
-        ProcessorRunner(processor, plan), plan.output_ddl, OUTPUT_MODES[run.output_mode],
-        plan.time_mode)
+    if checkpoint.committed_batches():
+        require_restartable_frame(frame.frame, checkpoint, run.output_mode)
     first_batch = checkpoint.last_batch + 1
-    query = start_recorded(grouped, spark, checkpoint, run)
-    started = Started(query, malformed, first_batch,
+    query = start_recorded(frame.frame, spark, checkpoint, run)
+    started = Started(query, frame.malformed, first_batch,
                       available_now="availableNow" in run.trigger_kwargs())
-    return ProcessorQuery(spark, processor, plan, checkpoint, started, run.sink)
+    return ProcessorQuery(spark, processor, frame.plan, checkpoint, started, run.sink)

@@ -35,7 +35,7 @@ import os
 from dataclasses import dataclass, field
 
 import pandas as pd
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (
     BooleanType,
     ByteType,
@@ -201,19 +201,31 @@ class RestartCheck:
         return f"<p>{str(self).splitlines()[0]}</p>" + self.findings.to_html(index=False)
 
 
-def check_restart(spec: QuerySpec, checkpoint: str | os.PathLike | Checkpoint, *,
+def check_restart(new: QuerySpec | DataFrame, checkpoint: str | os.PathLike | Checkpoint, *,
                   event_schema: str | StructType | None = None,
-                  spark: SparkSession | None = None) -> RestartCheck:
-    """Compare the state ``spec`` would keep with what ``checkpoint`` holds, before any batch.
+                  spark: SparkSession | None = None, output_mode: str | None = None,
+                  timeout: float = 300.0) -> RestartCheck:
+    """What Spark will do when ``new`` starts on ``checkpoint``, answered before it starts.
+
+    A ``QuerySpec`` is compared with the checkpoint's files (no Spark job): the state it
+    would keep against the stored schemas, and the spec statekit recorded at the last start
+    for the changes Spark accepts silently. A streaming DataFrame (a person's own query, a
+    processor's: ``statekit.check_restart`` takes a ``Processor`` too) is rehearsed: started
+    on a scratch copy of the checkpoint, re-running its last committed batch into the noop
+    sink (``restart_rehearsal``), so the verdict is Spark's own; the checkpoint is not written.
 
     Args:
-        spec: the query about to start.
+        new: the query about to start: a ``QuerySpec`` or a streaming DataFrame.
         checkpoint: where it would restart; a folder without state is a fresh start (no
             findings).
-        event_schema: its events' schema (Spark DDL or a StructType), as given to
+        event_schema: a spec's events' schema (Spark DDL or a StructType), as given to
             ``start_query``; None: ``spec.default_event_schema()``.
-        spark: the session it would run in (its shuffle partitions and state store provider
-            are compared with the checkpoint's); None: the active one.
+        spark: the session a spec would run in (its shuffle partitions and state store
+            provider are compared with the checkpoint's); None: the active one. A DataFrame
+            runs in its own.
+        output_mode: a DataFrame's output mode (``append``, Spark's default, ``update``,
+            ``complete``).
+        timeout: seconds a DataFrame's rehearsal batch may take.
 
     Example:
         >>> check = check_restart(QuerySpec(["team"], tumbling("1 minute")),  # doctest: +SKIP
@@ -224,13 +236,25 @@ def check_restart(spec: QuerySpec, checkpoint: str | os.PathLike | Checkpoint, *
     from statekit.query.parsing import event_struct
     from statekit.spark.session import spark_session
 
-    if not isinstance(spec, QuerySpec):
-        raise BadArgument("spec", spec, "a QuerySpec (the query about to start)")
+    if isinstance(new, DataFrame):
+        from statekit.query.restart_rehearsal import rehearse_restart
+
+        if event_schema is not None:
+            raise BadArgument("event_schema", event_schema,
+                              "None for a DataFrame (it has its own columns)")
+        return rehearse_restart(new, checkpoint, output_mode=output_mode or "append",
+                                timeout=timeout)
+    if not isinstance(new, QuerySpec):
+        raise BadArgument("new", new, "a QuerySpec or a streaming DataFrame (the query about "
+                          "to start), or a Processor (statekit.check_restart)")
+    if output_mode is not None:
+        raise BadArgument("output_mode", output_mode,
+                          "None for a QuerySpec (its kind decides: start_query's rule)")
     checkpoint = Checkpoint(checkpoint)
     spark = spark or spark_session()
     columns = event_struct(event_schema if event_schema is not None
-                           else spec.default_event_schema())
-    return compare(spec, columns, checkpoint, session_settings(spark))
+                           else new.default_event_schema())
+    return compare(new, columns, checkpoint, session_settings(spark))
 
 
 def session_settings(spark: SparkSession) -> dict[str, str]:
@@ -260,7 +284,7 @@ def compare(spec: QuerySpec, columns: StructType, checkpoint: Checkpoint,
         if planned.family in families:
             rows += _schema_rows(families[planned.family], planned, spec,
                                  _recorded(checkpoint))
-    rows += _conf_rows(checkpoint, batches[-1], conf)
+    rows += conf_rows(checkpoint, batches[-1], conf)
     if rows:
         check.findings = pd.DataFrame(rows, columns=FINDING_COLUMNS)
     return check
@@ -338,7 +362,7 @@ def _window_text(spec: QuerySpec) -> str:
     return ", ".join(f"{k} {v}" for k, v in spec.window.to_dict().items())
 
 
-def _conf_rows(checkpoint: Checkpoint, last_batch: int, conf: dict[str, str]) -> list[dict]:
+def conf_rows(checkpoint: Checkpoint, last_batch: int, conf: dict[str, str]) -> list[dict]:
     stored = checkpoint.offset_metadata(last_batch).get("conf") or {}
     rows = []
     for key, what in ((_SHUFFLE, "state partitions (spark.sql.shuffle.partitions)"),

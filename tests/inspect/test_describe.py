@@ -13,7 +13,6 @@ in the shared session (RocksDB state with changelog checkpointing, 3 shuffle par
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -22,6 +21,7 @@ import pandas as pd
 import pytest
 from helpers.chartspec import marks
 from helpers.plainrun import run_query
+from helpers.tree import tree_digest
 from pyspark.sql import functions as F
 
 from statekit.charts.inspect import describe_chart, describe_charts, skew_table
@@ -54,16 +54,6 @@ def windowed_count(spark, folder: Path, checkpoint: Path) -> Path:
     counts = (events.withWatermark("ts", "30 seconds")
               .groupBy(F.window("ts", "1 minute"), "k").count())
     return run_query(spark, counts, checkpoint, "append", timeout=QUERY_TIMEOUT)
-
-
-def tree_digest(root: Path) -> dict[str, tuple]:
-    digest = {}
-    for folder, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as src:
-                digest[os.path.relpath(path, root)] = hashlib.sha1(src.read()).hexdigest()
-    return digest
 
 
 @pytest.fixture(scope="module")

@@ -12,15 +12,14 @@ reading must change nothing.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from helpers.plainrun import run_query
+from helpers.tree import tree_digest
 
 import statekit as sk
 from statekit.errors import BadArgument, BatchNotRetained, CheckpointError
@@ -66,20 +65,6 @@ def events_stream(spark, folder: Path):
 
 
 # --- read-only ---------------------------------------------------------------------------------
-def tree_digest(root: Path) -> dict[str, tuple]:
-    """Every folder and file under ``root`` (hidden ones too): name → size and SHA-1."""
-    digest = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs:
-            digest[os.path.relpath(os.path.join(folder, name), root) + "/"] = ("dir",)
-        for name in files:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as src:
-                data = src.read()
-            digest[os.path.relpath(path, root)] = (len(data), hashlib.sha1(data).hexdigest())
-    return digest
-
-
 @contextlib.contextmanager
 def untouched(*roots: Path):
     """Assert that nothing under ``roots`` changes inside the block."""

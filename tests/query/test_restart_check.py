@@ -224,7 +224,8 @@ def test_the_planned_state_is_the_state_spark_writes(spark, tmp_path, name):
 
 
 def test_bad_input_to_check_restart_is_named(spark, tmp_path):
-    with pytest.raises(BadArgument, match="bad spec: 'origin'; accepted: a QuerySpec"):
+    with pytest.raises(BadArgument,
+                       match="bad new: 'origin'; accepted: a QuerySpec or a streaming DataFrame"):
         check_restart("origin", tmp_path)
     with pytest.raises(BadArgument, match="bad checkpoint"):
         check_restart(BASE, 42)
