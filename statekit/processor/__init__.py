@@ -13,7 +13,10 @@ processor uses inside Spark's Python worker, and what each method scans; a sessi
 names and ``Session`` are the local stores'), ``map_store`` (the map state under each store:
 the call's cache, the checks, retention), ``processor``
 (``Processor``, ``schedule``, the runner Spark calls), ``query`` (``start_processor``,
-``ProcessorQuery``), ``examples`` (sessions, deduplication with a TTL, a per-player rule);
+``ProcessorQuery``), ``examples`` (sessions, deduplication with a TTL, a per-player rule),
+``table_stream`` (a keyed topic read as a table: a tombstone deletes the key's state),
+``cleanup_job`` (an external job that deletes idle keys by writing tombstones), ``top_k``
+(a store of your own shape over a named store);
 ``ProcessorError`` lives with every other error in ``statekit.errors``.
 
 Example:
