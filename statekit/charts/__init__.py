@@ -32,6 +32,7 @@ from statekit.charts.inspect import (
     state_rows_per_batch_chart,
     watermark_per_batch_chart,
 )
+from statekit.charts.lookups import lookup_cost_chart, top_k_chart
 from statekit.charts.monitor import (
     cache_hit_ratio_chart,
     changelog_growth_chart,
@@ -74,6 +75,7 @@ __all__ = [
     "failover_timeline_chart",
     "input_chart",
     "key_history_chart",
+    "lookup_cost_chart",
     "latency_chart",
     "leaderboard_chart",
     "log_vs_compacted_chart",
@@ -98,4 +100,5 @@ __all__ = [
     "state_rows_per_batch_chart",
     "watermark_chart",
     "watermark_per_batch_chart",
+    "top_k_chart",
 ]

@@ -69,7 +69,9 @@ def change_feed_chart(changes: pd.DataFrame, title: str = "Change feed per batch
 
 
 def state_growth_chart(growth: pd.DataFrame,
-                       title: str = "State rows over batches: unbounded, TTL, windowed"
+                       title: str = "State rows over batches: unbounded, TTL, windowed",
+                       subtitle: str = ("Without a window every key stays; a TTL forgets idle "
+                                        "keys; a watermark evicts closed windows.")
                        ) -> alt.Chart:
     """State rows after each batch, one line per query (``statekit.monitor.growth.state_growth``).
 
@@ -87,8 +89,6 @@ def state_growth_chart(growth: pd.DataFrame,
                           f"a frame from state_growth() (needs {', '.join(needed)})")
     data = growth[[c for c in ("query", "batch", "input_rows", "state_rows_total",
                                "state_rows_removed") if c in growth.columns]]
-    subtitle = ("Without a window every key stays; a TTL forgets idle keys; a watermark "
-                "evicts closed windows.")
     return alt.Chart(inline(data), title=alt.Title(title, subtitle=subtitle)).mark_line(
         point=True).encode(
         x=alt.X("batch:Q", title="batch", axis=alt.Axis(format="d", tickMinStep=1)),

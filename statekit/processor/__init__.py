@@ -15,7 +15,10 @@ the call's cache, the checks, retention), ``processor``
 (``Processor``, ``schedule``, the runner Spark calls), ``frame`` (the streaming DataFrame
 a processor runs as), ``query`` (``start_processor``, ``ProcessorQuery``), ``restart``
 (``check_restart`` for every kind of new query, a processor included), ``examples``
-(sessions, deduplication with a TTL, a per-player rule);
+(sessions, deduplication with a TTL, a per-player rule), ``table_stream`` (a keyed topic
+read as a table: a tombstone deletes the key's state), ``cleanup_job`` (an external job that
+deletes idle keys by writing tombstones), ``top_k`` (a store of your own shape over a named
+store);
 ``ProcessorError`` lives with every other error in ``statekit.errors``.
 
 Example:

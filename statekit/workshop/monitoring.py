@@ -172,3 +172,46 @@ TTL_CLOCK = Choices(
 
 
 review("08.5", "Review: which clock does ttl='10 minutes' follow?", NOTEBOOK, TTL_CLOCK)
+
+
+SOURCE_TOMBSTONE = Choices(
+    {"a": "it deletes the user's row, as a KTable's store deletes a key on a tombstone",
+     "b": "it counts the record as malformed (its value is no JSON object) and keeps the "
+          "user's row: a Spark aggregation reads events and has no delete",
+     "c": "it fails the query",
+     "d": "it writes a tombstone to statekit's changelog topic, and the row goes at the next "
+          "compaction"},
+    right="b",
+    why={"a": "that is Kafka Streams' KTable; Spark has no table source: a streaming "
+              "aggregation only adds events into its buffers, and no input removes a key",
+         "b": "right: the running query's malformed() lists the tombstones ('not a JSON "
+              "object') and its state rows keep growing; a transformWithState processor that "
+              "reads the Kafka key and sees the null value (table_stream) can delete",
+         "c": "statekit keeps bad records aside and counts them; nothing fails",
+         "d": "the changelog records what the state did; Spark's state kept the row, so "
+              "nothing is written for it"})
+
+review("08.6", "Review: a tombstone in the source of a Spark aggregation", NOTEBOOK,
+       SOURCE_TOMBSTONE)
+
+
+CLEANUP_VS_TTL = Choices(
+    {"a": "the TTL: it is inside the operator and costs no scan; but it counts processing "
+          "time since the last write",
+     "b": "the clean-up job: it can delete by event time (or any rule, or by another "
+          "system's decision) from one place, at the cost of a scan of the store and a round "
+          "trip through Kafka per pass, and keys live until the batch after the pass",
+     "c": "neither: only a window with a watermark removes state in Spark",
+     "d": "the TTL, because it also deletes the key's changelog records"},
+    right="b",
+    why={"a": "a TTL would remove idle users too, but by processing time: a replay of a "
+              "day's events in a minute expires nothing, and 'idle for an hour of event "
+              "time' cannot be said with it",
+         "b": "right: the job's rule was 'newest event more than a minute of event time "
+              "behind the newest in the store'; the chart shows what it costs: the rows "
+              "drop only after each pass, one batch late",
+         "c": "the TTL run and the clean-up job both removed rows without a window",
+         "d": "Spark's TTL acts on its own state store; statekit's changelog only mirrors it"})
+
+review("08.7", "Review: idle users gone by event time — TTL or clean-up job?", NOTEBOOK,
+       CLEANUP_VS_TTL)

@@ -6,6 +6,7 @@ import pandas as pd
 
 from statekit.errors import BadArgument
 from statekit.workshop._frames import compare_rows
+from statekit.workshop.answers import number
 from statekit.workshop.choices import Choices
 from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
@@ -141,3 +142,51 @@ TTL = Choices(
               "whose key-value stores have none (a punctuator deletes old entries)"})
 
 review("11.5", "Forget ids an hour after they were seen", NOTEBOOK, TTL)
+
+
+@exercise("11.6", "Predict: a batch's lookups in a remote service", NOTEBOOK, "predict")
+def remote_lookup_seconds(answer: object, *, remote_us: float, local_us: float,
+                          records: int):
+    """``remote_us`` and ``local_us``: the measured microseconds per lookup in the service and
+    in local RocksDB; ``records``: the batch's records, one lookup each. The answer: seconds."""
+    value = number(answer)
+    if value is None:
+        return [Point(False, f"{answer!r} is not a number of seconds")]
+    right = remote_us * records / 1e6
+    if abs(value - right) <= 0.15 * right:
+        return [Point(True, f"about {right:,.2f} s: {records:,} round trips of "
+                            f"{remote_us:,.0f} µs, against {local_us * records / 1e6:,.4f} s "
+                            f"from local RocksDB; on a real network each round trip is "
+                            f"longer still")]
+    local = local_us * records / 1e6
+    if abs(value - local) <= 0.15 * local:
+        return [Point(False, f"{value:g} s is what local RocksDB takes; the question is the "
+                             f"service's cost ({remote_us:,.0f} µs a lookup)")]
+    for scale, unit in ((1e3, "milliseconds"), (1e6, "microseconds")):
+        if abs(value - right * scale) <= 0.15 * right * scale:
+            return [Point(False, f"{value:g} looks like {unit}; the answer is in seconds")]
+    return [Point(False, f"{value:g} s is off: one lookup per record, {records:,} records, "
+                         f"{remote_us:,.0f} µs each")]
+
+
+CUSTOM_STORE = Choices(
+    {"a": "set spark.sql.streaming.stateStore.providerClass to a Python class with get and "
+          "put, for this operator's state",
+     "b": "Spark: a JVM class implementing StateStoreProvider, set for the whole query (every "
+          "stateful operator uses it); in statekit's processor: a class of your own over a "
+          "key-value, window or session store, as TopK is",
+     "c": "pass kind='top_k' to key_value_store: statekit registers new store kinds",
+     "d": "it is not possible in Spark at all"},
+    right="b",
+    why={"a": "the provider class is loaded by the JVM (executors included), one per query, "
+              "not per operator; a Python class cannot be one",
+         "b": "right: Kafka Streams takes a StateStore/StoreBuilder per store; Spark takes one "
+              "provider per query (HDFS-backed, RocksDB, or your JVM class); statekit's "
+              "processor has three kinds over map state, and a shape of your own is built on "
+              "one of them, checkpointed and readable like any store",
+         "c": "key_value_store has no kind argument; plan_of refuses a store that is not "
+              "key_value_store, window_store or session_store",
+         "d": "the provider class is pluggable; it is JVM code, and it serves every operator "
+              "of the query"})
+
+review("11.7", "Review: a store of your own in Spark", NOTEBOOK, CUSTOM_STORE)

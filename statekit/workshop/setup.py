@@ -36,11 +36,15 @@ SERIES: dict[str, str] = {
     "05_standby_and_failover": "standby replicas and failover",
     "06_interactive_queries": "interactive queries and query routing",
     "07_global_store": "global store vs scatter-gather",
-    "08_monitoring_growth_and_ttl": "monitoring, state growth and TTL",
+    "08_monitoring_growth_and_ttl": "monitoring, state growth and TTL; the broker's cleaner "
+                                    "on a changelog; tombstones in the source topic; an "
+                                    "external clean-up job against a TTL",
     "09_rocksdb_tuning": "RocksDB tuning and memory sizing",
     "10_debug_a_checkpoint": "debugging an existing job from its checkpoint",
     "11_write_a_stateful_processor": "the Processor API: your own processor with key-value, "
-                                     "window and session stores, punctuation and TTL",
+                                     "window and session stores, punctuation and TTL; when "
+                                     "not to keep state locally (an external store's cost "
+                                     "per lookup); a store of your own shape",
     "12_your_own_job_live": "your own PySpark job, live: a deduplication, a stream-stream "
                             "join and an aggregation attached while they run; a changelog "
                             "per part, a join side served by key, the dashboard",

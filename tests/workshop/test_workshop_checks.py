@@ -331,7 +331,8 @@ def test_02_5_wrong_answers_are_named():
 #: Exercises whose cases live in another test module (checks of functions, stores, routing).
 ELSEWHERE = {"03.2": "test_workshop_basics", "06.1": "test_workshop_serving",
              "06.2": "test_workshop_serving", "02.2": __name__, "02.5": __name__,
-             "11.2": "test_workshop_processor", "12.3": "test_workshop_live"}
+             "11.2": "test_workshop_processor", "11.6": "test_workshop_processor",
+             "12.3": "test_workshop_live"}
 
 
 def _pure_reviews() -> set[str]:

@@ -63,3 +63,14 @@ def test_the_dashboard_frame_check_says_which_column_is_off():
         check("08.3", right.drop(columns="latency_ms"), progress=progress))
     assert "one row per batch" in _texts(check("08.3", right.head(2), progress=progress))
     assert "expected a pandas DataFrame" in _texts(check("08.3", [1, 2], progress=progress))
+
+
+def test_tombstone_and_cleanup_reviews():
+    assert check("08.6", "b").right and check("08.6", " (B) ").right
+    assert not check("08.6", "a").right
+    assert "KTable" in _texts(check("08.6", "a"))
+    assert not check("08.6", "d").right
+    assert check("08.7", "b) the clean-up job").right
+    assert "processing time" in _texts(check("08.7", "a"))
+    assert not check("08.7", "c").right
+    assert "not one of the choices" in _texts(check("08.7", "e"))

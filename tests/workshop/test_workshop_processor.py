@@ -6,10 +6,12 @@ its solutions (``pytest --nbmake notebooks/11_write_a_stateful_processor.ipynb``
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from statekit import workshop
 from statekit.processor import Processor, key_value_store, plan_of, session_store
+from statekit.workshop import check
 
 
 def texts(verdict) -> str:
@@ -19,7 +21,7 @@ def texts(verdict) -> str:
 def test_the_exercises_of_notebook_11_are_registered():
     table = workshop.exercises()
     ours = table[table["id"].str.startswith("11.")]
-    assert ours["id"].tolist() == ["11.1", "11.2", "11.3", "11.4", "11.5"]
+    assert ours["id"].tolist() == ["11.1", "11.2", "11.3", "11.4", "11.5", "11.6", "11.7"]
     assert set(ours["notebook"]) == {"11_write_a_stateful_processor"}
     assert ours.set_index("id").loc["11.2", "kind"] == "build"
 
@@ -85,3 +87,25 @@ def test_the_session_build_names_what_is_missing_from_the_processor():
                                             retention="30 minutes")]), keys=("game",))
     said = texts(workshop.check("11.2", wrong, events=EVENTS))
     assert "grouped by ['game']" in said and "needs an 'events' field" in said
+
+
+def test_remote_lookup_seconds_reads_seconds_and_names_each_confusion():
+    measured = {"remote_us": 134.0, "local_us": 0.35, "records": 50_000}
+    for right in (6.7, "6.7", " 6.70 ", "67/10", 7.2, np.float64(6.3)):
+        assert check("11.6", right, **measured).right, right
+    texts = " | ".join(p.text for p in check("11.6", 0.0175, **measured).points)
+    assert "local RocksDB" in texts
+    texts = " | ".join(p.text for p in check("11.6", "6,700", **measured).points)
+    assert "milliseconds" in texts
+    texts = " | ".join(p.text for p in check("11.6", 6_700_000, **measured).points)
+    assert "microseconds" in texts
+    assert not check("11.6", 134, **measured).right
+    assert "not a number" in check("11.6", "six seconds", **measured).points[0].text
+    assert check("11.6", ..., **measured).status == "unanswered"
+
+
+def test_custom_store_review():
+    assert check("11.7", "B").right and check("11.7", "b) spark: a jvm class").right
+    for wrong in ("a", "c", "d"):
+        assert not check("11.7", wrong).right
+    assert "JVM" in " ".join(p.text for p in check("11.7", "a").points)
