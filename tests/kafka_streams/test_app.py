@@ -17,6 +17,7 @@ from statekit.errors import BadArgument
 from statekit.kafka.dataset_replay import replay
 from statekit.model.query_spec import QuerySpec, session
 from statekit.reference.aggregates import rows_differing, windowed_reference
+from statekit.reference.sessions import session_reference
 
 #: the leaderboard with a grace long enough that no event is late: the store holds every
 #: window pandas computes
@@ -117,6 +118,30 @@ def test_a_killed_instances_standby_answers(app, good_events):
     # before the group notices the death, the survivor's standby copy answers ("stale");
     # after it, the survivor owns the partition ("active")
     assert answer["role"] in ("stale", "active")
+
+
+@pytest.mark.parametrize("spec", [
+    # max(score) makes the app refuse the line whose score is "lots", as pandas does with
+    # the game schema (a spec that only counts reads no score: the app would count it)
+    QuerySpec(keys=["player"], window=session("5 minutes"), watermark="1 day",
+              aggregates=["count", "max(score)"]),
+    QuerySpec(keys=["player", "game"], window=None,
+              aggregates=["count", "sum(score)", "min(score)", "avg(score)"]),
+], ids=["session", "running"])
+def test_session_and_running_stores_equal_pandas(broker, app, good_events, spec):
+    """A session store and a key-value store (several group keys), one instance, the record
+    cache on (its default): the store's values equal pandas all the same (a session's count:
+    the pandas reference computes no other aggregate)."""
+    with sk.kafka_streams.start(app.topic, spec, kafka=broker, instances=1,
+                                standbys=0) as other:
+        other.wait_until_consumed(timeout=120)
+        store = other.snapshot(sort=True).drop(columns="partition")
+    if spec.kind == "session":
+        expected = session_reference(good_events, spec.keys, spec.window.size)
+    else:
+        expected = windowed_reference(good_events, spec)
+    assert len(store) == len(expected) > 100
+    assert rows_differing(store, expected, spec.key_columns).empty
 
 
 def test_a_setting_kafka_streams_refuses_is_named_in_its_own_words(broker):
