@@ -5,10 +5,9 @@ interactive queries by key routed from either instance; a killed instance's stan
 
 from __future__ import annotations
 
-import time
-
 import pandas as pd
 import pytest
+from helpers.shipping import wait_for
 
 import statekit as sk
 from statekit.datasets import GAME_SPEC, game_events
@@ -26,17 +25,6 @@ SPEC = QuerySpec.from_dict({**GAME_SPEC.to_dict(), "watermark": "1 day"})
 #: store's retention plus a day after their timestamp, so the broker would delete them at once
 KEEP_THE_CHANGELOG = sk.kafka_streams.AppOptions(streams_config={
     "windowstore.changelog.additional.retention.ms": 100 * 365 * 86_400_000})
-
-
-def wait_for(condition, timeout: float = 60.0, what: str = "the condition"):
-    """``condition()``'s first truthy value, polled until ``timeout`` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = condition()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"{what} did not hold within {timeout} s"
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +92,11 @@ def test_a_killed_instances_standby_answers(app, good_events):
     victim = next(i.index for i in app.instances if i.url.endswith(owner))
     other = 1 - victim
     expected = app.client.get("p07")["rows"]
+    # the other instance holds the partition as a standby, its copy kept from the changelog
+    copy = wait_for(lambda: app.client.call("/key", {"key": "p07", "local": "stale"},
+                                            via=other)["rows"] == expected,
+                    60, "the standby's copy to catch up", every=0.2)
+    assert copy
     app.kill(victim)
 
     def standby_answer():
@@ -112,7 +105,7 @@ def test_a_killed_instances_standby_answers(app, good_events):
         except sk.KafkaStreamsAppError:  # the group is rebalancing: no metadata yet
             return None
 
-    answer = wait_for(standby_answer, timeout=60, what="an answer from the survivor")
+    answer = wait_for(standby_answer, 60, "an answer from the survivor", every=0.2)
     assert answer["rows"] == expected
     assert answer["served_by"] == app.instances[other].url[7:]
     # before the group notices the death, the survivor's standby copy answers ("stale");
