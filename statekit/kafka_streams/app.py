@@ -8,9 +8,11 @@ All share one ``application.id``: Kafka Streams spreads the tasks over them, kee
 ``standbys`` standby replicas of each store, writes the store's changelog
 ``<application.id>-aggregate-changelog`` and tells each instance where every key lives.
 
-The handle answers the verbs of statekit's query handles that apply to an engine without
-batches (``parts``, ``snapshot``, ``changelog_topics``, ``read_changelog``, ``progress``,
-``close``), and ``client`` asks the instances' interactive queries.
+The handle has every verb of statekit's query handles (``QueryHandle``): those that apply to an
+engine without batches answer (``parts``, ``snapshot``, ``changelog_topics``,
+``read_changelog``, ``progress``, ``close``), the others (``state``, ``changes``,
+``describe``, ``wait_for_batches``, a batch argument) refuse with an ``UnsupportedRead``
+saying what works instead; ``client`` asks the instances' interactive queries.
 
 Example:
     >>> import statekit as sk
@@ -33,9 +35,9 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from statekit.errors import BadArgument, InstanceDown, KafkaStreamsAppError
+from statekit.errors import BadArgument, InstanceDown, KafkaStreamsAppError, UnsupportedRead
 from statekit.java import java_executable
 from statekit.kafka_streams.build import MAIN_CLASS, app_classpath
 from statekit.kafka_streams.client import KafkaStreamsClient
@@ -51,8 +53,10 @@ from statekit.validate import kafka_name, whole_number
 if TYPE_CHECKING:
     import pandas as pd
 
+    from statekit.model.query_handle import PartReader
     from statekit.model.query_spec import QuerySpec
 
+NO_BATCHES = "Kafka Streams processes record by record and commits on a timer, with no batches"
 #: the store's name in the app (``TopologyFactory.STORE``): the handle's one part
 STORE = "aggregate"
 #: a problem an instance explains itself (``Main.fail``): one line on stderr
@@ -217,29 +221,61 @@ class KafkaStreamsApp:
         """The app's one store: ``["aggregate"]``."""
         return [STORE]
 
-    def snapshot(self, part: str | None = None, sort: bool = False) -> pd.DataFrame:
-        """The store's entries, from every instance's active partitions (interactive
-        queries), in statekit's columns (``spec.key_columns``, ``value_columns``,
-        ``partition``)."""
+    @property
+    def last_batch(self) -> int:
+        """Always -1: Kafka Streams has no batches (it commits every ``commit_interval``;
+        ``progress()`` counts the commits)."""
+        return -1
+
+    def state(self, part: str | None = None) -> PartReader:
+        """Refused: Kafka Streams keeps no version of its store per batch."""
         self._part(part)
+        raise UnsupportedRead("a batch-by-batch reader of a Kafka Streams store", NO_BATCHES,
+                              "snapshot() for what the store holds now, read_changelog() for "
+                              "every update it logged")
+
+    def snapshot(self, part: str | None = None, batch: int | None = None,
+                 sort: bool = False) -> pd.DataFrame:
+        """The store's entries now, from every instance's active partitions (interactive
+        queries), in statekit's columns (``spec.key_columns``, ``value_columns``,
+        ``partition``); ``batch`` must be None (Kafka Streams has no batches)."""
+        self._part(part)
+        if batch is not None:
+            raise UnsupportedRead(f"batch {batch!r} of a Kafka Streams store", NO_BATCHES,
+                                  "snapshot() for what the store holds now")
         rows = self.client.range(via=self._live_instance())
         return rows_frame(rows, self.spec, sort=sort)
+
+    def changes(self, part: str | None = None, from_batch: int | None = None,
+                to_batch: int | None = None) -> pd.DataFrame:
+        """Refused: Kafka Streams keeps no change feed per batch; its changelog is one."""
+        self._part(part)
+        raise UnsupportedRead("the change feed of a Kafka Streams store", NO_BATCHES,
+                              "read_changelog(): every update the store logged")
 
     def changelog_topics(self) -> dict[str, str]:
         """Part → its changelog topic (Kafka Streams names it ``<application.id>-<store>-
         changelog`` and writes it itself)."""
         return {STORE: f"{self.application_id}-{STORE}-changelog"}
 
-    def read_changelog(self, part: str | None = None) -> pd.DataFrame:
+    def read_changelog(self, part: str | None = None, from_batch: int | None = None,
+                       to_batch: int | None = None, *, progress: bool | None = None,
+                       ) -> pd.DataFrame:
         """Every record the broker keeps of the store's changelog, decoded: ``partition``,
         ``offset``, ``timestamp``, ``key``, the window, then the values (NaN for a tombstone).
 
         A window or session store's changelog is ``compact,delete`` with ``retention.ms`` the
         store's retention plus ``windowstore.changelog.additional.retention.ms`` (a day), by
         record timestamp: records of events timestamped longer ago than that (a replay of old
-        data) are deleted by the broker as soon as it looks; ``streams_config`` can set it.
+        data) are deleted by the broker as soon as it looks; ``AppOptions.streams_config`` can
+        set it. ``from_batch`` and ``to_batch`` must be None (no batches); ``progress`` is
+        accepted for the handles' protocol and shows nothing.
         """
         from statekit.kafka_streams.changelog_format import read_app_changelog
+
+        if from_batch is not None or to_batch is not None:
+            raise UnsupportedRead("a Kafka Streams changelog by batch", NO_BATCHES,
+                                  "read_changelog() and its offsets")
 
         return read_app_changelog(self.kafka, self.changelog_topics()[self._part(part)],
                                   self.spec)
@@ -260,6 +296,17 @@ class KafkaStreamsApp:
                     row["state"] = "NOT ANSWERING"
             rows.append(row)
         return pd.DataFrame(rows)
+
+    def describe(self, **options: object) -> Any:
+        """Refused: a description reads a Spark checkpoint, which Kafka Streams has none of."""
+        raise UnsupportedRead("a description of a Kafka Streams application",
+                              "it keeps no Spark checkpoint",
+                              "progress(), client.metadata() and snapshot()")
+
+    def wait_for_batches(self, n: int, timeout: float = 120.0) -> int:
+        """Refused: Kafka Streams has no batches."""
+        raise UnsupportedRead("batches of a Kafka Streams application", NO_BATCHES,
+                              "wait_until_consumed()")
 
     def close(self) -> None:
         """Stop every instance (politely, then firmly); a state directory statekit made goes."""

@@ -12,8 +12,9 @@ from helpers.shipping import wait_for
 import statekit as sk
 from statekit.datasets import GAME_SPEC, game_events
 from statekit.datasets.game_parsing import parse_game_events
-from statekit.errors import BadArgument
+from statekit.errors import BadArgument, UnsupportedRead
 from statekit.kafka.dataset_replay import replay
+from statekit.model.query_handle import is_query_handle
 from statekit.model.query_spec import QuerySpec, session
 from statekit.reference.aggregates import rows_differing, windowed_reference
 from statekit.reference.sessions import session_reference
@@ -78,6 +79,14 @@ def test_a_key_query_is_routed_from_either_instance(app, good_events):
     window = app.client.get("p07", from_ms=answers[0]["rows"][1]["window_start"],
                             to_ms=answers[0]["rows"][1]["window_start"])
     assert len(window["rows"]) == 1
+
+
+def test_the_handle_refuses_what_has_no_kafka_streams_counterpart(app):
+    assert is_query_handle(app) and app.parts() == ["aggregate"] and app.last_batch == -1
+    for read in (lambda: app.changes(), lambda: app.snapshot(batch=3),
+                 lambda: app.wait_for_batches(1), lambda: app.describe()):
+        with pytest.raises(UnsupportedRead, match="instead"):
+            read()
 
 
 def test_progress_comes_from_kafka_streams_metrics(app):
