@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from statekit.errors import BadArgument, InstanceDown, KafkaStreamsAppError, UnsupportedRead
 from statekit.java import java_executable
+from statekit.kafka.topics import partition_count
 from statekit.kafka_streams.build import MAIN_CLASS, app_classpath
 from statekit.kafka_streams.client import KafkaStreamsClient
 from statekit.kafka_streams.frames import rows_frame
@@ -367,6 +368,7 @@ def start(topic: str, spec: QuerySpec | Mapping, *, kafka: Kafka, instances: int
     if options is not None and not isinstance(options, AppOptions):
         raise BadArgument("options", options, "statekit.kafka_streams.AppOptions(...) or None")
     app_classpath()  # not built: say how to build it, before anything starts
+    partition_count(kafka, topic)  # TopicNotFound or BrokerUnreachable, naming them
     app = KafkaStreamsApp(topic, spec, kafka, count, replicas, cache, options or AppOptions())
     try:
         for index in range(count):

@@ -154,6 +154,11 @@ def test_a_setting_kafka_streams_refuses_is_named_in_its_own_words(broker):
     assert "\tat " not in str(caught.value)  # no Java stack trace
 
 
+def test_a_missing_topic_is_named_before_anything_starts(broker):
+    with pytest.raises(sk.TopicNotFound, match="no-such-games"):
+        sk.kafka_streams.start("no-such-games", SPEC, kafka=broker)
+
+
 def test_a_spec_the_app_cannot_express_is_named_before_anything_starts():
     with pytest.raises(BadArgument, match="ttl"):
         sk.kafka_streams.start("t", QuerySpec(keys=["k"], window=None, ttl="1 hour"),
