@@ -62,9 +62,11 @@ NO_BATCHES = "Kafka Streams processes record by record and commits on a timer, w
 STORE = "aggregate"
 #: a problem an instance explains itself (``Main.fail``): one line on stderr
 _OWN_REASON = re.compile(r"^statekit-streams: (.*)$", re.MULTILINE)
-#: small, quick-starting JVMs: the app holds little, and the machine may have 2 cores
+#: small, quick-starting JVMs: the app holds little, and the machine may have 2 cores; C1
+#: alone, as statekit starts Spark's driver JVM by default (``statekit.spark``'s DriverStart),
+#: so a side-by-side run gives both engines the same compiler
 JVM_OPTIONS = ("-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-               "-Xshare:auto", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
+               "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
 
 
 @dataclass
