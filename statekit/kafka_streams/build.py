@@ -75,13 +75,21 @@ def build(environ: Mapping[str, str] | None = None, quiet: bool = True) -> Path:
     """Build the application into the cache (once per version of its sources): the folder."""
     env = os.environ if environ is None else environ
     folder = app_jar_set().fetch(env, quiet)
-    keep_newest(folder.parent.parent.glob(f"kafka-streams-app-{KAFKA_VERSION}-*"),
-                KEPT_BUILDS)
+    remove_old_builds(env)
     return folder
 
 
+def remove_old_builds(environ: Mapping[str, str] | None = None) -> None:
+    """Keep the ``KEPT_BUILDS`` newest builds of the application (about 92 MB each)."""
+    keep_newest(app_jars(environ).parent.parent.glob(f"kafka-streams-app-{KAFKA_VERSION}-*"),
+                KEPT_BUILDS)
+
+
 def main(argv: list[str] | None = None) -> int:
-    return app_jar_set().main(argv, app_classpath, __doc__.split("\n")[0])
+    status = app_jar_set().main(argv, app_classpath, __doc__.split("\n")[0])
+    if status == 0:
+        remove_old_builds()
+    return status
 
 
 if __name__ == "__main__":
