@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-report peer-venv doctor java kafka-jars s3a-jars chromium jvm-classes html lab docs clean
+.PHONY: demo test test-fast lint bench bench-report peer-venv doctor java kafka-jars kafka-streams-app s3a-jars chromium jvm-classes html lab docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,14 @@ java:
 kafka-jars: java $(STAMP)
 	@bash .ci/ensure-maven
 	@$(PY) -m statekit.kafka.jars
+
+# statekit's reference Kafka Streams application (statekit/kafka_streams/jvm, Java 17): compiled
+# with mvn against Maven Central's kafka-streams of the broker's version into statekit's cache
+# (about 92 MB with its dependencies), once per version of its sources, never committed.
+kafka-streams-app: java $(STAMP)
+	@bash .ci/ensure-maven
+	@bash .ci/ensure-jdk
+	@$(PY) -m statekit.kafka_streams.build
 
 # Hadoop's S3A connector (hadoop-aws and the AWS SDK's S3 pieces, statekit/spark/s3a_jars.py) for
 # s3a:// checkpoints: fetched once per machine from Maven Central with mvn (about 19 MB) into
@@ -41,11 +49,11 @@ chromium:
 
 # Every notebook executed into self-contained HTML handouts (charts included, no network).
 NOTEBOOKS ?=
-html: java $(STAMP) jvm-classes kafka-jars
+html: java $(STAMP) jvm-classes kafka-jars kafka-streams-app
 	$(PY) -m statekit.workshop.handouts $(NOTEBOOKS) --out build/handouts
 
 # JupyterLab on the notebooks, with this project's environment as the kernel.
-lab: java $(STAMP) jvm-classes kafka-jars
+lab: java $(STAMP) jvm-classes kafka-jars kafka-streams-app
 	$(PY) -m jupyter lab --ServerApp.root_dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # The documentation site (docs/, Sphinx) into build/docs, offline, warnings as errors. It reads
@@ -54,7 +62,7 @@ docs: $(STAMP)
 	$(PY) -m sphinx -j auto -b html -W --keep-going -d build/.docs-doctrees docs build/docs
 	@echo "open build/docs/index.html"
 
-demo: java $(STAMP) jvm-classes kafka-jars
+demo: java $(STAMP) jvm-classes kafka-jars kafka-streams-app
 	$(PY) -m statekit demo
 
 # Every test has a timeout (pyproject.toml: [tool.pytest.ini_options] timeout); a notebook cell
@@ -79,19 +87,19 @@ timed = start=$$(date +%s); $(2); status=$$?; took=$$(( $$(date +%s) - start ));
 # TEST_WORKERS=2 is green again.
 TEST_WORKERS ?= 0
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
-test: java chromium $(STAMP) jvm-classes kafka-jars s3a-jars
+test: java chromium $(STAMP) jvm-classes kafka-jars kafka-streams-app s3a-jars
 	$(PY) -m ruff check .
 	@$(call timed,make test,$(PYTEST) $(XDIST) tests statekit --nbmake notebooks --nbmake-timeout=$(NB_CELL_TIMEOUT) -v --durations=10)
 
 # For development: no tests marked slow (subprocess queries, crash drills, long streams), no
 # notebooks.
-test-fast: java $(STAMP) kafka-jars s3a-jars
+test-fast: java $(STAMP) kafka-jars kafka-streams-app s3a-jars
 	$(PY) -m ruff check .
 	@$(call timed,make test-fast,$(PYTEST) $(XDIST) tests statekit -m "not slow" --durations=10)
 
 # Each benchmark writes bench/results/<name>.json (bench/results.py); the tables of
 # bench/README.md are then regenerated from those files.
-bench: java $(STAMP) jvm-classes kafka-jars
+bench: java $(STAMP) jvm-classes kafka-jars kafka-streams-app
 	$(PY) -m bench
 	$(PY) -m bench.report
 

@@ -30,6 +30,7 @@ from statekit.errors import (
     IncompatibleRestart,
     InstanceDown,
     KafkaJarsMissing,
+    KafkaStreamsAppError,
     NoLiveInstance,
     NotOnConnect,
     NotShippedYet,
@@ -76,7 +77,8 @@ _NAMES = {  # name → the subpackage that exports it (which knows its module)
                    "statekit.inspect"),
     **dict.fromkeys(("AttachedQuery", "attach"), "statekit.live"),
 }
-SUBPACKAGES = ("changelog", "charts", "datasets", "inspect", "kafka", "live", "model",
+SUBPACKAGES = ("changelog", "charts", "datasets", "inspect", "kafka", "kafka_streams", "live",
+               "model",
                "monitor", "options", "processor", "query", "reference", "restore", "serve",
                "spark", "spark_state", "standby", "stores", "widgets", "workshop")
 
@@ -87,6 +89,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
         datasets,
         inspect,
         kafka,
+        kafka_streams,
         live,
         model,
         monitor,
@@ -167,6 +170,7 @@ __all__ = [
     "InstanceDown",
     "KafkaConnection",
     "KafkaJarsMissing",
+    "KafkaStreamsAppError",
     "NoLiveInstance",
     "NotOnConnect",
     "NotShippedYet",
@@ -216,6 +220,7 @@ __all__ = [
     "hopping",
     "inspect",
     "kafka",
+    "kafka_streams",
     "live",
     "model",
     "monitor",

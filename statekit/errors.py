@@ -302,6 +302,12 @@ class KafkaJarsMissing(StatekitError):
     them."""
 
 
+class KafkaStreamsAppError(StatekitError):
+    """statekit's reference Kafka Streams application is not built on this machine (the
+    message says how to build it), or an instance of it did not start or stopped: the message
+    quotes its own one-line reason, never a Java stack trace."""
+
+
 class S3AJarsMissing(StatekitError):
     """Hadoop's S3A connector (hadoop-aws and the AWS SDK's jars) is not on this machine, or
     not whole, or not in the running Spark JVM; the message says how to get it there."""

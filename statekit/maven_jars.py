@@ -6,7 +6,10 @@ dependency:copy-dependencies`` copies the jars into a staging folder renamed who
 ``jars.json`` (each jar's name and size as fetched). A jar missing, cut short or not a zip
 is named, with the command that fetches the set again. Apache Kafka's broker jars
 (``statekit.kafka.jars``) and Hadoop's S3A connector (``statekit.spark.s3a_jars``) are two
-such sets; none is ever committed.
+such sets; none is ever committed. A set with ``build=True`` is a Maven module of its own
+(statekit's reference Kafka Streams app, ``statekit.kafka_streams.build``): it is compiled
+(``package``) in a copy of the pom's folder, its jar beside its dependencies. Maven runs on
+the Java statekit runs (``statekit.java``: ``JAVA_HOME``, else ``java`` on PATH).
 
 Example:
     >>> from statekit.errors import BadArgument
@@ -34,6 +37,7 @@ from pathlib import Path
 
 from statekit.atomic import write_atomic
 from statekit.cache import cache_dir, remove_stale
+from statekit.java import java_executable
 
 MANIFEST = "jars.json"
 
@@ -51,6 +55,7 @@ class JarSet:
         fetch_command: the command that fetches the set (named in every error).
         error: the StatekitError raised when the set is not usable.
         version_property: the pom's property the version fills.
+        build: the pom's folder is a module to compile (``package``), not only a list.
     """
 
     name: str
@@ -62,6 +67,7 @@ class JarSet:
     error: type[Exception]
     version_property: str = "version"
     extra_help: str = field(default="")
+    build: bool = False
 
     def how_to_get(self) -> str:
         """What a person can do when the jars are missing (named in every error about them)."""
@@ -121,14 +127,22 @@ class JarSet:
         if mvn is None:
             raise self.error(f"cannot fetch {self.name}: no `mvn` on PATH; {self.how_to_get()}")
         target.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale(target.parent.glob("libs.staging-*"), max_age_s=3600)
+        remove_stale([*target.parent.glob("libs.staging-*"), *target.parent.glob("build-*")],
+                     max_age_s=3600)
         staging = Path(tempfile.mkdtemp(prefix="libs.staging-", dir=target.parent))
-        cmd = [mvn, "-B", *(["-q"] if quiet else []), "-f", str(self.pom),
+        workdir = Path(tempfile.mkdtemp(prefix="build-", dir=staging.parent)) if self.build \
+            else None
+        pom = self.pom
+        if workdir is not None:  # compile in a copy: nothing is written beside the sources
+            shutil.copytree(self.pom.parent, workdir, dirs_exist_ok=True)
+            pom = workdir / self.pom.name
+        goals = ["package"] if self.build else []
+        cmd = [mvn, "-B", *(["-q"] if quiet else []), "-f", str(pom), *goals,
                "dependency:copy-dependencies", f"-D{self.version_property}={self.version}",
                "-DincludeScope=runtime", f"-DoutputDirectory={staging}"]
         try:
             done = subprocess.run(cmd, capture_output=quiet, text=True, check=False,
-                                  timeout=900)
+                                  timeout=900, env=maven_environment(os.environ))
             if done.returncode != 0:
                 tail = ((done.stdout or "") + (done.stderr or "")).strip()[-1500:]
                 raise self.error(f"`{' '.join(cmd)}` exited with {done.returncode}:\n{tail}\n"
@@ -143,6 +157,8 @@ class JarSet:
             staging.rename(target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
         return target
 
     def main(self, argv: list[str] | None, where: Callable[[], str], description: str) -> int:
@@ -161,3 +177,18 @@ class JarSet:
             return 1
         print(f"{self.name}: {found}")
         return 0
+
+
+def maven_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` with ``JAVA_HOME`` naming the JDK of the Java statekit runs, so Maven
+    compiles and runs on it, not on another JDK the machine may hold.
+
+    Example:
+        >>> maven_environment({"JAVA_HOME": "/nonexistent"})["JAVA_HOME"] != ""
+        True
+    """
+    env = dict(environ)
+    java = java_executable()
+    if java is not None:
+        env["JAVA_HOME"] = str(Path(java).resolve().parents[1])
+    return env

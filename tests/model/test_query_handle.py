@@ -1,6 +1,7 @@
 """Every query handle holds to ``QueryHandle``, signature by signature, and ``choose_part``
 picks the part a handle reads (the handles' behaviour with real queries is tested beside each:
-tests/query/test_query.py, tests/live/test_live.py, tests/processor/test_processor.py)."""
+tests/query/test_query.py, tests/live/test_live.py, tests/processor/test_processor.py,
+tests/kafka_streams/test_app.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import inspect
 import pytest
 
 from statekit.errors import BadArgument
+from statekit.kafka_streams.app import KafkaStreamsApp
 from statekit.live.handle import AttachedQuery
 from statekit.model.query_handle import (
     _HANDLE_MEMBERS,
@@ -20,7 +22,7 @@ from statekit.model.query_handle import (
 from statekit.processor.query import ProcessorQuery
 from statekit.query.stateful import StatefulQuery
 
-HANDLES = [StatefulQuery, ProcessorQuery, AttachedQuery]
+HANDLES = [StatefulQuery, ProcessorQuery, AttachedQuery, KafkaStreamsApp]
 #: every member the protocol names (its own methods and properties, not object's)
 MEMBERS = sorted(name for name in vars(QueryHandle)
                  if not name.startswith("_") or name in ("__enter__", "__exit__"))

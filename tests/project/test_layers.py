@@ -15,7 +15,8 @@ Layers, lowest first (a module may import its own layer and lower ones, never hi
    (``inspect``), the same results in pandas (``reference``)
 4. the changelog: ``changelog``
 5. the query, the local stores, monitoring, a person's own processor: ``query``, ``stores``,
-   ``monitor``, ``processor``
+   ``monitor``, ``processor``; Kafka Streams' own run of a query (the reference app):
+   ``kafka_streams``
 6. restore and standby replicas: ``restore``, ``standby``
 7. serving (interactive queries, routing): ``serve``; a person's own query attached: ``live``;
    crash drills and the processes they kill: ``drills``
@@ -53,7 +54,7 @@ LAYERS = [
     ("statekit.spark_state", 3), ("statekit.inspect", 3), ("statekit.reference", 3),
     ("statekit.changelog", 4),
     ("statekit.query", 5), ("statekit.stores", 5), ("statekit.monitor", 5),
-    ("statekit.processor", 5),
+    ("statekit.processor", 5), ("statekit.kafka_streams", 5),
     ("statekit.restore", 6), ("statekit.standby", 6),
     ("statekit.serve", 7), ("statekit.live", 7), ("statekit.drills", 7),
     ("statekit.charts", 8),
@@ -65,7 +66,7 @@ LAYERS = [
 LAYER_NAMES = {
     0: "rules, files and processes", 1: "descriptions", 2: "sources and engines",
     3: "reading state", 4: "the changelog",
-    5: "the query, local stores, monitoring, your own processor",
+    5: "the query, local stores, monitoring, your own processor, Kafka Streams",
     6: "restore and standby replicas", 7: "serving, attached queries, crash drills", 8: "charts",
     9: "widgets", 10: "entry points and the workshop",
 }
