@@ -16,6 +16,7 @@ from statekit.charts.changelog import (
     state_files_chart,
 )
 from statekit.charts.diff import diff_chart, diff_counts_chart, diff_values_chart
+from statekit.charts.disk import compression_chart, pinned_files_chart, state_on_disk_chart
 from statekit.charts.explain import (
     explain_chart,
     explain_records_chart,
@@ -62,6 +63,7 @@ __all__ = [
     "commit_phases_chart",
     "compaction_stats_chart",
     "compare_state_rows_chart",
+    "compression_chart",
     "describe_chart",
     "describe_charts",
     "diff_chart",
@@ -78,6 +80,7 @@ __all__ = [
     "leaderboard_chart",
     "log_vs_compacted_chart",
     "memory_chart",
+    "pinned_files_chart",
     "operator_memory_chart",
     "operators_chart",
     "offline",
@@ -94,6 +97,7 @@ __all__ = [
     "standby_lag_chart",
     "state_files_chart",
     "state_growth_chart",
+    "state_on_disk_chart",
     "state_rows_chart",
     "state_rows_per_batch_chart",
     "watermark_chart",

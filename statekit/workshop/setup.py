@@ -28,7 +28,8 @@ from statekit.workshop.verdict import Point
 #: Each notebook of the series and the idea it teaches (in the reading material's words).
 SERIES: dict[str, str] = {
     "00_index": "setup check and the map of the workshop",
-    "01_state_store_basics": "what a state store is: snapshots and the change feed",
+    "01_state_store_basics": "what a state store is: snapshots and the change feed; what an "
+                             "open iterator holds",
     "02_windows_sessions_and_watermarks": "window and session stores, watermark and eviction, "
                                           "the session store API",
     "03_changelog_and_compaction": "changelog topics and compaction; Spark's state files",
@@ -37,7 +38,8 @@ SERIES: dict[str, str] = {
     "06_interactive_queries": "interactive queries and query routing",
     "07_global_store": "global store vs scatter-gather",
     "08_monitoring_growth_and_ttl": "monitoring, state growth and TTL",
-    "09_rocksdb_tuning": "RocksDB tuning and memory sizing",
+    "09_rocksdb_tuning": "RocksDB tuning and memory sizing; compression; where the state "
+                         "lives on disk",
     "10_debug_a_checkpoint": "debugging an existing job from its checkpoint",
     "11_write_a_stateful_processor": "the Processor API: your own processor with key-value, "
                                      "window and session stores, punctuation and TTL",
