@@ -17,6 +17,11 @@ from statekit.charts.changelog import (
 )
 from statekit.charts.diff import diff_chart, diff_counts_chart, diff_values_chart
 from statekit.charts.disk import compression_chart, pinned_files_chart, state_on_disk_chart
+from statekit.charts.durability import (
+    recovery_reads_chart,
+    replication_chart,
+    transaction_marks_chart,
+)
 from statekit.charts.explain import (
     explain_chart,
     explain_records_chart,
@@ -46,6 +51,7 @@ from statekit.charts.monitor import (
 )
 from statekit.charts.output import offline, save_chart, stacked
 from statekit.charts.progress import change_feed_chart, state_growth_chart, state_rows_chart
+from statekit.charts.racks import zone_outage_chart
 from statekit.charts.restore import (
     failover_chart,
     restore_gantt_chart,
@@ -80,14 +86,16 @@ __all__ = [
     "leaderboard_chart",
     "log_vs_compacted_chart",
     "memory_chart",
-    "pinned_files_chart",
-    "operator_memory_chart",
-    "operators_chart",
     "offline",
     "operator_chart",
+    "operator_memory_chart",
+    "operators_chart",
     "partition_rows_chart",
+    "pinned_files_chart",
     "placement_chart",
     "record_cache_chart",
+    "recovery_reads_chart",
+    "replication_chart",
     "restore_gantt_chart",
     "restore_preflight_chart",
     "restore_rate_chart",
@@ -100,6 +108,8 @@ __all__ = [
     "state_on_disk_chart",
     "state_rows_chart",
     "state_rows_per_batch_chart",
+    "transaction_marks_chart",
     "watermark_chart",
     "watermark_per_batch_chart",
+    "zone_outage_chart",
 ]

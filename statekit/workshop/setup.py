@@ -32,7 +32,8 @@ SERIES: dict[str, str] = {
                              "open iterator holds",
     "02_windows_sessions_and_watermarks": "window and session stores, watermark and eviction, "
                                           "the session store API",
-    "03_changelog_and_compaction": "changelog topics and compaction; Spark's state files",
+    "03_changelog_and_compaction": "changelog topics and compaction; Spark's state files; "
+                                   "exactly once, replication, when to switch logging off",
     "04_restore": "restore: rebuilding a store from its changelog or checkpoint",
     "05_standby_and_failover": "standby replicas and failover",
     "06_interactive_queries": "interactive queries and query routing",
