@@ -53,6 +53,7 @@ from statekit.charts.output import offline, save_chart, stacked
 from statekit.charts.progress import change_feed_chart, state_growth_chart, state_rows_chart
 from statekit.charts.racks import zone_outage_chart
 from statekit.charts.restore import (
+    cutover_chart,
     failover_chart,
     restore_gantt_chart,
     restore_preflight_chart,
@@ -70,6 +71,7 @@ __all__ = [
     "compaction_stats_chart",
     "compare_state_rows_chart",
     "compression_chart",
+    "cutover_chart",
     "describe_chart",
     "describe_charts",
     "diff_chart",

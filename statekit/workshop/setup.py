@@ -6,12 +6,12 @@ notebook's exercises (read from the registry, so the map never lists an
 exercise that does not exist).
 
 Example:
-    >>> SERIES["04_restore"]
+    >>> SERIES["04_restore"][:60]
     'restore: rebuilding a store from its changelog or checkpoint'
     >>> from statekit import workshop
-    >>> print(workshop.check("00.2", "4"))
-    00.2 Which notebook answers it?: right
-      ✓ 04_restore: restore: rebuilding a store from its changelog or checkpoint
+    >>> verdict = workshop.check("00.2", "4")
+    >>> verdict.right, verdict.points[0].text[:38]
+    (True, '04_restore: restore: rebuilding a stor')
 """
 
 from __future__ import annotations
@@ -34,9 +34,11 @@ SERIES: dict[str, str] = {
                                           "the session store API",
     "03_changelog_and_compaction": "changelog topics and compaction; Spark's state files; "
                                    "exactly once, replication, when to switch logging off",
-    "04_restore": "restore: rebuilding a store from its changelog or checkpoint",
-    "05_standby_and_failover": "standby replicas and failover",
-    "06_interactive_queries": "interactive queries and query routing",
+    "04_restore": "restore: rebuilding a store from its changelog or checkpoint, its time, "
+                  "moving a store without downtime",
+    "05_standby_and_failover": "standby replicas and failover; rack-aware standby placement",
+    "06_interactive_queries": "interactive queries and query routing; local against remote "
+                              "latency",
     "07_global_store": "global store vs scatter-gather",
     "08_monitoring_growth_and_ttl": "monitoring, state growth and TTL",
     "09_rocksdb_tuning": "RocksDB tuning and memory sizing; compression; where the state "

@@ -78,3 +78,4 @@ def test_03_9_the_topic_follows_the_checkpoint(right):
 def test_03_9_wrong_choices_stay_wrong(wrong, said):
     verdict = check("03.9", wrong)
     assert verdict.status == "wrong" and said in texts(verdict)
+
