@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from statekit._lazy import pd
 from statekit.errors import BadArgument
+from statekit.stores.keyvalue import frame_entries
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def iterator_pinning(store, entries: Iterable[tuple[object, object]] | pd.DataFr
         raise BadArgument("store", f"{store.name} with {store.approximate_num_entries()} "
                           "entries", "an empty store: the demonstration deletes every key")
     if isinstance(entries, pd.DataFrame):
-        entries = _pairs(entries, store.key_columns, store.value_columns)
+        entries = frame_entries(entries, store.key_columns, store.value_columns)
     keys = []
 
     def remember():
@@ -97,16 +98,6 @@ def iterator_pinning(store, entries: Iterable[tuple[object, object]] | pd.DataFr
     iterator.close()
     rows.append(_row(STEPS[3], store.sst_bytes(), now, None))
     return pd.DataFrame(rows).astype({"iterator_reads": "Int64"})
-
-
-def _pairs(frame: pd.DataFrame, key_columns, value_columns) -> list[tuple[dict, dict]]:
-    values = [c for c in (value_columns or ()) if c in frame.columns]
-    missing = [c for c in key_columns if c not in frame.columns]
-    if missing:
-        raise BadArgument("entries", f"a frame without {missing}",
-                          f"a frame with the store's key columns {list(key_columns)}")
-    rows = frame[list(key_columns) + values].to_dict("records")
-    return [({c: row[c] for c in key_columns}, {c: row[c] for c in values}) for row in rows]
 
 
 def _row(step: str, sizes: SstBytes, entries: int, reads: int | None) -> dict:

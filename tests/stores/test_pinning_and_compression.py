@@ -65,3 +65,22 @@ def test_compression_names_bad_input(tmp_path):
         compressed_sizes(_rows(), ["team"], tmp_path)
     with pytest.raises(BadArgument, match="non-empty DataFrame"):
         compressed_sizes(_rows().iloc[:0], ["player"], tmp_path)
+
+
+def test_a_store_directory_file_by_file(tmp_path):
+    from statekit.stores.directory_files import ROLES, store_directory
+    from statekit.stores.keyvalue import frame_entries
+
+    with _store(tmp_path) as store:
+        store.put_all(frame_entries(_rows(), store.key_columns, store.value_columns))
+        store.write_checkpoint({0: 400})   # flushes the memtable to an SST file first
+    files = store_directory(tmp_path / "copy").set_index("role")
+    assert list(files.index) == list(ROLES)
+    assert files.loc["identity (name, kind, partition, columns)", "files"] == 1
+    assert files.loc["changelog offsets restored", "files"] == 1
+    assert files.loc["data (SST files)", "bytes"] > 0
+    assert "OffsetCheckpoint" in files.loc["changelog offsets restored", "kafka_streams"]
+    with pytest.raises(BadArgument, match="statekit store directory"):
+        store_directory(tmp_path)
+    with pytest.raises(BadArgument, match="key columns"):
+        frame_entries(_rows(), ["team"], ["count"])
