@@ -9,7 +9,7 @@
   ``max.warmup.replicas``, ``acceptable.recovery.lag``); a new store version is built the
   same way, beside the old.
 
-``cutover_times`` puts the restores of both side by side, from their ``RestoreResult``s.
+``cutover_times`` puts the restores of both side by side, from the ``RestoreResult`` of each.
 
 Example:
     >>> times = cutover_times(cold, warm_up, catch_up)                   # doctest: +SKIP
