@@ -16,6 +16,12 @@ from statekit.charts.changelog import (
     state_files_chart,
 )
 from statekit.charts.diff import diff_chart, diff_counts_chart, diff_values_chart
+from statekit.charts.disk import compression_chart, pinned_files_chart, state_on_disk_chart
+from statekit.charts.durability import (
+    recovery_reads_chart,
+    replication_chart,
+    transaction_marks_chart,
+)
 from statekit.charts.explain import (
     explain_chart,
     explain_records_chart,
@@ -46,7 +52,9 @@ from statekit.charts.monitor import (
 )
 from statekit.charts.output import offline, save_chart, stacked
 from statekit.charts.progress import change_feed_chart, state_growth_chart, state_rows_chart
+from statekit.charts.racks import zone_outage_chart
 from statekit.charts.restore import (
+    cutover_chart,
     failover_chart,
     restore_gantt_chart,
     restore_preflight_chart,
@@ -63,6 +71,8 @@ __all__ = [
     "commit_phases_chart",
     "compaction_stats_chart",
     "compare_state_rows_chart",
+    "compression_chart",
+    "cutover_chart",
     "describe_chart",
     "describe_charts",
     "diff_chart",
@@ -80,13 +90,16 @@ __all__ = [
     "leaderboard_chart",
     "log_vs_compacted_chart",
     "memory_chart",
-    "operator_memory_chart",
-    "operators_chart",
     "offline",
     "operator_chart",
+    "operator_memory_chart",
+    "operators_chart",
     "partition_rows_chart",
+    "pinned_files_chart",
     "placement_chart",
     "record_cache_chart",
+    "recovery_reads_chart",
+    "replication_chart",
     "restore_gantt_chart",
     "restore_preflight_chart",
     "restore_rate_chart",
@@ -96,9 +109,12 @@ __all__ = [
     "standby_lag_chart",
     "state_files_chart",
     "state_growth_chart",
+    "state_on_disk_chart",
     "state_rows_chart",
     "state_rows_per_batch_chart",
+    "transaction_marks_chart",
     "watermark_chart",
     "watermark_per_batch_chart",
     "top_k_chart",
+    "zone_outage_chart",
 ]

@@ -8,7 +8,8 @@ in pandas first and the data is inlined as plain values.
 - ``restore_rate_chart``: records restored per second (or in all) over time, per
   partition, from restore-listener events;
 - ``standby_lag_chart``: how far standby replicas are behind the changelog;
-- ``failover_chart``: time until the store serves again, per failover scenario.
+- ``failover_chart``: time until the store serves again, per failover scenario;
+- ``cutover_chart``: moving a store cold or warm, the seconds nothing answers.
 
 Example:
     >>> import pandas as pd
@@ -384,3 +385,22 @@ def restore_preflight_chart(partitions: pd.DataFrame, findings: pd.DataFrame) ->
     store = base.mark_tick(thickness=3, size=22, color="black").encode(
         x="store_offset:Q", y=y, tooltip=_tips(data, ["partition", "store_offset"]))
     return (log + store).properties(width=460, height=30 * max(len(data), 2))
+
+
+def cutover_chart(times: pd.DataFrame,
+                  title: str = "Moving a store: time with nothing answering") -> alt.Chart:
+    """Stacked bars per strategy: seconds the old store still answered, seconds nothing did
+    (``statekit.restore.cutover.cutover_times``)."""
+    require_columns(times, ["strategy", "phase", "step", "seconds", "records"],
+                    "cutover frame", "as statekit.restore.cutover.cutover_times gives")
+    phases = ["the old store still answers", "nothing answers"]
+    return alt.Chart(inline(times)).mark_bar().encode(
+        y=alt.Y("strategy:N", title=None, sort=["cold", "warm"]),
+        x=alt.X("seconds:Q", title="seconds"),
+        color=alt.Color("phase:N", title=None, scale=alt.Scale(
+            domain=phases, range=["#54a24b", "#e45756"])),
+        order=alt.Order("phase:N", sort="descending"),
+        tooltip=_tips(times, ["strategy", "step", "phase", "seconds", "records"]),
+    ).properties(width=460, height=90, title=alt.Title(
+        title, subtitle="warm: the new store is restored while the old one serves; only the "
+                        "tail is read at the switch"))

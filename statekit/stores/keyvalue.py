@@ -111,3 +111,21 @@ class BackedKeyValueStore(BackedStore, KeyValueStore):
         self._open()
         data = prefix if isinstance(prefix, bytes) else self.serde.encode_key_prefix(prefix)
         return self._iterate(data or None, successor(data), self._decode)
+
+
+def frame_entries(frame: pd.DataFrame, key_columns, value_columns) -> list[tuple[dict, dict]]:
+    """The rows of ``frame`` as ``(key, value)`` dicts for ``put_all``: the key columns, then
+    the value columns the frame has (others, such as ``partition``, left out).
+
+    Example:
+        >>> frame_entries(pd.DataFrame({"player": ["p07"], "total": [5], "partition": [1]}),
+        ...               ["player"], ["total"])
+        [({'player': 'p07'}, {'total': 5})]
+    """
+    values = [c for c in (value_columns or ()) if c in frame.columns]
+    missing = [c for c in key_columns if c not in frame.columns]
+    if missing:
+        raise BadArgument("entries", f"a frame without {missing}",
+                          f"a frame with the store's key columns {list(key_columns)}")
+    rows = frame[list(key_columns) + values].to_dict("records")
+    return [({c: row[c] for c in key_columns}, {c: row[c] for c in values}) for row in rows]

@@ -54,6 +54,7 @@ from statekit.stores.keyvalue import BackedKeyValueStore
 from statekit.stores.metadata import StoreMetadata
 from statekit.stores.metadata_file import METADATA_FILE, StoreMetadataFile
 from statekit.stores.offset_checkpoint import OffsetCheckpointFile
+from statekit.stores.pinning import SstBytes
 from statekit.stores.serde import ChangelogJsonSerde, Serde
 from statekit.stores.session_store import BackedSessionStore
 from statekit.stores.window import BackedWindowStore
@@ -204,8 +205,23 @@ class RocksDBBackend(Backend):
             return
         deque(self._db.keys(), maxlen=0)  # fill_cache is on: every data block read is kept
 
+    def sst_bytes(self) -> SstBytes:
+        """The store's SST files: live, kept on disk (old versions too), versions alive."""
+        prop = self._db.property_int_value
+        return SstBytes(prop("rocksdb.live-sst-files-size") or 0,
+                        prop("rocksdb.total-sst-files-size") or 0,
+                        prop("rocksdb.num-live-versions") or 0)
+
     def close(self) -> None:
         self._db.close()
+
+
+class _OnDisk:
+    """What a RocksDB store adds to its kind: the size of its files (``pinning``)."""
+
+    def sst_bytes(self) -> SstBytes:
+        """The store's SST files: bytes live, bytes pinned by open iterators, versions."""
+        return self._open().sst_bytes()  # type: ignore[attr-defined]
 
 
 def open_directory(path: str | os.PathLike, kind: str, name: str, partition: int,
@@ -254,7 +270,7 @@ def open_directory(path: str | os.PathLike, kind: str, name: str, partition: int
     return meta, RocksDBBackend(directory)
 
 
-class RocksDBKeyValueStore(BackedKeyValueStore):
+class RocksDBKeyValueStore(_OnDisk, BackedKeyValueStore):
     """A key-value store in RocksDB at ``path`` (see ``keyvalue.BackedKeyValueStore``)."""
 
     def __init__(self, path: str | os.PathLike, name: str, partition: int = 0, *,
@@ -266,7 +282,7 @@ class RocksDBKeyValueStore(BackedKeyValueStore):
         super().__init__(backend, meta, serde)
 
 
-class RocksDBWindowStore(BackedWindowStore):
+class RocksDBWindowStore(_OnDisk, BackedWindowStore):
     """A window store in RocksDB at ``path`` (see ``window.BackedWindowStore``)."""
 
     def __init__(self, path: str | os.PathLike, name: str, partition: int = 0, *,
@@ -278,7 +294,7 @@ class RocksDBWindowStore(BackedWindowStore):
         super().__init__(backend, meta, serde)
 
 
-class RocksDBSessionStore(BackedSessionStore):
+class RocksDBSessionStore(_OnDisk, BackedSessionStore):
     """A session store in RocksDB at ``path`` (see ``session.BackedSessionStore``)."""
 
     def __init__(self, path: str | os.PathLike, name: str, partition: int = 0, *,

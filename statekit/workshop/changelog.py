@@ -1,4 +1,5 @@
-"""Exercises of notebook 03 (the changelog, log compaction, migrating a store's format)."""
+"""Exercises of notebook 03 (the changelog, log compaction, migrating a store's format, when
+to switch logging off, replication, exactly once)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from collections.abc import Mapping
 
 from statekit.changelog.log import Changelog
 from statekit.errors import BadArgument
+from statekit.kafka.replication import WRITES, outcome, survives_losing
 from statekit.stores.migration import live_values
-from statekit.workshop.answers import count, one_of
+from statekit.workshop.answers import count, keyed, one_of
 from statekit.workshop.choices import Choices
 from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
@@ -208,3 +210,92 @@ CONSUMING = Choices(
 
 
 review("03.6", "A dashboard that reads the changelog topic", NOTEBOOK, CONSUMING)
+
+
+#: Exercise 03.7's stores: name → (logging on or off, why).
+LOGGING_CASES = {
+    "payments dedup": ("on", "its ids must be remembered 30 days and the input topic keeps 7: "
+                             "recomputed from the input, it would forget ids and let "
+                             "duplicates through"),
+    "profile cache": ("off", "a cache: a lost entry is fetched from the service again, so a "
+                             "changelog only costs writes"),
+    "last hour counts": ("off", "derived state the input still holds (an hour of a topic "
+                                "kept 7 days), and the team accepts re-reading it at recovery "
+                                "to get the write throughput back"),
+    "all time totals": ("on", "its state goes back further than the input's retention: only "
+                              "the changelog can bring it back"),
+}
+_ON_OFF = {"on": "on", "logging on": "on", "enabled": "on", "keep it": "on", "keep": "on",
+           "off": "off", "logging off": "off", "disabled": "off", "disable": "off"}
+
+
+@exercise("03.7", "Changelog logging on or off? Four stores", NOTEBOOK, "review")
+def logging_on_or_off(answer: object):
+    """``answer``: a dict, store name → "on" or "off"."""
+    if not isinstance(answer, Mapping) or not answer:
+        return [Point(False, "expected a dict: {store name: \"on\" or \"off\"}, for "
+                             + ", ".join(repr(n) for n in LOGGING_CASES))]
+    found, unknown = keyed(answer, LOGGING_CASES)
+    points = [Point(False, f"{key!r} is none of the stores ({', '.join(LOGGING_CASES)})")
+              for key in unknown]
+    for name, (right, why) in LOGGING_CASES.items():
+        if name not in found:
+            points.append(Point(False, f"{name}: not answered"))
+            continue
+        said = one_of(found[name], _ON_OFF)
+        if said is None:
+            points.append(Point(False, f"{name}: {found[name]!r} is neither \"on\" nor \"off\""))
+        else:
+            points.append(Point(said == right, f"{name}: logging {right}: {why}"
+                                if said == right else f"{name}: not {said}: {why}"))
+    return points
+
+
+@exercise("03.8", "Predict: brokers down while the changelog still takes writes", NOTEBOOK,
+          "predict")
+def brokers_down(answer: object, *, replication_factor: int, min_insync_replicas: int):
+    """``answer``: how many brokers may be down while an ``acks=all`` producer's writes go on."""
+    value = count(answer)
+    if value is None:
+        return [Point(False, f"{answer!r}: answer with a whole number of brokers")]
+    rf, isr = replication_factor, min_insync_replicas
+    most = max((d for d in range(rf + 1) if outcome(rf, isr, d) == WRITES), default=0)
+    if value == most:
+        return [Point(True, f"{most}: {rf - most} replicas stay in sync, as many as "
+                            f"min.insync.replicas={isr} asks; an acknowledged record is on "
+                            f"{isr} brokers, so losing {survives_losing(rf, isr)} loses none")]
+    if value > rf - 1:
+        return [Point(False, f"{value}: with every replica down the partition is offline")]
+    if value > most:
+        return [Point(False, f"{value}: then {rf - value} replica(s) are in sync, fewer than "
+                             f"min.insync.replicas={isr}: the leader refuses acks=all writes "
+                             f"(NOT_ENOUGH_REPLICAS); reads go on")]
+    return [Point(False, f"{value}: more can go: writes need min.insync.replicas={isr} "
+                         f"in-sync replicas of the {rf}, not all of them")]
+
+
+EXACTLY_ONCE = Choices(
+    {"a": "the changelog loses batch 7: shipping happens after Spark's commit, and the crash "
+          "came in between",
+     "b": "on restart the writer ships batch 7 from Spark's change feed (the checkpoint holds "
+          "it); read_committed readers see its records once; until then the topic is one "
+          "batch behind the checkpoint, never ahead",
+     "c": "Spark rolls batch 7 back, because its commit and the changelog's transaction are "
+          "one transaction",
+     "d": "the changelog gets batch 7 twice, once from the old writer and once from the new"},
+    right="b",
+    why={"a": "the checkpoint is the source: the ledger says batch 7 is not shipped yet, and the "
+              "next writer ships it from the change feed",
+         "b": "right: Spark's checkpoint commits state with the offsets; statekit's changelog "
+              "follows it, each round one Kafka transaction with its ledger, so it may lag, "
+              "never diverge. Kafka Streams instead puts changelog writes, output and input "
+              "offsets in one transaction (exactly_once_v2)",
+         "c": "they are two commits: Spark's (offsets log, state files, commit log) and then "
+              "the Kafka transaction; Spark never waits for the topic",
+         "d": "the new writer fences the old (transactional.id), aborts its open transaction, "
+              "and skips batches the topic already holds (the ledger and a read_committed "
+              "read past it)"})
+
+
+review("03.9", "Review: a crash between Spark's commit and the changelog", NOTEBOOK,
+       EXACTLY_ONCE)

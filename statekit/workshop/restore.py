@@ -1,8 +1,10 @@
-"""Exercises of notebook 04 (restore: Spark's checkpoint first, then statekit's changelog)."""
+"""Exercises of notebook 04 (restore: Spark's checkpoint first, then statekit's changelog;
+restoration time; moving a store without downtime)."""
 
 from __future__ import annotations
 
-from statekit.workshop.answers import count
+from statekit.errors import BadArgument
+from statekit.workshop.answers import count, number
 from statekit.workshop.choices import Choices
 from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
@@ -95,3 +97,57 @@ SPARK_RESTART = Choices(
 
 
 review("04.3", "What does Spark do when a stateful query restarts?", NOTEBOOK, SPARK_RESTART)
+
+
+#: Exercise 04.4: how many times longer the changelog of the estimate is.
+LONGER = 100
+
+
+@exercise("04.4", "Estimate: the restoration time of a changelog 100 times longer", NOTEBOOK,
+          "predict")
+def restore_time_estimate(answer: object, *, records: int, seconds: float):
+    """``records``/``seconds``: what the cold restore read and how long it took (wall)."""
+    value = number(answer)
+    if value is None:
+        return [Point(False, f"{answer!r} is not a number of seconds")]
+    if records <= 0 or seconds <= 0:
+        raise BadArgument("measured", (records, seconds),
+                          "the cold restore's records and seconds, both > 0")
+    rate = records / seconds
+    want = LONGER * records / rate
+    if abs(value - want) <= 0.1 * want:
+        return [Point(True, f"about {want:,.1f} s: {LONGER * records:,} records at the "
+                            f"measured {rate:,.0f} records/s. Restoration time follows the "
+                            f"records read: watch it (Kafka Streams' restore listener, "
+                            f"restore-rate metrics), and keep it short with compaction, "
+                            f"checkpointed offsets and standbys")]
+    if abs(value - seconds) <= 0.1 * seconds:
+        return [Point(False, f"{seconds:.2f} s is this changelog's restore; {LONGER} times "
+                             f"the records take about {LONGER} times as long at the same "
+                             f"rate")]
+    if abs(value - LONGER * rate) <= 0.1 * LONGER * rate:
+        return [Point(False, "that is records per second times 100: divide the records by "
+                             "the rate")]
+    return [Point(False, f"{value:g} s: restoration time ≈ records ÷ restore rate; "
+                         f"measure the rate from the cold restore ({records:,} records in "
+                         f"{seconds:.2f} s)")]
+
+
+CUTOVER = Choices(
+    {"a": "stop the old store, restore the new one from the changelog, then switch the "
+          "queries to it",
+     "b": "restore the new store from the changelog while the old one still answers; when "
+          "it has caught up, stop the old one, let the new one read the tail, and switch",
+     "c": "copy the old store's RocksDB files while it keeps writing, and open the copy",
+     "d": "switch first, and let the new store answer from an empty store while it restores"},
+    right="b",
+    why={"a": "that is the cold move: nothing answers for the whole restore",
+         "b": "right: only the tail is read while nothing answers (Kafka Streams' warm-up "
+              "replicas; a standby promoted before the old owner stops)",
+         "c": "files copied while RocksDB writes are not a consistent store; a checkpoint "
+              "(RocksDB's or Spark's) is, but it still needs the changes after it",
+         "d": "no downtime on paper, but wrong answers: an empty or half-restored store "
+              "answers as if it were the state"})
+
+
+review("04.5", "Review: which order moves a store without downtime?", NOTEBOOK, CUTOVER)

@@ -6,7 +6,8 @@ own (a wrong partition is said once; the instance is judged against the learner'
 partition). 06.2 is the seeds' "debug this": a count that looks incomplete because
 a dashboard counted from the stores of its own partitions only; the fix is judged
 by the query's own report (every partition answered), not by a copied value. 06.3
-asks why one player's windows are spread out. ``wait_for_event`` and
+asks why one player's windows are spread out; 06.4 compares a local get with a routed
+REST get, as measured. ``wait_for_event`` and
 ``ask_until_served`` are the notebook's waits (a failover; a rebalance).
 
 Example:
@@ -26,7 +27,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from statekit.serve.hop_latency import LOCAL, REMOTE
 from statekit.serve.routing.placement import state_partition
+from statekit.workshop.answers import letter
 from statekit.workshop.choices import Choices
 from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
@@ -269,3 +272,37 @@ WHY_SPREAD = Choices(
 
 
 review("06.3", "Why are one player's windows on several partitions?", NOTEBOOK, WHY_SPREAD)
+
+
+#: Exercise 06.4's options: how the routed REST get compares with the local get (medians).
+HOP_OPTIONS = {
+    "a": "about the same (under 3 times): on loopback a hop is nearly free",
+    "b": "the REST get is 3 to 30 times slower",
+    "c": "the REST get is 30 times slower or more: a local read is a RocksDB lookup in this "
+         "process, a remote one is an HTTP request, a JSON answer and two context switches",
+    "d": "the local get is slower: RocksDB reads from disk"}
+
+
+def hop_option(local_s: float, remote_s: float) -> str:
+    """The option of ``HOP_OPTIONS`` that the measured medians make right."""
+    ratio = remote_s / local_s if local_s > 0 else float("inf")
+    return "d" if ratio < 1 else "a" if ratio < 3 else "b" if ratio < 30 else "c"
+
+
+@exercise("06.4", "Predict, then run: a local get against a routed REST get", NOTEBOOK,
+          "predict")
+def local_against_remote(answer: object, *, latencies: pd.DataFrame):
+    """``latencies``: ``point_read_latencies``' frame (``kind``, ``seconds``)."""
+    said = letter(answer)
+    if said not in HOP_OPTIONS:
+        return [Point(False, f"{answer!r}: answer with one of {', '.join(HOP_OPTIONS)}")]
+    medians = latencies.groupby("kind")["seconds"].median()
+    local, remote = float(medians[LOCAL]), float(medians[REMOTE])
+    right = hop_option(local, remote)
+    fact = (f"median {local * 1e6:,.1f} µs local, {remote * 1e3:,.2f} ms over REST: "
+            f"{remote / local:,.0f} times")
+    if said == right:
+        return [Point(True, f"{said}) {fact}. This is why Kafka Streams answers from the "
+                            f"local store when it can, and why a scatter-gather costs a hop "
+                            f"per instance")]
+    return [Point(False, f"not {said}) here: {fact}, so {right})")]

@@ -6,12 +6,12 @@ notebook's exercises (read from the registry, so the map never lists an
 exercise that does not exist).
 
 Example:
-    >>> SERIES["04_restore"]
+    >>> SERIES["04_restore"][:60]
     'restore: rebuilding a store from its changelog or checkpoint'
     >>> from statekit import workshop
-    >>> print(workshop.check("00.2", "4"))
-    00.2 Which notebook answers it?: right
-      ✓ 04_restore: restore: rebuilding a store from its changelog or checkpoint
+    >>> verdict = workshop.check("00.2", "4")
+    >>> verdict.right, verdict.points[0].text[:38]
+    (True, '04_restore: restore: rebuilding a stor')
 """
 
 from __future__ import annotations
@@ -28,18 +28,23 @@ from statekit.workshop.verdict import Point
 #: Each notebook of the series and the idea it teaches (in the reading material's words).
 SERIES: dict[str, str] = {
     "00_index": "setup check and the map of the workshop",
-    "01_state_store_basics": "what a state store is: snapshots and the change feed",
+    "01_state_store_basics": "what a state store is: snapshots and the change feed; what an "
+                             "open iterator holds",
     "02_windows_sessions_and_watermarks": "window and session stores, watermark and eviction, "
                                           "the session store API",
-    "03_changelog_and_compaction": "changelog topics and compaction; Spark's state files",
-    "04_restore": "restore: rebuilding a store from its changelog or checkpoint",
-    "05_standby_and_failover": "standby replicas and failover",
-    "06_interactive_queries": "interactive queries and query routing",
+    "03_changelog_and_compaction": "changelog topics and compaction; Spark's state files; "
+                                   "exactly once, replication, when to switch logging off",
+    "04_restore": "restore: rebuilding a store from its changelog or checkpoint, its time, "
+                  "moving a store without downtime",
+    "05_standby_and_failover": "standby replicas and failover; rack-aware standby placement",
+    "06_interactive_queries": "interactive queries and query routing; local against remote "
+                              "latency",
     "07_global_store": "global store vs scatter-gather",
     "08_monitoring_growth_and_ttl": "monitoring, state growth and TTL; the broker's cleaner "
                                     "on a changelog; tombstones in the source topic; an "
                                     "external clean-up job against a TTL",
-    "09_rocksdb_tuning": "RocksDB tuning and memory sizing",
+    "09_rocksdb_tuning": "RocksDB tuning and memory sizing; compression; where the state "
+                         "lives on disk",
     "10_debug_a_checkpoint": "debugging an existing job from its checkpoint",
     "11_write_a_stateful_processor": "the Processor API: your own processor with key-value, "
                                      "window and session stores, punctuation and TTL; when "

@@ -1,4 +1,5 @@
-"""Exercises of notebook 05 (statekit's standby replicas, failover drills, Spark's restart)."""
+"""Exercises of notebook 05 (statekit's standby replicas, failover drills, Spark's restart,
+rack-aware standby placement)."""
 
 from __future__ import annotations
 
@@ -173,3 +174,26 @@ RETENTION = Choices(
 
 
 review("05.4", "A standby that was stopped for a week", NOTEBOOK, RETENTION)
+
+
+@exercise("05.5", "Predict, then run: one zone down, partitions with no copy left", NOTEBOOK,
+          "predict")
+def zone_down(answer: object, *, outages: pd.DataFrame, zone: str):
+    """``outages``: ``zone_outages`` of both placements with a ``placement`` column
+    (``round-robin``, ``rack-aware``); the answer: round-robin's partitions lost when
+    ``zone`` goes down."""
+    value = count(answer)
+    if value is None:
+        return [Point(False, f"{answer!r}: answer with a whole number of partitions")]
+    lost = outages[outages["zone"] == zone].set_index("placement")["partitions_lost"]
+    round_robin, rack_aware = int(lost["round-robin"]), int(lost["rack-aware"])
+    if value == round_robin:
+        return [Point(True, f"{round_robin}: round-robin put a standby on the next instance, "
+                            f"in the same zone as its active owner; rack-aware placement "
+                            f"loses {rack_aware}")]
+    if value == rack_aware:
+        return [Point(False, f"{rack_aware} is the rack-aware placement's; statekit's "
+                             f"round-robin puts each standby on the next instance in order, "
+                             f"whatever its zone")]
+    return [Point(False, f"{value}: a partition is lost only when its active owner and its "
+                         f"standby are both in {zone}; count those in the round-robin plan")]

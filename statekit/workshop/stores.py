@@ -1,4 +1,5 @@
-"""Exercises of notebook 01 (what a state store is: versions, placement, the change feed)."""
+"""Exercises of notebook 01 (what a state store is: versions, placement, the change feed,
+what an open iterator holds)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pandas as pd
 
 from statekit.errors import BadArgument
 from statekit.workshop._frames import compare_rows
+from statekit.workshop.answers import count
 from statekit.workshop.choices import Choices
 from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
@@ -107,3 +109,31 @@ IN_MEMORY = Choices(
 
 
 review("01.4", "Does a state store keep everything in memory?", NOTEBOOK, IN_MEMORY)
+
+
+@exercise("01.5", "Predict, then run: what an open iterator still reads", NOTEBOOK, "predict")
+def open_iterator_reads(answer: object, *, steps: pd.DataFrame | None = None):
+    """``steps``: ``statekit.stores.pinning.iterator_pinning``'s frame; the answer: how many
+    entries the iterator, opened before every key was deleted, reads in all."""
+    if not isinstance(steps, pd.DataFrame) or "iterator_reads" not in steps.columns:
+        raise BadArgument("steps", type(steps).__name__,
+                          "the frame iterator_pinning(store, entries) gave")
+    value = count(answer)
+    if value is None:
+        return [Point(False, f"{answer!r} is not a count of entries")]
+    deleted = steps.iloc[2]
+    reads, now = int(deleted["iterator_reads"]), int(deleted["store_entries"])
+    pinned = int(deleted["pinned_bytes"])
+    if value == reads:
+        return [Point(True, f"{reads:,}: every entry of the version it opened on, though a new "
+                            f"read finds {now}. RocksDB keeps that version's files "
+                            f"({pinned:,} bytes here) on disk until the iterator is closed")]
+    if value == now:
+        return [Point(False, f"{now} is what a new read sees; an iterator reads the store as "
+                             f"it was when it was opened, deletes and compactions after that "
+                             f"do not reach it")]
+    if value == 1:
+        return [Point(False, "1 is the entry read before the deletes; the iterator goes on "
+                             "reading the version it was opened on")]
+    return [Point(False, f"{value:,}: the iterator was opened on a store of {reads:,} "
+                         f"entries, and reads that version")]

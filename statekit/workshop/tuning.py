@@ -1,5 +1,5 @@
 """Exercises of notebook 09 (RocksDB in numbers: metrics, memory sizing, presets, the
-micro-batch as record cache)."""
+micro-batch as record cache, compression, the state on disk)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from statekit.monitor.memory_sizing import RocksDBSizes
 from statekit.spark.tuning import PREFIX, SPARK_DEFAULTS
-from statekit.workshop.answers import mebibytes, number
+from statekit.workshop.answers import mebibytes, number, one_of
 from statekit.workshop.choices import Choices
 from statekit.workshop.registry import exercise, review
 from statekit.workshop.verdict import Point
@@ -219,3 +219,48 @@ SIZING = Choices(
 
 
 review("09.7", "Review: which terms of the sizing rule are the state store's?", NOTEBOOK, SIZING)
+
+
+#: Codec spellings a learner may use, each read with ``words``.
+CODEC_NAMES = {"none": "none", "no compression": "none", "uncompressed": "none",
+               "snappy": "snappy", "lz4": "lz4", "zstd": "zstd", "zstandard": "zstd"}
+
+
+@exercise("09.8", "Predict, then run: the codec that keeps this state smallest", NOTEBOOK,
+          "predict")
+def smallest_codec(answer: object, *, sizes: Mapping[str, float]):
+    """``sizes``: codec → SST bytes of the same rows (``compressed_sizes``)."""
+    said = one_of(answer, CODEC_NAMES)
+    if said is None:
+        return [Point(False, f"{answer!r}: name one codec of {', '.join(sizes)}")]
+    smallest = min(sizes, key=sizes.get)
+    none = sizes.get("none") or max(sizes.values())
+    if said == smallest:
+        return [Point(True, f"{said}: {sizes[said]:,.0f} bytes, {sizes[said] / none:.0%} of "
+                            f"uncompressed; it costs more CPU per block than lz4, Spark's "
+                            f"default ({sizes.get('lz4', 0):,.0f} bytes here)")]
+    if said == "none":
+        return [Point(False, "no compression is the biggest: the rows repeat column names, "
+                             "players and window times, which every codec shrinks")]
+    return [Point(False, f"{said} keeps {sizes[said]:,.0f} bytes here; {smallest} keeps "
+                         f"{sizes[smallest]:,.0f} (lz4 and snappy trade size for speed)")]
+
+
+LOCAL_DISK = Choices(
+    {"a": "the state: the query has to start again from the earliest offsets",
+     "b": "nothing durable: the local RocksDB folders are working copies; the next batch of "
+          "each partition loads its latest snapshot from the checkpoint and replays the "
+          "delta files after it",
+     "c": "the delta files (N.changelog) written since the last snapshot"},
+    right="b",
+    why={"a": "the state's durable copy is the checkpoint (state/<operator>/<partition>), not "
+              "the executor's disk",
+         "b": "right: as Kafka Streams rebuilds a lost state.dir from the changelog topic, "
+              "Spark rebuilds a store instance's local folder from the checkpoint; it costs "
+              "time (a restore), not data",
+         "c": "delta files are written to the checkpoint at every commit, not kept on the "
+              "executor"})
+
+
+review("09.9", "Review: an executor's local state folders are wiped. What is lost?", NOTEBOOK,
+       LOCAL_DISK)

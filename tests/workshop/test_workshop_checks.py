@@ -332,7 +332,11 @@ def test_02_5_wrong_answers_are_named():
 ELSEWHERE = {"03.2": "test_workshop_basics", "06.1": "test_workshop_serving",
              "06.2": "test_workshop_serving", "02.2": __name__, "02.5": __name__,
              "11.2": "test_workshop_processor", "11.6": "test_workshop_processor",
-             "12.3": "test_workshop_live"}
+             "12.3": "test_workshop_live",
+             "01.5": "test_workshop_disk", "09.8": "test_workshop_disk",
+             "03.7": "test_workshop_durability", "03.8": "test_workshop_durability",
+             "04.4": "test_workshop_moves_and_latency", "05.5": "test_workshop_moves_and_latency",
+             "06.4": "test_workshop_moves_and_latency"}
 
 
 def _pure_reviews() -> set[str]:
