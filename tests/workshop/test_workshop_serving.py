@@ -254,5 +254,6 @@ def test_rows_held_needs_every_partition_and_an_assignment_frame():
 def test_every_exercise_of_both_notebooks_is_listed():
     listed = workshop.exercises()
     mine = listed[listed["notebook"].isin(["06_interactive_queries", "07_global_store"])]
-    assert mine["id"].tolist() == ["06.1", "06.2", "06.3", "07.1", "07.2", "07.3"]
-    assert mine["kind"].tolist() == ["build", "debug", "review", "predict", "review", "review"]
+    assert mine["id"].tolist() == ["06.1", "06.2", "06.3", "06.4", "07.1", "07.2", "07.3"]
+    assert mine["kind"].tolist() == ["build", "debug", "review", "predict", "predict", "review",
+                                     "review"]
