@@ -112,9 +112,8 @@ def broker_cleaned(servers: str, log, broker=None) -> str:
 
 
 def attach_own_job(spark, dataset, servers: str, out: Path) -> None:
-    """A plain PySpark job (no statekit in it), attached: its parts, state, changelogs."""
-    from pyspark.sql import functions as F
-
+    """A plain PySpark job (no statekit in it), attached: its parts, state, changelogs; then
+    a changed version of it checked against its checkpoint before it would start."""
     import statekit as sk
     from statekit.kafka.topics import delete_topic, list_topics
     from statekit.spark_state.changes import same_rows
@@ -128,11 +127,8 @@ def attach_own_job(spark, dataset, servers: str, out: Path) -> None:
     for topic in list_topics(servers):
         if topic.startswith("own_job-op"):
             delete_topic(servers, topic)
-    job = (spark.readStream.schema(dataset.schema).option("maxFilesPerTrigger", 1)
-           .json(str(folder)).withWatermark("ts", "10 minutes")
-           .dropDuplicatesWithinWatermark(["player", "game", "ts"])
-           .groupBy("game").agg(F.count("*").alias("events"), F.sum("score").alias("points"))
-           .writeStream.format("noop").outputMode("update").queryName("own_job")
+    job = (own_job(spark, dataset, folder, ["game"]).writeStream.format("noop")
+           .outputMode("update").queryName("own_job")
            .option("checkpointLocation", str(checkpoint)).start())
     try:
         live = sk.attach(job, kafka=servers, ledger_dir=out / "own-job" / "ledgers")
@@ -153,6 +149,24 @@ def attach_own_job(spark, dataset, servers: str, out: Path) -> None:
         live.close()
     finally:
         job.stop()
+    changed = sk.check_restart(own_job(spark, dataset, folder, ["game", "player"]), checkpoint,
+                               output_mode="update")
+    refused = changed.refused
+    _say("restart pre-flight of the job changed to group by game and player, rehearsed by "
+         "Spark on a scratch copy of its checkpoint: "
+         + (f"refused, {refused['what'].iloc[0]}: {refused['spark'].iloc[0].split(':')[0]}"
+            if not changed.compatible else "it would start"))
+
+
+def own_job(spark, dataset, folder: Path, keys: list[str]):
+    """The demo's own job (plain PySpark, no statekit in it): the events deduplicated within
+    the watermark, then counted and summed per ``keys``."""
+    from pyspark.sql import functions as F
+
+    return (spark.readStream.schema(dataset.schema).option("maxFilesPerTrigger", 1)
+            .json(str(folder)).withWatermark("ts", "10 minutes")
+            .dropDuplicatesWithinWatermark(["player", "game", "ts"])
+            .groupBy(*keys).agg(F.count("*").alias("events"), F.sum("score").alias("points")))
 
 
 def main(args: Namespace) -> int:

@@ -784,6 +784,11 @@ def test_the_demos_own_job_runs_again_in_the_same_folder(spark, broker, tmp_path
                 if topic.startswith("own_job-"):
                     delete_topic(broker, topic)
         attach_own_job(spark, game_events(), broker.bootstrap_servers, tmp_path)
-        said = [line for line in capsys.readouterr().out.splitlines() if "part " in line]
+        out = capsys.readouterr().out.splitlines()
+        said = [line for line in out if "part " in line]
         assert len(said) == 2 and all(line.endswith("replays to the snapshot: True") and
                                       "computes: True" in line for line in said), said
+        preflight = [line for line in out if "restart pre-flight" in line]
+        assert preflight and preflight[0].endswith(
+            "refused, the state's key (grouping, deduplication or join key columns, or a "
+            "window): STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE"), preflight
