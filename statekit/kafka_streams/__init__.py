@@ -19,6 +19,9 @@ _NAMES = {
     "KafkaStreamsClient": "statekit.kafka_streams.client",
     "app_spec": "statekit.kafka_streams.spec",
     "KafkaStreamsAppError": "statekit.errors",
+    "KafkaStreamsStateError": "statekit.errors",
+    **dict.fromkeys(("open_kafka_streams", "KafkaStreamsStateDir", "compare_copies"),
+                    "statekit.kafka_streams.state_dir"),
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
