@@ -183,16 +183,28 @@ class KafkaStreamsStateDir:
         return frame
 
     def read_changelog(self, kafka: Kafka, store: str | None = None) -> pd.DataFrame:
-        """The store's changelog topic as the broker keeps it, decoded (needs ``spec``: the
-        reference app's records, as its handle's ``read_changelog``)."""
-        from statekit.kafka_streams.changelog_format import read_app_changelog
+        """The store's changelog topic (``changelog_topic``) as the broker keeps it, decoded:
+        ``partition``, ``offset``, ``timestamp``, then with a ``spec`` the reference app's
+        columns (its handle's ``read_changelog``), without one ``key``, the window
+        (windowed stores) and ``value`` by the serdes (None: a tombstone)."""
+        from statekit.kafka_streams.changelog_format import (
+            read_app_changelog,
+            read_changelog_records,
+        )
         from statekit.model.connection import connect
 
-        name = self._files(store)[0].name
-        if self.spec is None:
-            raise BadArgument("spec", None, "the QuerySpec the reference app ran, to decode "
-                                            "its changelog's values")
-        return read_app_changelog(connect(kafka), self.changelog_topic(name), self.spec)
+        files = self._files(store)[0]
+        topic = self.changelog_topic(files.name)
+        if self.spec is not None:
+            return read_app_changelog(connect(kafka), topic, self.spec)
+
+        def decode(raw_key: bytes, raw_value: bytes | None) -> dict:
+            row = self._split(raw_key, files.kind)
+            row["key"] = self._key(row["key"])
+            row["value"] = None if raw_value is None else self._value(raw_value)
+            return row
+
+        return read_changelog_records(connect(kafka), topic, decode)
 
     def _files(self, store: str | None) -> list[StoreFiles]:
         names = self.store_names()
@@ -202,27 +214,31 @@ class KafkaStreamsStateDir:
             raise BadArgument("store", store, names or "no store: the directory holds none")
         return [s for stores in self._stores.values() for s in stores if s.name == store]
 
+    def _split(self, raw_key: bytes, kind: str) -> dict:
+        """``key`` (its bytes), and ``window_start``/``window_end`` for a windowed store."""
+        if kind == "window":
+            key, start = split_window_key(raw_key)
+            size = self.window_size_ms
+            return {"key": key, "window_start": start,
+                    "window_end": start + size if size is not None else None}
+        if kind == "session":
+            key, start, end = split_session_key(raw_key)
+            return {"key": key, "window_start": start, "window_end": end}
+        return {"key": raw_key}
+
     def _rows(self, files: StoreFiles) -> list[dict]:
         from statekit.kafka_streams.changelog_format import decode_value
 
         rows = []
         partition = _partition(files.task)
         for raw_key, raw_value, timestamp in files.entries():
-            start = end = None
-            if files.kind == "window":
-                raw_key, start = split_window_key(raw_key)
-                size = self.window_size_ms
-                end = start + size if size is not None else None
-            elif files.kind == "session":
-                raw_key, start, end = split_session_key(raw_key)
+            row = self._split(raw_key, files.kind)
             if self.spec is not None:
-                row = {"key": raw_key.decode(), "partition": partition,
-                       **decode_value(raw_value, self.spec)}
+                row.update(key=row["key"].decode(), partition=partition,
+                           **decode_value(raw_value, self.spec))
             else:
-                row = {"key": self._key(raw_key), "value": self._value(raw_value),
-                       "timestamp": timestamp, "partition": partition}
-            if files.kind != "key-value":
-                row.update(window_start=start, window_end=end)
+                row.update(key=self._key(row["key"]), value=self._value(raw_value),
+                           timestamp=timestamp, partition=partition)
             rows.append(row)
         return rows
 

@@ -41,6 +41,12 @@ FAMILIES = {frozenset({"default"}): False,
 #: ``AbstractSegments.segmentName``; before 2.2 the separator was ``:`` then ``-``
 _SEGMENT = re.compile(r"^(?P<store>.+)[.:-](?P<start>\d+)$")
 KINDS = ("key-value", "window", "session")
+#: the segment id (-1, 8 bytes) before every key of a versioned store's latest values
+#: (``RocksDBVersionedStore``: segments that share one RocksDB); no UTF-8 key starts so
+LATEST_SEGMENT = b"\xff" * 8
+#: how often a copy of a running application's store is tried (RocksDB may delete a file
+#: between the listing and the copy)
+COPY_ATTEMPTS = 3
 
 
 def split_window_key(raw: bytes) -> tuple[bytes, int]:
@@ -78,9 +84,17 @@ class StoreFiles:
         return text + (f", {len(self.databases)} segments" if self.kind != "key-value" else "")
 
     def entries(self) -> Iterator[tuple[bytes, bytes, int | None]]:
-        """(key, value, record timestamp or None) of every entry, segment after segment."""
+        """(key, value, record timestamp or None) of every entry, segment after segment; a
+        versioned store (its keys behind a segment id) is refused by name."""
         for database in self.databases:
-            yield from database_entries(database)
+            for key, value, timestamp in database_entries(database):
+                if self.kind == "key-value" and len(key) > 8 and key[:8] == LATEST_SEGMENT:
+                    raise KafkaStreamsStateError(
+                        f"store {str(database)!r} is a versioned key-value store "
+                        "(RocksDBVersionedStore: keys behind an 8-byte segment id): a store "
+                        "format statekit does not read; accepted: key-value, timestamped "
+                        "key-value, window and session stores")
+                yield key, value, timestamp
 
 
 def column_families(database: Path) -> frozenset[str]:
@@ -88,9 +102,24 @@ def column_families(database: Path) -> frozenset[str]:
     from rocksdict import Options, Rdict
 
     with tempfile.TemporaryDirectory(prefix="statekit-ks-") as scratch:
-        copy = Path(scratch) / "db"
-        shutil.copytree(database, copy)
+        copy = copy_database(database, Path(scratch) / "db")
         return frozenset(Rdict.list_cf(str(copy), Options(raw_mode=True)))
+
+
+def copy_database(database: Path, copy: Path) -> Path:
+    """``database`` copied to ``copy`` (a running application may delete a file while it is
+    copied: tried again, then a KafkaStreamsStateError naming it)."""
+    for attempt in range(COPY_ATTEMPTS):
+        try:
+            shutil.copytree(database, copy)
+            return copy
+        except (shutil.Error, FileNotFoundError) as exc:
+            shutil.rmtree(copy, ignore_errors=True)
+            if attempt == COPY_ATTEMPTS - 1:
+                raise KafkaStreamsStateError(
+                    f"RocksDB store {str(database)!r} changed while statekit copied it "
+                    f"({exc}); its application is writing: stop it, or try again") from None
+    return copy
 
 
 def database_entries(database: Path) -> Iterator[tuple[bytes, bytes, int | None]]:
@@ -100,8 +129,7 @@ def database_entries(database: Path) -> Iterator[tuple[bytes, bytes, int | None]
     from rocksdict import AccessType, Options, Rdict
 
     with tempfile.TemporaryDirectory(prefix="statekit-ks-") as scratch:
-        copy = Path(scratch) / "db"
-        shutil.copytree(database, copy)
+        copy = copy_database(database, Path(scratch) / "db")
         families = frozenset(Rdict.list_cf(str(copy), Options(raw_mode=True)))
         timestamped = timestamped_format(database, families)
         extra = {TIMESTAMPED_FAMILY: Options(raw_mode=True)} if timestamped else None

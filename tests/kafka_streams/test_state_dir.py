@@ -22,7 +22,7 @@ from statekit.datasets import GAME_SPEC, game_events
 from statekit.errors import BadArgument, KafkaStreamsStateError
 from statekit.kafka.dataset_replay import replay
 from statekit.kafka_streams.frames import rows_frame
-from statekit.model.query_spec import QuerySpec
+from statekit.model.query_spec import QuerySpec, session
 
 SPEC = QuerySpec.from_dict({**GAME_SPEC.to_dict(), "watermark": "1 day"})
 APP_ID = "ks-state-dir"
@@ -40,15 +40,21 @@ def _local_rows(app, instance: int) -> list[dict]:
         return []
 
 
-def _answers(app) -> tuple | None:
+def _key(text: str) -> object:
+    """A key as the client takes it: several key columns' JSON array as a tuple."""
+    return tuple(json.loads(text)) if text.startswith("[") else text
+
+
+def _answers(app, instances: int = 2) -> tuple | None:
     """Every row, the players, each player's rows (routed), each instance's active
     partitions; None while the group rebalances (a store is not queryable then)."""
     try:
         every_row = app.client.range()
         players = sorted({r["key"] for r in every_row})
-        by_key = {p: app.client.get(p)["rows"] for p in players}
+        by_key = {p: app.client.get(_key(p))["rows"] for p in players}
         actives = [{r["partition"] for r in app.client.call("/range", {"local": "active"},
-                                                             via=i)["rows"]} for i in (0, 1)]
+                                                             via=i)["rows"]}
+                   for i in range(instances)]
     except sk.KafkaStreamsAppError:
         return None
     return every_row, players, by_key, actives
@@ -124,6 +130,12 @@ def test_stores_and_checkpoints_are_described(run):
     ends = records.groupby("partition")["offset"].max()
     assert changelog.set_index("partition")["offset"].sort_index().tolist() == \
         ends.sort_index().tolist()
+    # without a spec, the common serdes decode the same records (values as bytes here)
+    raw = sk.open_kafka_streams(run.dirs[0], APP_ID, window_size="10 minutes")
+    plain = raw.read_changelog(run.broker)
+    assert plain["key"].tolist() == records["key"].tolist()
+    assert plain["window_start"].tolist() == records["window_start"].tolist()
+    assert plain["value"].map(len).eq(8 + 32 * len(SPEC.aggregates)).all()
     # .position: the input (repartition) offsets the store reflects
     assert set(checkpoints[checkpoints["file"] == "aggregate.position"]["topic"]) <= {
         f"{APP_ID}-aggregate-repartition"}
@@ -139,6 +151,32 @@ def test_without_a_spec_the_common_serdes_decode(run):
     assert (frame["timestamp"] >= frame["window_start"]).all()
     with pytest.raises(KafkaStreamsStateError, match="not a long"):
         sk.open_kafka_streams(run.dirs[0], APP_ID, value_serde="long").snapshot()
+
+
+@pytest.mark.parametrize("spec", [
+    QuerySpec(keys=["player"], window=session("5 minutes"), watermark="1 day",
+              aggregates=["count", "max(score)"]),
+    QuerySpec(keys=["player", "game"], window=None, aggregates=["count", "sum(score)"]),
+], ids=["session", "timestamped-key-value"])
+def test_session_and_key_value_stores_equal_the_apps_answers(broker, run, spec, tmp_path):
+    """One instance, the record cache on: its directory, opened after a clean close, equals
+    its answers (range and every key's)."""
+    options = sk.kafka_streams.AppOptions(application_id=f"ks-dir-{spec.kind}",
+                                          state_dir=tmp_path)
+    with sk.kafka_streams.start("ks-state-dir-games", spec, kafka=broker, instances=1,
+                                standbys=0, options=options) as app:
+        app.wait_until_consumed(timeout=120)
+        answers = wait_for(lambda: _answers(app, instances=1), 60, "the app's answers", 0.2)
+        state_dir = app.instances[0].state_dir / "state"
+    every_row, players, by_key, _ = answers
+    state = sk.open_kafka_streams(state_dir, options.application_id, spec=spec)
+    kind = {"session": "session store", "running": "timestamped key-value store"}[spec.kind]
+    assert state.stores()["format"].str.startswith(kind).all()
+    opened = state.snapshot(sort=True)
+    assert len(opened) > 100
+    pd.testing.assert_frame_equal(opened, rows_frame(every_row, spec))
+    pd.testing.assert_frame_equal(
+        opened, rows_frame([r for p in players for r in by_key[p]], spec))
 
 
 def test_a_running_app_is_named_or_read_from_its_files(run):
@@ -169,9 +207,15 @@ def test_bad_input_is_named_and_nothing_written(run, tmp_path):
                          ["keyValueWithTimestamp", "offsets"])
     with pytest.raises(KafkaStreamsStateError, match=r"'offsets'.*does not know"):
         sk.open_kafka_streams(copy, APP_ID)
+    shutil.rmtree(copy / APP_ID / "1_0")
+    _store_with_families(copy / APP_ID / "1_0" / "rocksdb" / "history", [],
+                         key=b"\xff" * 8 + b"p07")  # a versioned store's latest value
+    with pytest.raises(KafkaStreamsStateError, match="versioned key-value store"):
+        sk.open_kafka_streams(copy, APP_ID, store_kinds={"aggregate": "window"}).snapshot(
+            "history")
 
 
-def _store_with_families(path, families):
+def _store_with_families(path, families, key=b"k"):
     from rocksdict import Options, Rdict
 
     path.parent.mkdir(parents=True)
@@ -179,5 +223,5 @@ def _store_with_families(path, families):
     options.create_missing_column_families(True)
     db = Rdict(str(path), options=options,
                column_families={f: Options(raw_mode=True) for f in families})
-    db[b"k"] = b"v"
+    db[key] = b"v"
     db.close()
