@@ -54,6 +54,8 @@ _TASK = re.compile(r"^(?P<subtopology>\d+)_(?P<partition>\d+)$")
 #: ``struct flock`` on Linux: type, whence, start, length, pid
 _FLOCK = "hhqqi4x"
 IF_RUNNING = ("copy", "refuse")
+#: the first byte of a time-ordered segmented store's keys (time first, key first)
+TIME_ORDERED_PREFIXES = (b"\x00", b"\x01")
 
 
 def lock_holder(path: Path) -> int | None:
@@ -87,6 +89,8 @@ class KafkaStreamsStateDir:
         self.application_id = application_id
         self.spec = spec
         self._key = decoder(key_serde)
+        #: text keys never start with the time-ordered stores' prefix bytes
+        self._text_keys = spec is not None or key_serde in ("string", "json")
         self._value = decoder(value_serde)
         self.window_size_ms = window_size_ms
         self.running_pid = running_pid
@@ -216,6 +220,13 @@ class KafkaStreamsStateDir:
 
     def _split(self, raw_key: bytes, kind: str) -> dict:
         """``key`` (its bytes), and ``window_start``/``window_end`` for a windowed store."""
+        if kind != "key-value" and self._text_keys and raw_key[:1] in TIME_ORDERED_PREFIXES \
+                and len(raw_key) > (12 if kind == "window" else 16):
+            raise KafkaStreamsStateError(
+                f"a {kind} store key {raw_key[:24]!r}... starts with byte {raw_key[0]}: a "
+                "time-ordered store's (emit-final aggregations, KIP-825; PrefixedWindowKey"
+                "Schemas), a store format statekit does not read; accepted: key-first window "
+                "and session stores (WindowKeySchema, SessionKeySchema)")
         if kind == "window":
             key, start = split_window_key(raw_key)
             size = self.window_size_ms

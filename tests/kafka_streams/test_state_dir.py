@@ -213,6 +213,11 @@ def test_bad_input_is_named_and_nothing_written(run, tmp_path):
     with pytest.raises(KafkaStreamsStateError, match="versioned key-value store"):
         sk.open_kafka_streams(copy, APP_ID, store_kinds={"aggregate": "window"}).snapshot(
             "history")
+    shutil.rmtree(copy / APP_ID / "1_0")
+    time_first = b"\x00" + (60_000).to_bytes(8, "big") + b"p07" + bytes(4)  # KIP-825's
+    _store_with_families(copy / APP_ID / "1_0" / "final" / "final.0", [], key=time_first)
+    with pytest.raises(KafkaStreamsStateError, match="time-ordered store"):
+        sk.open_kafka_streams(copy, APP_ID, store_kinds={"final": "window"}).snapshot("final")
 
 
 def _store_with_families(path, families, key=b"k"):
