@@ -111,7 +111,8 @@ class KafkaStreamsStateDir:
 
     def stores(self) -> pd.DataFrame:
         """One row per (task, store): ``task``, ``partition``, ``store``, ``kind``,
-        ``format``, ``segments`` (their folders' names), ``changelog_offset``."""
+        ``format``, ``segments`` (their folders' names), ``changelog_offset`` (the task's
+        ``.checkpoint``: its last changelog record's offset, ``<NA>`` when not known)."""
         import pandas as pd
 
         rows = []
@@ -124,8 +125,9 @@ class KafkaStreamsStateDir:
                              "segments": [d.name for d in store.databases
                                           if store.kind != "key-value"],
                              "changelog_offset": checkpoint.get((topic, _partition(task)))})
-        return pd.DataFrame(rows, columns=["task", "partition", "store", "kind", "format",
-                                           "segments", "changelog_offset"])
+        frame = pd.DataFrame(rows, columns=["task", "partition", "store", "kind", "format",
+                                            "segments", "changelog_offset"])
+        return frame.astype({"changelog_offset": "Int64"})  # <NA>: not known yet
 
     def tasks(self) -> pd.DataFrame:
         """One row per task folder: ``task``, ``subtopology``, ``partition``, ``stores``,
@@ -143,7 +145,7 @@ class KafkaStreamsStateDir:
     def checkpoints(self) -> pd.DataFrame:
         """Every offset of every task's ``.checkpoint`` (``file`` ``.checkpoint``: the
         changelog offsets the stores hold) and ``<store>.position`` (the input offsets the
-        store reflects): ``task``, ``file``, ``topic``, ``partition``, ``offset`` (None:
+        store reflects): ``task``, ``file``, ``topic``, ``partition``, ``offset`` (``<NA>``:
         Kafka Streams did not know it yet)."""
         import pandas as pd
 
@@ -155,7 +157,8 @@ class KafkaStreamsStateDir:
                 for (topic, partition), offset in read_offset_checkpoint(path).items():
                     rows.append({"task": task, "file": path.name, "topic": topic,
                                  "partition": partition, "offset": offset})
-        return pd.DataFrame(rows, columns=["task", "file", "topic", "partition", "offset"])
+        frame = pd.DataFrame(rows, columns=["task", "file", "topic", "partition", "offset"])
+        return frame.astype({"offset": "Int64"})  # <NA>: not known yet
 
     def changelog_topic(self, store: str) -> str:
         """``<application.id>-<store>-changelog``, the topic Kafka Streams logs ``store`` to."""
