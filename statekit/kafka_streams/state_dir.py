@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from statekit.errors import BadArgument, KafkaStreamsStateError
+from statekit.kafka_streams.app import STORE
 from statekit.kafka_streams.offset_checkpoint import read_offset_checkpoint
 from statekit.kafka_streams.serdes import decoder
 from statekit.kafka_streams.spec import as_query_spec
@@ -42,6 +43,7 @@ from statekit.kafka_streams.store_formats import (
     split_session_key,
     split_window_key,
 )
+from statekit.validate import kafka_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -92,6 +94,7 @@ class KafkaStreamsStateDir:
         #: text keys never start with the time-ordered stores' prefix bytes
         self._text_keys = spec is not None or key_serde in ("string", "json")
         self._value = decoder(value_serde)
+        self._text = decoder("string")  # the reference app's group keys
         self.window_size_ms = window_size_ms
         self.running_pid = running_pid
         self.notes: list[str] = []
@@ -248,7 +251,7 @@ class KafkaStreamsStateDir:
         for raw_key, raw_value, timestamp in files.entries():
             row = self._split(raw_key, files.kind)
             if self.spec is not None:
-                row.update(key=row["key"].decode(), partition=partition,
+                row.update(key=self._text(row["key"]), partition=partition,
                            **decode_value(raw_value, self.spec))
             else:
                 row.update(key=self._key(row["key"]), value=self._value(raw_value),
@@ -295,7 +298,8 @@ def open_kafka_streams(state_dir: str | PathLike, application_id: str, *,
     folder = Path(state_dir)
     if not folder.is_dir():
         raise BadArgument("state_dir", str(state_dir), "a Kafka Streams state.dir folder")
-    if not isinstance(application_id, str) or not (folder / application_id).is_dir():
+    kafka_name(application_id, "application_id")  # also: no path of another folder
+    if not (folder / application_id).is_dir():
         raise KafkaStreamsStateError(
             f"state directory {str(folder)!r} holds no application {application_id!r}; it "
             f"holds {application_ids(folder) or 'none'}")
@@ -306,7 +310,7 @@ def open_kafka_streams(state_dir: str | PathLike, application_id: str, *,
     size = to_millis(window_size, "window_size") if window_size is not None else None
     if query_spec is not None and query_spec.window is not None:
         size = to_millis(query_spec.window.size)
-        kinds = {"aggregate": query_spec.kind if query_spec.kind == "session" else "window",
+        kinds = {STORE: query_spec.kind if query_spec.kind == "session" else "window",
                  **kinds}
     app_folder = folder / application_id
     pid = lock_holder(app_folder / ".lock")
