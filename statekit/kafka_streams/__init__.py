@@ -1,5 +1,6 @@
 """Kafka Streams itself beside Spark: statekit's reference Kafka Streams application (Java,
-``jvm/``), started from Python as child processes, its stores queried over HTTP.
+``jvm/``), started from Python as child processes, its stores queried over HTTP; and any
+Kafka Streams state directory opened read-only (``open_kafka_streams``, ``compare_copies``).
 
 Names resolve on first use.
 
