@@ -31,6 +31,7 @@ from statekit.errors import (
     InstanceDown,
     KafkaJarsMissing,
     KafkaStreamsAppError,
+    KafkaStreamsStateError,
     NoLiveInstance,
     NotOnConnect,
     NotShippedYet,
@@ -76,6 +77,7 @@ _NAMES = {  # name → the subpackage that exports it (which knows its module)
     **dict.fromkeys(("CheckpointView", "StateDiff", "diff", "open_checkpoint"),
                    "statekit.inspect"),
     **dict.fromkeys(("AttachedQuery", "attach"), "statekit.live"),
+    "open_kafka_streams": "statekit.kafka_streams",
 }
 SUBPACKAGES = ("changelog", "charts", "datasets", "inspect", "kafka", "kafka_streams", "live",
                "model",
@@ -111,6 +113,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the names as if imported eagerl
     from statekit.inspect.state_diff import diff
     from statekit.inspect.view import CheckpointView, open_checkpoint
     from statekit.kafka.broker import EmbeddedBroker
+    from statekit.kafka_streams.state_dir import open_kafka_streams
     from statekit.live.handle import AttachedQuery, attach
     from statekit.model.connection import KafkaConnection, TopicRef
     from statekit.model.query_handle import QueryHandle
@@ -171,6 +174,7 @@ __all__ = [
     "KafkaConnection",
     "KafkaJarsMissing",
     "KafkaStreamsAppError",
+    "KafkaStreamsStateError",
     "NoLiveInstance",
     "NotOnConnect",
     "NotShippedYet",
@@ -225,6 +229,7 @@ __all__ = [
     "model",
     "monitor",
     "open_checkpoint",
+    "open_kafka_streams",
     "options",
     "processor",
     "query",

@@ -308,6 +308,12 @@ class KafkaStreamsAppError(StatekitError):
     quotes its own one-line reason, never a Java stack trace."""
 
 
+class KafkaStreamsStateError(StatekitError):
+    """A Kafka Streams state directory statekit will not read: another application's, a
+    store format or serde it does not know, or one a running application holds; the message
+    names the path or value, what was found and what is accepted."""
+
+
 class S3AJarsMissing(StatekitError):
     """Hadoop's S3A connector (hadoop-aws and the AWS SDK's jars) is not on this machine, or
     not whole, or not in the running Spark JVM; the message says how to get it there."""

@@ -1,5 +1,6 @@
 """Kafka Streams itself beside Spark: statekit's reference Kafka Streams application (Java,
-``jvm/``), started from Python as child processes, its stores queried over HTTP.
+``jvm/``), started from Python as child processes, its stores queried over HTTP; and any
+Kafka Streams state directory opened read-only (``open_kafka_streams``, ``compare_copies``).
 
 Names resolve on first use.
 
@@ -19,6 +20,9 @@ _NAMES = {
     "KafkaStreamsClient": "statekit.kafka_streams.client",
     "app_spec": "statekit.kafka_streams.spec",
     "KafkaStreamsAppError": "statekit.errors",
+    "KafkaStreamsStateError": "statekit.errors",
+    **dict.fromkeys(("open_kafka_streams", "KafkaStreamsStateDir", "compare_copies"),
+                    "statekit.kafka_streams.state_dir"),
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)

@@ -26,11 +26,13 @@ Example:
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from statekit.kafka.clients import plain_consumer
 from statekit.kafka.offsets import consume_ranges, offset_bounds
 from statekit.kafka.topics import partition_count
+from statekit.kafka_streams.store_formats import split_session_key, split_window_key
 from statekit.model.connection import Kafka
 from statekit.model.query_spec import QuerySpec
 
@@ -42,14 +44,15 @@ _AGGREGATE = struct.Struct(">q3d")  # count, sum, min, max
 
 def decode_key(raw: bytes, spec: QuerySpec) -> tuple[str, int | None, int | None]:
     """(group key text, window start ms, window end ms) of a changelog key (no window for a
-    key-value store; a session's end is its last event's time, as Kafka Streams keeps it)."""
+    key-value store; a session's end is its last event's time, as Kafka Streams keeps it).
+    The key schemas are the stores' own (``store_formats``)."""
     if spec.kind == "running":
         return raw.decode(), None, None
     if spec.kind == "session":
-        end, start = struct.unpack(">qq", raw[-16:])
-        return raw[:-16].decode(), start, end
-    (start,) = struct.unpack(">q", raw[-12:-4])
-    return raw[:-12].decode(), start, start + spec.window.size_ms
+        key, start, end = split_session_key(raw)
+        return key.decode(), start, end
+    key, start = split_window_key(raw)
+    return key.decode(), start, start + spec.window.size_ms
 
 
 def decode_value(raw: bytes | None, spec: QuerySpec) -> dict | None:
@@ -74,6 +77,23 @@ def read_app_changelog(kafka: Kafka, topic: str, spec: QuerySpec) -> pd.DataFram
     """Every record of ``topic`` (the app's changelog) decoded, in offset order per
     partition: ``partition``, ``offset``, ``timestamp``, ``key``, ``window_start``,
     ``window_end`` (epoch ms; windowed stores), then the values (NaN for a tombstone)."""
+
+    def decode(raw_key: bytes, raw_value: bytes | None) -> dict:
+        key, start, end = decode_key(raw_key, spec)
+        row = {"key": key}
+        if start is not None:
+            row.update(window_start=start, window_end=end)
+        row.update(decode_value(raw_value, spec) or {})
+        return row
+
+    return read_changelog_records(kafka, topic, decode)
+
+
+def read_changelog_records(kafka: Kafka, topic: str,
+                           decode: Callable[[bytes, bytes | None], dict]) -> pd.DataFrame:
+    """Every record of the changelog ``topic`` the broker keeps, in offset order per
+    partition: ``partition``, ``offset``, ``timestamp``, then ``decode(key, value)``'s
+    columns (value None: a tombstone)."""
     import pandas as pd
 
     partitions = list(range(partition_count(kafka, topic)))
@@ -83,13 +103,9 @@ def read_app_changelog(kafka: Kafka, topic: str, spec: QuerySpec) -> pd.DataFram
     try:
         for chunk in consume_ranges(consumer, topic, bounds):
             for msg in chunk:
-                key, start, end = decode_key(msg.key(), spec)
-                row = {"partition": msg.partition(), "offset": msg.offset(),
-                       "timestamp": msg.timestamp()[1], "key": key}
-                if start is not None:
-                    row.update(window_start=start, window_end=end)
-                row.update(decode_value(msg.value(), spec) or {})
-                rows.append(row)
+                rows.append({"partition": msg.partition(), "offset": msg.offset(),
+                             "timestamp": msg.timestamp()[1],
+                             **decode(msg.key(), msg.value())})
     finally:
         consumer.close()
     return pd.DataFrame(rows)

@@ -14,7 +14,7 @@ Example:
     ...
     statekit.errors.BadArgument: bad instance: 2; accepted: 0..1 (one of 2 instances)
     >>> key_text(("p1", "g2")), key_text("p1")
-    ('["p1", "g2"]', 'p1')
+    ('["p1","g2"]', 'p1')
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ from statekit.validate import is_whole_number
 
 def key_text(key: object) -> str:
     """The application's text of a group key: the value itself for one key column, a JSON
-    array of them for several (a tuple or list)."""
+    array of them for several (a tuple or list), written as the app writes it (Jackson's
+    ``ArrayNode.toString()``: no spaces, non-ASCII as is)."""
     if isinstance(key, (tuple, list)):
-        return json.dumps([str(k) for k in key])
+        return json.dumps([str(k) for k in key], separators=(",", ":"), ensure_ascii=False)
     return str(key)
 
 
