@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -40,11 +41,17 @@ def key_text(key: object) -> str:
 
 
 class KafkaStreamsClient:
-    """Interactive queries against the instances at ``urls`` (``http://127.0.0.1:port``)."""
+    """Interactive queries against the instances at ``urls`` (``http://127.0.0.1:port``).
 
-    def __init__(self, urls: Sequence[str], timeout: float = 15.0):
+    A query the application answers "retriable" (a store that moves in a rebalance, an
+    instance the metadata still names that does not answer: Kafka Streams' advice is to ask
+    again) is asked again for up to ``rebalance_wait`` seconds."""
+
+    def __init__(self, urls: Sequence[str], timeout: float = 15.0,
+                 rebalance_wait: float = 60.0):
         self.urls = list(urls)
         self.timeout = timeout
+        self.rebalance_wait = rebalance_wait
 
     def url(self, via: int) -> str:
         """The address of instance ``via``."""
@@ -88,20 +95,29 @@ class KafkaStreamsClient:
 
     def call(self, path: str, params: dict[str, str] | None = None, *, via: int = 0) -> Any:
         """GET ``path`` of instance ``via``: its JSON answer. InstanceDown when it does not
-        answer, KafkaStreamsAppError quoting the reason when it answers with an error."""
+        answer, KafkaStreamsAppError quoting the reason when it answers with an error (asked
+        again while the error is retriable, up to ``rebalance_wait`` seconds)."""
         url = self.url(via) + path + ("?" + urllib.parse.urlencode(params) if params else "")
-        try:
-            with urllib.request.urlopen(url, timeout=self.timeout) as response:  # noqa: S310
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
+        deadline = time.monotonic() + self.rebalance_wait
+        while True:
             try:
-                reason = json.loads(exc.read()).get("error", exc.reason)
-            except ValueError:
-                reason = exc.reason
-            if exc.code == 400:
-                raise BadArgument(f"query {path}", params, str(reason)) from None
-            raise KafkaStreamsAppError(f"instance {via} ({self.url(via)}) could not answer "
-                                       f"{path} {params or ''}: {reason}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise InstanceDown(f"instance {via} ({self.url(via)}) did not answer {path}: "
-                               f"{getattr(exc, 'reason', exc)}") from None
+                with urllib.request.urlopen(url, timeout=self.timeout) as response:  # noqa: S310
+                    return json.loads(response.read())
+            except urllib.error.HTTPError as exc:
+                try:
+                    answer = json.loads(exc.read())
+                except ValueError:
+                    answer = {}
+                reason = answer.get("error", exc.reason)
+                if exc.code == 400:
+                    raise BadArgument(f"query {path}", params, str(reason)) from None
+                if answer.get("retriable") and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                waited = (f" (still so after {self.rebalance_wait:g} s of asking again)"
+                          if answer.get("retriable") else "")
+                raise KafkaStreamsAppError(f"instance {via} ({self.url(via)}) could not answer "
+                                           f"{path} {params or ''}: {reason}{waited}") from None
+            except (urllib.error.URLError, OSError) as exc:
+                raise InstanceDown(f"instance {via} ({self.url(via)}) did not answer {path}: "
+                                   f"{getattr(exc, 'reason', exc)}") from None

@@ -90,9 +90,12 @@ def test_the_handle_refuses_what_has_no_kafka_streams_counterpart(app):
 
 
 def test_progress_comes_from_kafka_streams_metrics(app):
+    """Per instance, as Kafka Streams counts. ``dropped-records-total`` is a task-level metric:
+    a task that moved to the other instance in a rebalance took its count with it (the
+    one-instance runs below see all six malformed lines)."""
     progress = app.progress()
     assert progress["state"].tolist() == ["RUNNING", "RUNNING"]
-    assert progress["dropped-records-total"].sum() == 6  # the malformed lines
+    assert 0 <= progress["dropped-records-total"].sum() <= 6
 
 
 def test_a_killed_instances_standby_answers(app, good_events):
@@ -138,6 +141,9 @@ def test_session_and_running_stores_equal_pandas(broker, app, good_events, spec)
                                 standbys=0) as other:
         other.wait_until_consumed(timeout=120)
         store = other.snapshot(sort=True).drop(columns="partition")
+        dropped = other.progress()["dropped-records-total"].sum()
+    # one instance: no task moves, so Kafka Streams' task-level count holds every malformed line
+    assert dropped == len(game_events().records) - len(good_events) == 6
     if spec.kind == "session":
         expected = session_reference(good_events, spec.keys, spec.window.size)
     else:

@@ -27,6 +27,8 @@ import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyQueryMetadata;
 import org.apache.kafka.streams.StreamsMetadata;
+import org.apache.kafka.streams.errors.InvalidStateStoreException;
+import org.apache.kafka.streams.errors.UnknownStateStoreException;
 import org.apache.kafka.streams.state.HostInfo;
 
 /**
@@ -90,7 +92,8 @@ public final class QueryServer {
             } catch (Exception e) {
                 status = e instanceof IllegalArgumentException ? 400 : 503;
                 body = JSON.createObjectNode().put("error", String.valueOf(e.getMessage()))
-                        .put("kind", e.getClass().getSimpleName());
+                        .put("kind", e.getClass().getSimpleName())
+                        .put("retriable", retriable(e));
             }
             byte[] bytes = JSON.writeValueAsBytes(body.put("instance", name(self)));
             exchange.getResponseHeaders().set("Content-Type", "application/json");
@@ -98,6 +101,23 @@ public final class QueryServer {
             exchange.getResponseBody().write(bytes);
             exchange.close();
         });
+    }
+
+    /**
+     * A store that is moving (a rebalance, an instance that has not caught up): Kafka Streams'
+     * answer is to ask again, so the caller is told it may.
+     */
+    static final class Rebalancing extends RuntimeException {
+        Rebalancing(String message) {
+            super(message);
+        }
+    }
+
+    /** A moving store, or an instance the metadata still names that does not answer. */
+    private static boolean retriable(Exception e) {
+        return e instanceof Rebalancing || e instanceof IOException
+                || (e instanceof InvalidStateStoreException
+                    && !(e instanceof UnknownStateStoreException));
     }
 
     private ObjectNode health() {
@@ -114,7 +134,7 @@ public final class QueryServer {
         KeyQueryMetadata where = streams.queryMetadataForKey(TopologyFactory.STORE, key,
                 Serdes.String().serializer());
         if (where == null || where.equals(KeyQueryMetadata.NOT_AVAILABLE)) {
-            throw new IllegalStateException("no metadata for key " + key + " yet (rebalancing)");
+            throw new Rebalancing("no metadata for key " + key + " yet (rebalancing)");
         }
         int partition = where.partition();
         String local = params.get("local");
@@ -127,6 +147,7 @@ public final class QueryServer {
         hosts.add(where.activeHost());
         hosts.addAll(where.standbyHosts());
         ArrayNode failures = JSON.createArrayNode();
+        boolean allRetriable = true;
         for (HostInfo host : hosts) {
             String role = host.equals(where.activeHost()) ? "active" : "stale";
             try {
@@ -141,10 +162,11 @@ public final class QueryServer {
                 return answer;
             } catch (Exception e) {
                 failures.add(name(host) + ": " + e.getMessage());
+                allRetriable &= retriable(e);
             }
         }
-        throw new IllegalStateException("no instance holding partition " + partition
-                + " answered: " + failures);
+        String message = "no instance holding partition " + partition + " answered: " + failures;
+        throw allRetriable ? new Rebalancing(message) : new IllegalStateException(message);
     }
 
     private ObjectNode range(Map<String, String> params) throws Exception {
@@ -218,7 +240,9 @@ public final class QueryServer {
         HttpResponse<String> response = client.send(request, HttpResponse.BodyHandlers.ofString());
         JsonNode body = JSON.readTree(response.body());
         if (response.statusCode() != 200) {
-            throw new IllegalStateException(body.path("error").asText(response.body()));
+            String error = body.path("error").asText(response.body());
+            throw body.path("retriable").asBoolean(false) ? new Rebalancing(error)
+                    : new IllegalStateException(error);
         }
         return (ObjectNode) body;
     }
