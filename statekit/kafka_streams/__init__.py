@@ -1,6 +1,7 @@
 """Kafka Streams itself beside Spark: statekit's reference Kafka Streams application (Java,
 ``jvm/``), started from Python as child processes, its stores queried over HTTP; and any
-Kafka Streams state directory opened read-only (``open_kafka_streams``, ``compare_copies``).
+Kafka Streams state directory opened read-only (``open_kafka_streams``, ``compare_copies``);
+the same query on both engines compared row by row (``side_by_side``).
 
 Names resolve on first use.
 
@@ -23,6 +24,7 @@ _NAMES = {
     "KafkaStreamsStateError": "statekit.errors",
     **dict.fromkeys(("open_kafka_streams", "KafkaStreamsStateDir", "compare_copies"),
                     "statekit.kafka_streams.state_dir"),
+    **dict.fromkeys(("side_by_side", "SideBySide"), "statekit.kafka_streams.comparison"),
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)

@@ -1,0 +1,104 @@
+"""The same query on both engines, row by row: statekit on Spark and the reference Kafka
+Streams application, reading one topic with one ``QuerySpec``.
+
+Where both hold a (key, window), the values must be equal. Where only one holds it, the engines
+differ by design, and the comparison says which way:
+
+- **only in Kafka Streams**: a window Spark has evicted. Spark removes a window's state once
+  the watermark passes its end; Kafka Streams keeps a closed window in its segmented store for
+  the store's retention (the grace plus ``windowstore.changelog.additional.retention.ms`` of
+  the changelog, a day by default), so its store answers for windows Spark no longer holds;
+- **only on Spark**: a window Kafka Streams has not written yet, or dropped (an event later
+  than the grace: Kafka Streams drops it record by record, Spark at the batch's watermark).
+
+The changelog each engine wrote is counted too: Kafka Streams writes one record per update
+that leaves its record cache (every update with the cache at 0; fewer with a cache, flushed at
+each commit), statekit one per key per micro-batch.
+
+Example:
+    >>> both = side_by_side(query, app)          # doctest: +SKIP
+    >>> both.agrees, both.counts                 # doctest: +SKIP
+    (True, {'both': 120, 'only in Kafka Streams': 359, 'only on Spark': 0, 'values differ': 0})
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from statekit.errors import BadArgument
+from statekit.model.query_spec import QuerySpec
+from statekit.reference.aggregates import rows_differing
+
+KAFKA_STREAMS_ONLY, SPARK_ONLY, DIFFER, BOTH = ("only in Kafka Streams", "only on Spark",
+                                                 "values differ", "both")
+_WHERE = {"store only": KAFKA_STREAMS_ONLY, "expected only": SPARK_ONLY,
+          "values differ": DIFFER}
+
+
+@dataclass
+class SideBySide:
+    """Spark's and Kafka Streams' store of one ``spec``: ``spark`` and ``kafka_streams`` (the
+    two snapshots, in the spec's columns), ``differences`` (one row per (key, window) not held
+    alike, ``where`` saying how), ``changelog_records`` per engine."""
+
+    spec: QuerySpec
+    spark: pd.DataFrame
+    kafka_streams: pd.DataFrame
+    differences: pd.DataFrame
+    changelog_records: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many (key, window) both hold with equal values, and how many not alike."""
+        where = self.differences["where"].value_counts()
+        keys = list(self.spec.key_columns)
+        held = len(self.spark[keys].merge(self.kafka_streams[keys], on=keys))
+        return {BOTH: held - int(where.get(DIFFER, 0)),
+                **{name: int(where.get(name, 0)) for name in (KAFKA_STREAMS_ONLY, SPARK_ONLY,
+                                                             DIFFER)}}
+
+    @property
+    def agrees(self) -> bool:
+        """No (key, window) held by both with other values, none held by Spark alone (Kafka
+        Streams holding more is its retention, not a disagreement)."""
+        counts = self.counts
+        return counts[DIFFER] == 0 and counts[SPARK_ONLY] == 0
+
+    def summary(self) -> str:
+        counts = self.counts
+        logs = ", ".join(f"{engine} {n:,}" for engine, n in self.changelog_records.items())
+        return (f"{counts[BOTH]} (key, window) held by both with equal values"
+                f"{'' if counts[DIFFER] == 0 else f', {counts[DIFFER]} with other values'}; "
+                f"{counts[KAFKA_STREAMS_ONLY]} only in Kafka Streams (closed windows it keeps "
+                f"for the store's retention, Spark evicted at the watermark); "
+                f"{counts[SPARK_ONLY]} only on Spark"
+                + (f"; changelog records written: {logs}" if logs else ""))
+
+
+def side_by_side(spark_query, app, *, changelogs: bool = True) -> SideBySide:
+    """Compare a statekit query on Spark (``spark_query``, e.g. ``start_query``'s) with the
+    reference Kafka Streams application (``app``, ``statekit.kafka_streams.start``'s) of the
+    same spec; both should have read the same input (``wait_until_drained`` /
+    ``wait_until_consumed``). ``changelogs``: count each engine's changelog records too."""
+    spec = getattr(app, "spec", None)
+    if not isinstance(spec, QuerySpec):
+        raise BadArgument("app", app, "a running reference Kafka Streams application "
+                          "(statekit.kafka_streams.start)")
+    own = getattr(spark_query, "spec", None)
+    if own is not None and (own.keys, own.window, own.aggregates) != (
+            spec.keys, spec.window, spec.aggregates):
+        raise BadArgument("spark_query", spark_query,
+                          f"a query of the app's spec (keys {spec.keys}, window "
+                          f"{spec.window}, aggregates {[a.text for a in spec.aggregates]})")
+    columns = [*spec.key_columns, *spec.value_columns]
+    spark = spark_query.snapshot()[columns].reset_index(drop=True)
+    streams = app.snapshot()[columns].reset_index(drop=True)
+    differing = rows_differing(streams, spark, spec.key_columns)
+    differing = differing.assign(where=differing["where"].map(_WHERE))
+    records = {}
+    if changelogs:
+        records = {"Spark (statekit)": len(spark_query.read_changelog()),
+                   "Kafka Streams": len(app.read_changelog())}
+    return SideBySide(spec, spark, streams, differing, records)
