@@ -15,6 +15,12 @@ The changelog each engine wrote is counted too: Kafka Streams writes one record 
 that leaves its record cache (every update with the cache at 0; fewer with a cache, flushed at
 each commit), statekit one per key per micro-batch.
 
+And where each engine keeps the same (key, window): Spark hashes the grouping values with
+murmur3 into its shuffle partitions, the window first (``statekit.serve.routing.placement``), so
+one key's windows spread over the partitions; Kafka Streams hashes the key's bytes with murmur2
+into the repartition topic's partitions, the window left out, so all of a key's windows live in
+one partition and one instance answers for them.
+
 Example:
     >>> both = side_by_side(query, app)          # doctest: +SKIP
     >>> both.agrees, both.counts                 # doctest: +SKIP
@@ -40,14 +46,28 @@ _WHERE = {"store only": KAFKA_STREAMS_ONLY, "expected only": SPARK_ONLY,
 @dataclass
 class SideBySide:
     """Spark's and Kafka Streams' store of one ``spec``: ``spark`` and ``kafka_streams`` (the
-    two snapshots, in the spec's columns), ``differences`` (one row per (key, window) not held
-    alike, ``where`` saying how), ``changelog_records`` per engine."""
+    two snapshots, in the spec's columns and each row's ``partition``), ``differences`` (one
+    row per (key, window) not held alike, ``where`` saying how), ``changelog_records`` per
+    engine; ``placement()`` where each engine keeps a key's windows."""
 
     spec: QuerySpec
     spark: pd.DataFrame
     kafka_streams: pd.DataFrame
     differences: pd.DataFrame
     changelog_records: dict[str, int] = field(default_factory=dict)
+
+    def placement(self) -> pd.DataFrame:
+        """Per group key (the spec's keys, the window left out): how many partitions hold its
+        windows on each engine, over the (key, window) both hold."""
+        keys, columns = list(self.spec.keys), list(self.spec.key_columns)
+        held = self.spark[[*columns, "partition"]].merge(
+            self.kafka_streams[[*columns, "partition"]], on=columns,
+            suffixes=("_spark", "_kafka_streams"))
+        return (held.groupby(keys)
+                .agg(windows=("partition_spark", "size"),
+                     spark_partitions=("partition_spark", "nunique"),
+                     kafka_streams_partitions=("partition_kafka_streams", "nunique"))
+                .reset_index())
 
     @property
     def counts(self) -> dict[str, int]:
@@ -92,10 +112,11 @@ def side_by_side(spark_query, app, *, changelogs: bool = True) -> SideBySide:
         raise BadArgument("spark_query", spark_query,
                           f"a query of the app's spec (keys {spec.keys}, window "
                           f"{spec.window}, aggregates {[a.text for a in spec.aggregates]})")
-    columns = [*spec.key_columns, *spec.value_columns]
+    columns = [*spec.key_columns, *spec.value_columns, "partition"]
     spark = spark_query.snapshot()[columns].reset_index(drop=True)
     streams = app.snapshot()[columns].reset_index(drop=True)
-    differing = rows_differing(streams, spark, spec.key_columns)
+    values = columns[:-1]
+    differing = rows_differing(streams[values], spark[values], spec.key_columns)
     differing = differing.assign(where=differing["where"].map(_WHERE))
     records = {}
     if changelogs:

@@ -71,6 +71,16 @@ def test_each_engine_s_changelog_is_counted(both):
     assert "only in Kafka Streams" in compared.summary()
 
 
+def test_a_key_s_windows_spread_on_spark_and_stay_together_on_kafka_streams(both):
+    """Spark hashes the window with the key (murmur3), Kafka Streams the key alone
+    (murmur2 of its bytes): one instance answers for all of a player's windows."""
+    compared, _ = both
+    placement = compared.placement()
+    assert (placement["kafka_streams_partitions"] == 1).all()
+    assert (placement["spark_partitions"] > 1).any()
+    assert placement["windows"].sum() == compared.counts["both"]
+
+
 def test_a_query_of_another_spec_is_refused(both, spark):
     compared, query = both
     with pytest.raises(BadArgument, match="bad app"):
