@@ -15,7 +15,7 @@ the rehearsal runs beside the person's query if it is still running.
 
 Example:
     >>> copy = rehearsal_copy(Checkpoint("/tmp/ck"), "/tmp/scratch")   # doctest: +SKIP
-    >>> copy.batch                                     # the empty batch Spark will run
+    >>> copy.batch              # the empty batch Spark will run   # doctest: +SKIP
     8
 """
 
