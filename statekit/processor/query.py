@@ -35,7 +35,7 @@ from statekit.processor.frame import processor_frame
 from statekit.processor.layout import StoreLayout
 from statekit.processor.processor import Plan, Processor
 from statekit.query.failures import spark_message
-from statekit.query.restart_rehearsal import require_restartable_frame
+from statekit.query.restart_rehearsal import rehearse_restart
 from statekit.query.run_start import Started, new_run, start_recorded
 from statekit.query.running import RunningQuery
 from statekit.spark_state.checkpoint import Checkpoint
@@ -257,14 +257,15 @@ def start_processor(
         BadArgument: the processor's declarations (``plan_of``), a missing watermark, an
             unknown key or event-time column, a bad sink or output mode, an unknown
             keyword or one given both ways.
+        IncompatibleRestart: the checkpoint holds state Spark would refuse this processor
+            on (rehearsed first: ``statekit.check_restart``).
     """
     frame = processor_frame(source, processor, keys=keys, event_time=event_time,
                             watermark=watermark, source_options=source_options, run=run,
                             spark=spark, **shortcuts)
     run, spark = frame.run, frame.spark
     checkpoint = new_run(spark, run.name, run.checkpoint)
-    if checkpoint.committed_batches():
-        require_restartable_frame(frame.frame, checkpoint, run.output_mode)
+    rehearse_restart(frame.frame, checkpoint, output_mode=run.output_mode).require()
     first_batch = checkpoint.last_batch + 1
     query = start_recorded(frame.frame, spark, checkpoint, run)
     started = Started(query, frame.malformed, first_batch,

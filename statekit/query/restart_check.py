@@ -190,6 +190,12 @@ class RestartCheck:
     def compatible(self) -> bool:
         return self.refused.empty
 
+    def require(self) -> RestartCheck:
+        """This check, or IncompatibleRestart with its findings when Spark would fail."""
+        if not self.compatible:
+            raise IncompatibleRestart(self)
+        return self
+
     def __str__(self) -> str:
         head = (f"the query {'can' if self.compatible else 'cannot'} restart on "
                 f"{self.checkpoint!r}")
@@ -399,6 +405,4 @@ def require_restartable(spec: QuerySpec, columns: StructType, checkpoint: Checkp
         check = compare(spec, columns, checkpoint, conf)
     except CheckpointError:
         return None
-    if not check.compatible:
-        raise IncompatibleRestart(check)
-    return check
+    return check.require()

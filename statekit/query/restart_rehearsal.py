@@ -33,7 +33,7 @@ import pandas as pd
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 
-from statekit.errors import BadArgument, CheckpointError, IncompatibleRestart
+from statekit.errors import BadArgument, CheckpointError
 from statekit.query.failures import failure_text
 from statekit.query.restart_check import (
     FINDING_COLUMNS,
@@ -115,17 +115,6 @@ def rehearse_restart(frame: DataFrame, checkpoint: str | Checkpoint, *, output_m
     return check
 
 
-def require_restartable_frame(frame: DataFrame, checkpoint: Checkpoint,
-                              output_mode: str) -> RestartCheck:
-    """``rehearse_restart``, raising IncompatibleRestart with its findings when Spark would
-    fail the restart (``start_processor`` calls it before it starts on a checkpoint with
-    committed batches)."""
-    check = rehearse_restart(frame, checkpoint, output_mode=output_mode)
-    if not check.compatible:
-        raise IncompatibleRestart(check)
-    return check
-
-
 def _run_once(frame: DataFrame, checkpoint: str, output_mode: str,
               timeout: float) -> BaseException | None:
     """Run ``frame`` on ``checkpoint`` for its one pending batch; Spark's error, or None."""
@@ -135,8 +124,9 @@ def _run_once(frame: DataFrame, checkpoint: str, output_mode: str,
                  .option("checkpointLocation", checkpoint).trigger(once=True).start())
         if not query.awaitTermination(timeout):
             raise CheckpointError(f"the restart rehearsal did not finish its batch in "
-                                  f"{timeout:g} s (re-running the last committed batch on a "
-                                  f"scratch copy of the checkpoint); give it longer (timeout=)")
+                                  f"{timeout:g} s (an empty batch after the last committed "
+                                  f"one, on a scratch copy of the checkpoint); give it longer "
+                                  f"(timeout=)")
         return None
     except PySparkException as exc:
         return exc

@@ -81,7 +81,7 @@ def test_a_key_s_windows_spread_on_spark_and_stay_together_on_kafka_streams(both
     assert placement["windows"].sum() == compared.counts["both"]
 
 
-def test_a_query_of_another_spec_is_refused(both, spark):
+def test_something_that_is_not_the_app_is_refused(both):
     compared, query = both
     with pytest.raises(BadArgument, match="bad app"):
         sk.kafka_streams.side_by_side(query, "not an app")
