@@ -162,6 +162,9 @@ def run(spark, job: str, folder: Path, work: Path, attached: bool, kafka: str | 
             figures["ship_s"] = round(sum(r[3] for r in rounds), 3)
             figures["rounds"] = len(rounds)
             figures["shipped_records"] = sum(r[2] for r in rounds)
+            figures["per_part"] = {part: [len(w.rounds), sum(r[2] for r in w.rounds),
+                                          round(sum(r[3] for r in w.rounds), 3)]
+                                   for part, w in live.changelogs.items()}
             live.close()
         batch_ms, batches, rows = _batch_ms(query)
         figures.update(batch_ms=batch_ms, batches=batches, state_rows=rows)
