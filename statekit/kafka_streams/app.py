@@ -300,6 +300,21 @@ class KafkaStreamsApp:
             rows.append(row)
         return pd.DataFrame(rows)
 
+    def restores(self) -> pd.DataFrame:
+        """Every restore of the store from its changelog the running instances ran (Kafka
+        Streams' ``StateRestoreListener``): one row per (instance, store, changelog
+        partition) with ``start_offset``, ``end_offset``, ``records`` restored, ``seconds``
+        from onRestoreStart to onRestoreEnd and ``state`` (``done``, ``suspended`` or, still
+        running, ``restoring``: seconds until now). Empty when nothing was restored."""
+        import pandas as pd
+
+        columns = ["instance", "store", "partition", "start_offset", "end_offset", "records",
+                   "seconds", "state"]
+        rows = [{"instance": instance.index, **row, "seconds": row["ms"] / 1000}
+                for instance in self.instances if instance.alive()
+                for row in self.client.restores(via=instance.index)]
+        return pd.DataFrame(rows, columns=columns)
+
     def describe(self, **options: object) -> Any:
         """Refused: a description reads a Spark checkpoint, which Kafka Streams has none of."""
         raise UnsupportedRead("a description of a Kafka Streams application",

@@ -93,6 +93,12 @@ class KafkaStreamsClient:
         """Instance ``via``'s state and its metrics summed by name."""
         return self.call("/progress", via=via)
 
+    def restores(self, via: int = 0) -> list[dict]:
+        """Every restore of a store from its changelog instance ``via`` ran: ``store``,
+        ``topic``, ``partition``, ``start_offset``, ``end_offset``, ``records``, ``ms``
+        (onRestoreStart to onRestoreEnd, or to now while ``state`` is ``restoring``)."""
+        return self.call("/restores", via=via)["restores"]
+
     def call(self, path: str, params: dict[str, str] | None = None, *, via: int = 0) -> Any:
         """GET ``path`` of instance ``via``: its JSON answer. InstanceDown when it does not
         answer, KafkaStreamsAppError quoting the reason when it answers with an error (asked

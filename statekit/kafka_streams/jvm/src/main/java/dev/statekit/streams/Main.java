@@ -51,8 +51,10 @@ public final class Main {
             fail(3, "the stream thread failed: " + rootCause(error));
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
+        RestoreLog restores = new RestoreLog();
+        streams.setGlobalStateRestoreListener(restores);
         QueryServer server = new QueryServer(streams,
-                new LocalStore(streams, spec, self, applicationId), self);
+                new LocalStore(streams, spec, self, applicationId), restores, self);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             server.stop();
             streams.close(Duration.ofSeconds(10));

@@ -41,6 +41,8 @@ import org.apache.kafka.streams.state.HostInfo;
  *     gathered from every instance's active partitions;</li>
  * <li>{@code /metadata}: each instance and the partitions it holds, active and standby;</li>
  * <li>{@code /progress}: the client's state and its metrics summed by name;</li>
+ * <li>{@code /restores}: every restore of a store from its changelog this instance ran
+ *     (RestoreLog);</li>
  * <li>{@code /health}: the client's state.</li>
  * </ul>
  * {@code local=active} or {@code local=stale} on /key and /range answers from this instance
@@ -53,14 +55,17 @@ public final class QueryServer {
             "records-lag-max", "poll-total");
     private final KafkaStreams streams;
     private final LocalStore store;
+    private final RestoreLog restores;
     private final HostInfo self;
     private final HttpServer server;
     private final HttpClient client = HttpClient.newBuilder()
             .connectTimeout(Duration.ofSeconds(2)).build();
 
-    public QueryServer(KafkaStreams streams, LocalStore store, HostInfo self) throws IOException {
+    public QueryServer(KafkaStreams streams, LocalStore store, RestoreLog restores, HostInfo self)
+            throws IOException {
         this.streams = streams;
         this.store = store;
+        this.restores = restores;
         this.self = self;
         server = HttpServer.create(new InetSocketAddress(self.host(), self.port()), 0);
         server.setExecutor(Executors.newFixedThreadPool(4));
@@ -69,6 +74,8 @@ public final class QueryServer {
         route("/range", this::range);
         route("/metadata", params -> metadata());
         route("/progress", params -> progress());
+        route("/restores", params -> (ObjectNode) JSON.createObjectNode()
+                .set("restores", restores.toJson()));
     }
 
     public void start() {
