@@ -1,7 +1,8 @@
 """Kafka Streams itself beside Spark: statekit's reference Kafka Streams application (Java,
 ``jvm/``), started from Python as child processes, its stores queried over HTTP; and any
 Kafka Streams state directory opened read-only (``open_kafka_streams``, ``compare_copies``);
-the same query on both engines compared row by row (``side_by_side``).
+the same query on both engines compared row by row (``side_by_side``); the same state restored
+by each engine, timed (``compare_restores``).
 
 Names resolve on first use.
 
@@ -25,6 +26,7 @@ _NAMES = {
     **dict.fromkeys(("open_kafka_streams", "KafkaStreamsStateDir", "compare_copies"),
                     "statekit.kafka_streams.state_dir"),
     **dict.fromkeys(("side_by_side", "SideBySide"), "statekit.kafka_streams.comparison"),
+    **dict.fromkeys(("compare_restores", "RestoreComparison"), "statekit.kafka_streams.restores"),
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _NAMES)

@@ -114,6 +114,7 @@ class KafkaStreamsApp:
                               if options.state_dir is None else options.state_dir)
         self.cache_max_bytes = cache_max_bytes
         self.standbys = standbys
+        self.options = options
         self._settings = {
             "application_id": self.application_id, "topic": topic, "spec": app_spec(spec),
             "bootstrap_servers": self.kafka.bootstrap_servers,
@@ -305,15 +306,20 @@ class KafkaStreamsApp:
         Streams' ``StateRestoreListener``): one row per (instance, store, changelog
         partition) with ``start_offset``, ``end_offset``, ``records`` restored, ``seconds``
         from onRestoreStart to onRestoreEnd and ``state`` (``done``, ``suspended`` or, still
-        running, ``restoring``: seconds until now). Empty when nothing was restored."""
+        running, ``restoring``: seconds until now), ``started`` and ``finished`` (UTC, the
+        instance's clock; ``statekit.restore.result.wall_seconds`` of them is the restore's
+        time on the clock). Empty when nothing was restored."""
         import pandas as pd
 
         columns = ["instance", "store", "partition", "start_offset", "end_offset", "records",
-                   "seconds", "state"]
+                   "seconds", "state", "started", "finished"]
         rows = [{"instance": instance.index, **row, "seconds": row["ms"] / 1000}
                 for instance in self.instances if instance.alive()
                 for row in self.client.restores(via=instance.index)]
-        return pd.DataFrame(rows, columns=columns)
+        frame = pd.DataFrame(rows, columns=[*columns[:-2], "started_ms"])
+        started = pd.to_datetime(frame["started_ms"].astype("int64"), unit="ms")
+        return frame.drop(columns="started_ms").assign(
+            started=started, finished=started + pd.to_timedelta(frame["seconds"], unit="s"))
 
     def describe(self, **options: object) -> Any:
         """Refused: a description reads a Spark checkpoint, which Kafka Streams has none of."""

@@ -4,10 +4,14 @@ Streams application, reading one topic with one ``QuerySpec``.
 Where both hold a (key, window), the values must be equal. Where only one holds it, the engines
 differ by design, and the comparison says which way:
 
-- **only in Kafka Streams**: a window Spark has evicted. Spark removes a window's state once
-  the watermark passes its end; Kafka Streams keeps a closed window in its segmented store for
-  the store's retention (the grace plus ``windowstore.changelog.additional.retention.ms`` of
-  the changelog, a day by default), so its store answers for windows Spark no longer holds;
+- **only in Kafka Streams**: a window Spark has evicted, still in Kafka Streams' record cache.
+  Spark removes a window's state once the watermark passes its end. Kafka Streams' window store
+  answers for a window while it starts after the task's stream time minus the store's
+  retention (the window size plus the grace: ``AbstractRocksDBSegmentedBytesStore``), the same
+  windows as Spark when the grace equals the watermark's delay; but with the record cache on,
+  an interactive query also reads the cache (``CachingWindowStore.all``), which keeps the
+  flushed updates of windows past the retention. With ``cache_max_bytes=0`` both hold the same
+  (key, window), measured;
 - **only on Spark**: a window Kafka Streams has not written yet, or dropped (an event later
   than the grace: Kafka Streams drops it record by record, Spark at the batch's watermark).
 
@@ -82,7 +86,7 @@ class SideBySide:
     @property
     def agrees(self) -> bool:
         """No (key, window) held by both with other values, none held by Spark alone (Kafka
-        Streams holding more is its retention, not a disagreement)."""
+        Streams answering for more is its record cache, not a disagreement)."""
         counts = self.counts
         return counts[DIFFER] == 0 and counts[SPARK_ONLY] == 0
 
@@ -91,8 +95,8 @@ class SideBySide:
         logs = ", ".join(f"{engine} {n:,}" for engine, n in self.changelog_records.items())
         return (f"{counts[BOTH]} (key, window) held by both with equal values"
                 f"{'' if counts[DIFFER] == 0 else f', {counts[DIFFER]} with other values'}; "
-                f"{counts[KAFKA_STREAMS_ONLY]} only in Kafka Streams (closed windows it keeps "
-                f"for the store's retention, Spark evicted at the watermark); "
+                f"{counts[KAFKA_STREAMS_ONLY]} only in Kafka Streams (closed windows still in its "
+                f"record cache, Spark evicted at the watermark); "
                 f"{counts[SPARK_ONLY]} only on Spark"
                 + (f"; changelog records written: {logs}" if logs else ""))
 

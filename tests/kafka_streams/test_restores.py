@@ -39,7 +39,8 @@ def test_a_fresh_instance_restores_every_changelog_record(broker, tmp_path):
         wait_for(finished, 60, "every changelog partition restored")
         restores = app.restores()
         assert list(restores.columns) == ["instance", "store", "partition", "start_offset",
-                                          "end_offset", "records", "seconds", "state"]
+                                          "end_offset", "records", "seconds", "state",
+                                          "started", "finished"]
         restores = restores.set_index("partition").sort_index()
         assert set(restores["store"]) == {"aggregate"}
         assert set(restores["instance"]) == {0}

@@ -15,9 +15,9 @@ Layers, lowest first (a module may import its own layer and lower ones, never hi
    (``inspect``), the same results in pandas (``reference``)
 4. the changelog: ``changelog``
 5. the query, the local stores, monitoring, a person's own processor: ``query``, ``stores``,
-   ``monitor``, ``processor``; Kafka Streams' own run of a query (the reference app):
-   ``kafka_streams``
-6. restore and standby replicas: ``restore``, ``standby``
+   ``monitor``, ``processor``
+6. restore and standby replicas: ``restore``, ``standby``; Kafka Streams' own run of a query
+   (the reference app), compared with statekit's, restores included: ``kafka_streams``
 7. serving (interactive queries, routing): ``serve``; a person's own query attached: ``live``;
    crash drills and the processes they kill: ``drills``
 8. charts (pure functions to Altair): ``charts``
@@ -54,8 +54,8 @@ LAYERS = [
     ("statekit.spark_state", 3), ("statekit.inspect", 3), ("statekit.reference", 3),
     ("statekit.changelog", 4),
     ("statekit.query", 5), ("statekit.stores", 5), ("statekit.monitor", 5),
-    ("statekit.processor", 5), ("statekit.kafka_streams", 5),
-    ("statekit.restore", 6), ("statekit.standby", 6),
+    ("statekit.processor", 5),
+    ("statekit.restore", 6), ("statekit.standby", 6), ("statekit.kafka_streams", 6),
     ("statekit.serve", 7), ("statekit.live", 7), ("statekit.drills", 7),
     ("statekit.charts", 8),
     ("statekit.widgets", 9),
