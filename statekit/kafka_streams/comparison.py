@@ -69,6 +69,20 @@ class SideBySide:
                      kafka_streams_partitions=("partition_kafka_streams", "nunique"))
                 .reset_index())
 
+    def held(self) -> pd.DataFrame:
+        """Every (key, window) either engine holds, once: its key columns, ``where`` (``both``,
+        ``only in Kafka Streams``, ``only on Spark``) and the partition each engine keeps it
+        in (``partition_spark``, ``partition_kafka_streams``; <NA> where it holds none)."""
+        columns = list(self.spec.key_columns)
+        merged = self.spark[[*columns, "partition"]].merge(
+            self.kafka_streams[[*columns, "partition"]], on=columns, how="outer",
+            suffixes=("_spark", "_kafka_streams"), indicator="where")
+        merged["where"] = merged["where"].map({"both": BOTH, "left_only": SPARK_ONLY,
+                                               "right_only": KAFKA_STREAMS_ONLY})
+        for column in ("partition_spark", "partition_kafka_streams"):
+            merged[column] = merged[column].astype("Int64")
+        return merged.sort_values(columns, ignore_index=True)
+
     @property
     def counts(self) -> dict[str, int]:
         """How many (key, window) both hold with equal values, and how many not alike."""
