@@ -132,6 +132,33 @@ class KafkaStreamsStateDir:
                                             "segments", "changelog_offset"])
         return frame.astype({"changelog_offset": "Int64"})  # <NA>: not known yet
 
+    def segments(self, store: str | None = None) -> pd.DataFrame:
+        """One row per time segment of a segmented ``store`` (one RocksDB each): ``task``,
+        ``partition``, ``segment`` (its folder), ``start`` (the folder's start, a time),
+        ``rows`` (its entries), ``first_window`` and ``last_window`` (the window starts it
+        holds; NaT in an empty segment)."""
+        import pandas as pd
+
+        from statekit.kafka_streams.store_formats import database_entries
+
+        rows = []
+        for files in self._files(store):
+            if files.kind == "key-value":
+                raise BadArgument("store", files.name, "a window or session store (segmented)")
+            for database in files.databases:
+                starts = [self._split(key, files.kind)["window_start"]
+                          for key, _, _ in database_entries(database)]
+                rows.append({"task": files.task, "partition": _partition(files.task),
+                             "segment": database.name,
+                             "start": int(database.name.rsplit(".", 1)[1]),
+                             "rows": len(starts), "first_window": min(starts, default=None),
+                             "last_window": max(starts, default=None)})
+        frame = pd.DataFrame(rows, columns=["task", "partition", "segment", "start", "rows",
+                                            "first_window", "last_window"])
+        for column in ("start", "first_window", "last_window"):
+            frame[column] = pd.to_datetime(frame[column], unit="ms")
+        return frame
+
     def tasks(self) -> pd.DataFrame:
         """One row per task folder: ``task``, ``subtopology``, ``partition``, ``stores``,
         and whether it holds a ``.checkpoint``."""
