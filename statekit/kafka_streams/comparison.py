@@ -6,8 +6,10 @@ differ by design, and the comparison says which way:
 
 - **only in Kafka Streams**: a window Spark has evicted. Spark removes a window's state once
   the watermark passes its end; Kafka Streams keeps a closed window in its segmented store for
-  the store's retention (the grace plus ``windowstore.changelog.additional.retention.ms`` of
-  the changelog, a day by default), so its store answers for windows Spark no longer holds;
+  the store's retention (the window size plus the grace, in stream time, a segment at a time;
+  the changelog topic keeps records ``windowstore.changelog.additional.retention.ms`` longer,
+  a day by default), and a running instance answers from its record cache too, which may
+  still hold windows whose segment is gone: so it answers for windows Spark no longer holds;
 - **only on Spark**: a window Kafka Streams has not written yet, or dropped (an event later
   than the grace: Kafka Streams drops it record by record, Spark at the batch's watermark).
 
@@ -77,8 +79,8 @@ class SideBySide:
         merged = self.spark[[*columns, "partition"]].merge(
             self.kafka_streams[[*columns, "partition"]], on=columns, how="outer",
             suffixes=("_spark", "_kafka_streams"), indicator="where")
-        merged["where"] = merged["where"].map({"both": BOTH, "left_only": SPARK_ONLY,
-                                               "right_only": KAFKA_STREAMS_ONLY})
+        merged["where"] = merged["where"].astype(str).map(
+            {"both": BOTH, "left_only": SPARK_ONLY, "right_only": KAFKA_STREAMS_ONLY})
         for column in ("partition_spark", "partition_kafka_streams"):
             merged[column] = merged[column].astype("Int64")
         return merged.sort_values(columns, ignore_index=True)
@@ -105,8 +107,9 @@ class SideBySide:
         logs = ", ".join(f"{engine} {n:,}" for engine, n in self.changelog_records.items())
         return (f"{counts[BOTH]} (key, window) held by both with equal values"
                 f"{'' if counts[DIFFER] == 0 else f', {counts[DIFFER]} with other values'}; "
-                f"{counts[KAFKA_STREAMS_ONLY]} only in Kafka Streams (closed windows it keeps "
-                f"for the store's retention, Spark evicted at the watermark); "
+                f"{counts[KAFKA_STREAMS_ONLY]} only in Kafka Streams (closed windows it still "
+                f"holds, by its store's retention or in its record cache, Spark evicted at "
+                f"the watermark); "
                 f"{counts[SPARK_ONLY]} only on Spark"
                 + (f"; changelog records written: {logs}" if logs else ""))
 
