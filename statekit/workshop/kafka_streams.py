@@ -76,6 +76,18 @@ def watch_failover(app, key: object, victim: int, every: float = 0.25,
     return pd.DataFrame(rows, columns=["seconds", "role", "served_by", "rows"])
 
 
+def _dict_answer(answer: object, names: tuple[str, ...]) -> tuple[dict, list[Point]]:
+    """A dict answer's values under ``names`` (``answers.keyed``), or the point refusing it."""
+    wanted = " and ".join(f'"{n}"' for n in names)
+    if not isinstance(answer, Mapping):
+        return {}, [Point(False, f"answer with a dict with the keys {wanted}")]
+    found, unknown = keyed(answer, names)
+    if unknown or len(found) < len(names):
+        return found, [Point(False, f"give exactly the keys {wanted} (not "
+                                    f"{[str(k) for k in unknown] or 'missing'})")]
+    return found, []
+
+
 # --- 14.1 --------------------------------------------------------------------------------------
 CACHE = ("cache off", "cache on")
 
@@ -97,12 +109,9 @@ def changelog_with_cache(answer: object, *, events: int | None = None,
         >>> [p.ok for p in changelog_with_cache({"cache off": 5_000, "cache on": 40}, **facts)]
         [False, False]
     """
-    if not isinstance(answer, Mapping):
-        return [Point(False, 'answer with a dict: {"cache off": ..., "cache on": ...}')]
-    found, unknown = keyed(answer, CACHE)
-    if unknown or len(found) < len(CACHE):
-        return [Point(False, f'give exactly the keys "cache off" and "cache on" (not '
-                             f'{[str(k) for k in unknown] or "missing"})')]
+    found, refused = _dict_answer(answer, CACHE)
+    if refused:
+        return refused
     if None in (events, accepted, windows, cached):
         return [Point(False, "run the two apps first and pass events=..., accepted=..., "
                              "windows=..., cached=... (the cell does it)")]
@@ -237,12 +246,9 @@ def routing_differs(answer: object, *, placement: pd.DataFrame | None = None, ke
         >>> [p.ok for p in routing_differs({"player": "p00", "why": "a"}, placement=placement)]
         [False, False]
     """
-    if not isinstance(answer, Mapping):
-        return [Point(False, 'answer with a dict: {"player": ..., "why": "a", "b" or "c"}')]
-    found, unknown = keyed(answer, ROUTING_KEYS)
-    if unknown or len(found) < len(ROUTING_KEYS):
-        return [Point(False, f'give exactly the keys "player" and "why" (not '
-                             f'{[str(k) for k in unknown] or "missing"})')]
+    found, refused = _dict_answer(answer, ROUTING_KEYS)
+    if refused:
+        return refused
     if placement is None:
         return [Point(False, "compare the engines first and pass placement=both.placement() "
                              "(the cell does it)")]
