@@ -9,7 +9,8 @@ differ by design, and the comparison says which way:
   the store's retention (the window size plus the grace, in stream time, a segment at a time;
   the changelog topic keeps records ``windowstore.changelog.additional.retention.ms`` longer,
   a day by default), and a running instance answers from its record cache too, which may
-  still hold windows whose segment is gone: so it answers for windows Spark no longer holds;
+  still hold windows the store no longer serves: so it answers for windows Spark no longer
+  holds;
 - **only on Spark**: a window Kafka Streams has not written yet, or dropped (an event later
   than the grace: Kafka Streams drops it record by record, Spark at the batch's watermark).
 
