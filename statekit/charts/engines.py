@@ -46,13 +46,20 @@ def held_by_engine_chart(held: pd.DataFrame, watermark: object = None,
     unknown = sorted(set(held["where"]) - set(WHERE))
     if unknown:
         raise BadArgument("where", unknown[0], WHERE)
-    data = (held.groupby(["window_start", "where"]).size().rename("windows").reset_index())
-    bars = alt.Chart(inline(data)).mark_bar().encode(
-        x=alt.X("window_start:T", title="window start"),
-        y=alt.Y("windows:Q", title="(key, window) held", stack=True),
+    spans = ["window_start", "window_end"] if "window_end" in held else ["window_start"]
+    data = held.groupby([*spans, "where"]).size().rename("windows").reset_index()
+    # stacked here: a bar spanning its window (x to x2) is not stacked by Vega-Lite
+    data = data.sort_values([*spans, "where"], key=lambda c: c.map(WHERE.index)
+                            if c.name == "where" else c, ignore_index=True)
+    data["top"] = data.groupby(spans)["windows"].cumsum()
+    data["bottom"] = data["top"] - data["windows"]
+    bars = alt.Chart(inline(data)).mark_bar(stroke="white", strokeWidth=0.5).encode(
+        x=alt.X("window_start:T", title="window (start to end)"),
+        **({"x2": "window_end:T"} if "window_end" in held else {}),
+        y=alt.Y("bottom:Q", title="(key, window) held"), y2="top:Q",
         color=alt.Color("where:N", title="held", sort=list(WHERE),
                         scale=alt.Scale(domain=list(WHERE), range=list(WHERE_COLOURS))),
-        tooltip=typed_tooltips(data, ["window_start", "where", "windows"]))
+        tooltip=typed_tooltips(data, [*spans, "where", "windows"]))
     layers = [bars]
     if watermark is not None:
         mark = pd.DataFrame({"watermark": [pd.Timestamp(watermark)],
@@ -63,7 +70,8 @@ def held_by_engine_chart(held: pd.DataFrame, watermark: object = None,
                        text="label:N")]
     return alt.layer(*layers).properties(width=520, height=220, title=alt.Title(
         title, subtitle="Spark removes a window once its watermark passes the window's end; "
-                        "Kafka Streams keeps it for the store's retention"))
+                        "a running Kafka Streams app answers from its store and its record "
+                        "cache"))
 
 
 def changelog_records_chart(records: Mapping[str, int],
