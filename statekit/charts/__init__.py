@@ -24,6 +24,7 @@ from statekit.charts.durability import (
 )
 from statekit.charts.engines import (
     changelog_records_chart,
+    failover_answers_chart,
     held_by_engine_chart,
     key_placement_chart,
     segments_chart,
@@ -71,6 +72,7 @@ from statekit.charts.serving import latency_chart, leaderboard_chart, placement_
 
 __all__ = [
     "changelog_records_chart",
+    "failover_answers_chart",
     "held_by_engine_chart",
     "key_placement_chart",
     "segments_chart",

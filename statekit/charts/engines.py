@@ -7,7 +7,9 @@ application (``statekit.kafka_streams.side_by_side``).
   (the events, the windows);
 - ``key_placement_chart``: key × partition on each engine, the windows each partition holds
   (Spark spreads a key's windows, Kafka Streams keeps them in one partition);
-- ``segments_chart``: the rows of each time segment of a Kafka Streams window store on disk.
+- ``segments_chart``: the rows of each time segment of a Kafka Streams window store on disk;
+- ``failover_answers_chart``: after an instance is killed, each answer of the survivor for one
+  key, by its role (``stale``: a standby's copy, then ``active``).
 
 Example:
     >>> import pandas as pd
@@ -135,3 +137,30 @@ def segments_chart(segments: pd.DataFrame,
         xOffset="partition:N",
         tooltip=typed_tooltips(data, ["segment", "partition", "rows"]),
     ).properties(width=420, height=200, title=title)
+
+
+#: the roles of an answer after a kill, in the order they come
+ANSWER_ROLES = ("no answer", "stale", "active")
+ANSWER_COLOURS = ("#888888", "#9ecae9", "#4c78a8")
+
+
+def failover_answers_chart(answers: pd.DataFrame,
+                           title: str = "The survivor's answers for one key after a kill"
+                           ) -> alt.Chart:
+    """One tick per answer (``seconds`` since the kill, ``role``), as
+    ``statekit.workshop.kafka_streams.watch_failover`` gives."""
+    require_columns(answers, ["seconds", "role"], "answers frame",
+                    "as statekit.workshop.kafka_streams.watch_failover gives")
+    unknown = sorted(set(answers["role"]) - set(ANSWER_ROLES))
+    if unknown:
+        raise BadArgument("role", unknown[0], ANSWER_ROLES)
+    data = answers[["seconds", "role", *(c for c in ("served_by", "rows") if c in answers)]]
+    return alt.Chart(inline(data)).mark_tick(thickness=2, size=18).encode(
+        x=alt.X("seconds:Q", title="seconds since the kill"),
+        y=alt.Y("role:N", title=None, sort=list(ANSWER_ROLES)),
+        color=alt.Color("role:N", title="answered as", sort=list(ANSWER_ROLES), legend=None,
+                        scale=alt.Scale(domain=list(ANSWER_ROLES), range=list(ANSWER_COLOURS))),
+        tooltip=typed_tooltips(data, list(data.columns)),
+    ).properties(width=480, height=90, title=alt.Title(
+        title, subtitle="stale: the survivor's standby copy answers at once; active: once the "
+                        "group has noticed the death and moved the partition"))

@@ -55,3 +55,12 @@ def test_segments_bars_and_a_frame_without_rows_refused():
     assert charts.segments_chart(frame).to_dict()["mark"]["type"] == "bar"
     with pytest.raises(BadArgument):
         charts.segments_chart(frame.drop(columns="rows"))
+
+
+def test_failover_answers_one_tick_per_answer_and_unknown_roles_refused():
+    answers = pd.DataFrame({"seconds": [0.0, 0.3, 10.6], "role": ["stale", "stale", "active"],
+                            "served_by": ["127.0.0.1:1"] * 3, "rows": [12] * 3})
+    spec = charts.failover_answers_chart(answers).to_dict()
+    assert [v["role"] for v in _values(spec, spec)] == ["stale", "stale", "active"]
+    with pytest.raises(BadArgument, match="role"):
+        charts.failover_answers_chart(answers.assign(role="leader"))
