@@ -57,10 +57,10 @@ SERIES: dict[str, str] = {
                                  "restart, a count explained record by record, a restore "
                                  "that would fail, two checkpoints diffed",
     "14_kafka_streams_and_spark": "Kafka Streams itself beside Spark: one topic, both "
-                                  "engines' stores compared; retention against watermark "
-                                  "eviction; the record cache and the changelog; murmur2 "
-                                  "against murmur3 routing; a standby taking over; a window "
-                                  "store's segments on disk",
+                                  "engines' stores compared; a store's retention and record "
+                                  "cache against watermark eviction; the record cache and the "
+                                  "changelog; murmur2 against murmur3 routing; a standby "
+                                  "taking over; a window store's segments on disk",
 }
 
 
