@@ -138,6 +138,10 @@ def side_by_side(spark_query, app, *, changelogs: bool = True) -> SideBySide:
     differing = differing.assign(where=differing["where"].map(_WHERE))
     records = {}
     if changelogs:
+        # statekit ships a batch's changelog after Spark commits it: count every batch's
+        shipping = getattr(spark_query, "changelog", None)
+        if shipping is not None and getattr(spark_query, "last_batch", -1) >= 0:
+            shipping.wait_shipped(spark_query.last_batch)
         records = {"Spark (statekit)": len(spark_query.read_changelog()),
                    "Kafka Streams": len(app.read_changelog())}
     return SideBySide(spec, spark, streams, differing, records)
