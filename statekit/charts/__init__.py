@@ -22,6 +22,13 @@ from statekit.charts.durability import (
     replication_chart,
     transaction_marks_chart,
 )
+from statekit.charts.engines import (
+    changelog_records_chart,
+    failover_answers_chart,
+    held_by_engine_chart,
+    key_placement_chart,
+    segments_chart,
+)
 from statekit.charts.explain import (
     explain_chart,
     explain_records_chart,
@@ -64,6 +71,11 @@ from statekit.charts.restore import (
 from statekit.charts.serving import latency_chart, leaderboard_chart, placement_chart
 
 __all__ = [
+    "changelog_records_chart",
+    "failover_answers_chart",
+    "held_by_engine_chart",
+    "key_placement_chart",
+    "segments_chart",
     "broker_compaction_chart",
     "cache_hit_ratio_chart",
     "change_feed_chart",

@@ -73,6 +73,20 @@ class SideBySide:
                      kafka_streams_partitions=("partition_kafka_streams", "nunique"))
                 .reset_index())
 
+    def held(self) -> pd.DataFrame:
+        """Every (key, window) either engine holds, once: its key columns, ``where`` (``both``,
+        ``only in Kafka Streams``, ``only on Spark``) and the partition each engine keeps it
+        in (``partition_spark``, ``partition_kafka_streams``; <NA> where it holds none)."""
+        columns = list(self.spec.key_columns)
+        merged = self.spark[[*columns, "partition"]].merge(
+            self.kafka_streams[[*columns, "partition"]], on=columns, how="outer",
+            suffixes=("_spark", "_kafka_streams"), indicator="where")
+        merged["where"] = merged["where"].astype(str).map(
+            {"both": BOTH, "left_only": SPARK_ONLY, "right_only": KAFKA_STREAMS_ONLY})
+        for column in ("partition_spark", "partition_kafka_streams"):
+            merged[column] = merged[column].astype("Int64")
+        return merged.sort_values(columns, ignore_index=True)
+
     @property
     def counts(self) -> dict[str, int]:
         """How many (key, window) both hold with equal values, and how many not alike."""
@@ -124,6 +138,10 @@ def side_by_side(spark_query, app, *, changelogs: bool = True) -> SideBySide:
     differing = differing.assign(where=differing["where"].map(_WHERE))
     records = {}
     if changelogs:
+        # statekit ships a batch's changelog after Spark commits it: count every batch's
+        shipping = getattr(spark_query, "changelog", None)
+        if shipping is not None and getattr(spark_query, "last_batch", -1) >= 0:
+            shipping.wait_shipped(spark_query.last_batch)
         records = {"Spark (statekit)": len(spark_query.read_changelog()),
                    "Kafka Streams": len(app.read_changelog())}
     return SideBySide(spec, spark, streams, differing, records)

@@ -132,6 +132,33 @@ class KafkaStreamsStateDir:
                                             "segments", "changelog_offset"])
         return frame.astype({"changelog_offset": "Int64"})  # <NA>: not known yet
 
+    def segments(self, store: str | None = None) -> pd.DataFrame:
+        """One row per time segment of a segmented ``store`` (one RocksDB each): ``task``,
+        ``partition``, ``segment`` (its folder), ``start`` (the folder's start, a time),
+        ``rows`` (its entries), ``first_window`` and ``last_window`` (the window starts it
+        holds; NaT in an empty segment)."""
+        import pandas as pd
+
+        from statekit.kafka_streams.store_formats import database_entries
+
+        rows = []
+        for files in self._files(store):
+            if files.kind == "key-value":
+                raise BadArgument("store", files.name, "a window or session store (segmented)")
+            for database in files.databases:
+                starts = [self._split(key, files.kind)["window_start"]
+                          for key, _, _ in database_entries(database)]
+                rows.append({"task": files.task, "partition": _partition(files.task),
+                             "segment": database.name,
+                             "start": int(database.name.rsplit(".", 1)[1]),
+                             "rows": len(starts), "first_window": min(starts, default=None),
+                             "last_window": max(starts, default=None)})
+        frame = pd.DataFrame(rows, columns=["task", "partition", "segment", "start", "rows",
+                                            "first_window", "last_window"])
+        for column in ("start", "first_window", "last_window"):
+            frame[column] = pd.to_datetime(frame[column], unit="ms")
+        return frame
+
     def tasks(self) -> pd.DataFrame:
         """One row per task folder: ``task``, ``subtopology``, ``partition``, ``stores``,
         and whether it holds a ``.checkpoint``."""
@@ -332,12 +359,23 @@ def compare_copies(first: KafkaStreamsStateDir, second: KafkaStreamsStateDir,
     import pandas as pd
 
     left, right = first.snapshot(store), second.snapshot(store)
-    common = set(left["partition"]) & set(right["partition"])
+    # the partitions each copy has the store's files for, rows or none (a killed instance's
+    # store may hold nothing it flushed)
+    held = []
+    for copy in (first, second):
+        stores = copy.stores()
+        held.append(set(stores.loc[stores["store"] == _store_name(copy, store), "partition"]))
+    common = held[0] & held[1]
     left = left[left["partition"].isin(common)]
     right = right[right["partition"].isin(common)]
     values = ([c for c in left.columns if c in first.spec.value_columns]
               if first.spec is not None else ["value", "timestamp"])
     keys = [c for c in left.columns if c not in values]
+    # a copy with no rows has untyped columns: give them the other copy's types
+    if left.empty and not right.empty:
+        left = left.astype({c: right[c].dtype for c in keys})
+    elif right.empty and not left.empty:
+        right = right.astype({c: left[c].dtype for c in keys})
     merged = pd.merge(left, right, on=keys, how="outer", suffixes=("_first", "_second"),
                       indicator="in")
     merged["in"] = merged["in"].map({"left_only": "first", "right_only": "second",
@@ -347,3 +385,8 @@ def compare_copies(first: KafkaStreamsStateDir, second: KafkaStreamsStateDir,
         a, b = merged[f"{column}_first"], merged[f"{column}_second"]
         differs |= ~((a == b) | (a.isna() & b.isna()))
     return merged[differs].reset_index(drop=True)
+
+
+def _store_name(copy: KafkaStreamsStateDir, store: str | None) -> str:
+    """``store``, or the copy's one store when None."""
+    return copy._files(store)[0].name

@@ -56,6 +56,11 @@ SERIES: dict[str, str] = {
     "13_debugging_a_broken_job": "debugging a broken job: a changed query caught before "
                                  "restart, a count explained record by record, a restore "
                                  "that would fail, two checkpoints diffed",
+    "14_kafka_streams_and_spark": "Kafka Streams itself beside Spark: one topic, both "
+                                  "engines' stores compared; a store's retention and record "
+                                  "cache against watermark eviction; the record cache and the "
+                                  "changelog; murmur2 against murmur3 routing; a standby "
+                                  "taking over; a window store's segments on disk",
 }
 
 

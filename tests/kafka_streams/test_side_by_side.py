@@ -85,3 +85,13 @@ def test_something_that_is_not_the_app_is_refused(both):
     compared, query = both
     with pytest.raises(BadArgument, match="bad app"):
         sk.kafka_streams.side_by_side(query, "not an app")
+
+
+def test_held_lists_each_window_once_with_each_engine_s_partition(both):
+    compared, _ = both
+    held = compared.held()
+    assert held["where"].value_counts().to_dict() == {
+        where: n for where, n in compared.counts.items() if n and where != "values differ"}
+    only = held[held["where"] == KAFKA_STREAMS_ONLY]
+    assert only["partition_spark"].isna().all() and only["partition_kafka_streams"].notna().all()
+    assert not held.duplicated(list(GAME_SPEC.key_columns)).any()

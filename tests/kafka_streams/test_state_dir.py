@@ -122,6 +122,14 @@ def test_stores_and_checkpoints_are_described(run):
     assert set(stores["format"].str.replace(r"\d+ segments", "n", regex=True)) == {
         "timestamped window store, n"}
     assert stores["segments"].map(len).min() >= 1
+    # segments(): each segment folder of each task, the windows in it, all of the snapshot's
+    segments = state.segments()
+    assert segments.groupby("task")["segment"].apply(list).tolist() == \
+        stores["segments"].tolist()
+    snapshot = state.snapshot()
+    assert segments["rows"].sum() == len(snapshot)
+    held = segments[segments["rows"] > 0]
+    assert (held["first_window"] >= held["start"]).all()
     checkpoints = state.checkpoints()
     changelog = checkpoints[checkpoints["file"] == ".checkpoint"]
     assert set(changelog["topic"]) == {f"{APP_ID}-aggregate-changelog"}

@@ -336,7 +336,9 @@ ELSEWHERE = {"03.2": "test_workshop_basics", "06.1": "test_workshop_serving",
              "01.5": "test_workshop_disk", "09.8": "test_workshop_disk",
              "03.7": "test_workshop_durability", "03.8": "test_workshop_durability",
              "04.4": "test_workshop_moves_and_latency", "05.5": "test_workshop_moves_and_latency",
-             "06.4": "test_workshop_moves_and_latency"}
+             "06.4": "test_workshop_moves_and_latency",
+             "14.1": "test_workshop_kafka_streams", "14.2": "test_workshop_kafka_streams",
+             "14.3": "test_workshop_kafka_streams"}
 
 
 def _pure_reviews() -> set[str]:
