@@ -27,6 +27,7 @@ from statekit.charts.engines import (
     failover_answers_chart,
     held_by_engine_chart,
     key_placement_chart,
+    restores_chart,
     segments_chart,
 )
 from statekit.charts.explain import (
@@ -75,6 +76,7 @@ __all__ = [
     "failover_answers_chart",
     "held_by_engine_chart",
     "key_placement_chart",
+    "restores_chart",
     "segments_chart",
     "broker_compaction_chart",
     "cache_hit_ratio_chart",

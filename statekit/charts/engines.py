@@ -9,7 +9,9 @@ application (``statekit.kafka_streams.side_by_side``).
   (Spark spreads a key's windows, Kafka Streams keeps them in one partition);
 - ``segments_chart``: the rows of each time segment of a Kafka Streams window store on disk;
 - ``failover_answers_chart``: after an instance is killed, each answer of the survivor for one
-  key, by its role (``stale``: a standby's copy, then ``active``).
+  key, by its role (``stale``: a standby's copy, then ``active``);
+- ``restores_chart``: the same state restored by each engine, its seconds and what it read
+  (``statekit.kafka_streams.compare_restores``).
 
 Example:
     >>> import pandas as pd
@@ -164,3 +166,29 @@ def failover_answers_chart(answers: pd.DataFrame,
     ).properties(width=480, height=90, title=alt.Title(
         title, subtitle="stale: the survivor's standby copy answers at once; active: once the "
                         "group has noticed the death and moved the partition"))
+
+
+def restores_chart(table: pd.DataFrame,
+                   title: str = "The same state restored by each engine") -> alt.HConcatChart:
+    """Two bars per engine (``RestoreComparison.table``): the seconds its restore took, and
+    what it read (changelog records, or Spark's snapshot and delta files)."""
+    require_columns(table, ("engine", "records", "files", "seconds"), "restores table",
+                    "as compare_restores(...).table gives")
+    read = table.assign(
+        amount=table["records"].fillna(table["files"]).astype("int64"),
+        unit=table["records"].isna().map({True: "checkpoint files", False: "changelog records"}))
+    data = read[["engine", "seconds", "amount", "unit"]]
+    base = alt.Chart(inline(data)).encode(y=alt.Y("engine:N", title=None,
+                                                  sort=list(data["engine"])))
+    seconds = base.mark_bar(color="#4c78a8").encode(
+        x=alt.X("seconds:Q", title="restore, seconds"),
+        tooltip=typed_tooltips(data, ["engine", "seconds"]))
+    amount = base.mark_bar(color="#72b7b2").encode(
+        x=alt.X("amount:Q", title="what it read (records or files)"),
+        tooltip=typed_tooltips(data, ["engine", "amount", "unit"]))
+    labels = base.mark_text(align="left", dx=3).encode(
+        x="amount:Q", text=alt.Text("label:N")).transform_calculate(
+        label="format(datum.amount, ',') + ' ' + datum.unit")
+    return alt.hconcat(seconds.properties(width=220, height=90),
+                       (amount + labels).properties(width=260, height=90)
+                       ).properties(title=title)

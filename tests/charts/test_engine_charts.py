@@ -64,3 +64,18 @@ def test_failover_answers_one_tick_per_answer_and_unknown_roles_refused():
     assert [v["role"] for v in _values(spec, spec)] == ["stale", "stale", "active"]
     with pytest.raises(BadArgument, match="role"):
         charts.failover_answers_chart(answers.assign(role="leader"))
+
+
+def test_restores_chart_draws_seconds_and_what_each_engine_read():
+    table = pd.DataFrame({"engine": ["Kafka Streams", "Spark", "statekit"],
+                          "records": pd.array([4986, None, 1016], dtype="Int64"),
+                          "files": pd.array([None, 18, None], dtype="Int64"),
+                          "seconds": [0.38, 0.23, 0.11]})
+    spec = charts.restores_chart(table).to_dict()
+    amounts = {row["engine"]: (row["amount"], row["unit"])
+               for row in spec["datasets"][next(iter(spec["datasets"]))]}
+    assert amounts == {"Kafka Streams": (4986, "changelog records"),
+                       "Spark": (18, "checkpoint files"), "statekit": (1016, "changelog records")}
+    assert [c["mark"]["type"] for c in spec["hconcat"][:1]] == ["bar"]
+    with pytest.raises(BadArgument, match="seconds"):
+        charts.restores_chart(table.drop(columns="seconds"))
