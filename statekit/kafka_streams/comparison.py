@@ -115,6 +115,17 @@ class SideBySide:
                 + (f"; changelog records written: {logs}" if logs else ""))
 
 
+def require_same_spec(spark_query, spec: QuerySpec) -> None:
+    """Refuse ``spark_query`` unless it computes ``spec`` (the same keys, window and
+    aggregates): the engines are compared on one query."""
+    own = getattr(spark_query, "spec", None)
+    if own is not None and (own.keys, own.window, own.aggregates) != (
+            spec.keys, spec.window, spec.aggregates):
+        raise BadArgument("spark_query", spark_query,
+                          f"a query of the app's spec (keys {spec.keys}, window "
+                          f"{spec.window}, aggregates {[a.text for a in spec.aggregates]})")
+
+
 def side_by_side(spark_query, app, *, changelogs: bool = True) -> SideBySide:
     """Compare a statekit query on Spark (``spark_query``, e.g. ``start_query``'s) with the
     reference Kafka Streams application (``app``, ``statekit.kafka_streams.start``'s) of the
@@ -124,12 +135,7 @@ def side_by_side(spark_query, app, *, changelogs: bool = True) -> SideBySide:
     if not isinstance(spec, QuerySpec):
         raise BadArgument("app", app, "a running reference Kafka Streams application "
                           "(statekit.kafka_streams.start)")
-    own = getattr(spark_query, "spec", None)
-    if own is not None and (own.keys, own.window, own.aggregates) != (
-            spec.keys, spec.window, spec.aggregates):
-        raise BadArgument("spark_query", spark_query,
-                          f"a query of the app's spec (keys {spec.keys}, window "
-                          f"{spec.window}, aggregates {[a.text for a in spec.aggregates]})")
+    require_same_spec(spark_query, spec)
     columns = [*spec.key_columns, *spec.value_columns, "partition"]
     spark = spark_query.snapshot()[columns].reset_index(drop=True)
     streams = app.snapshot()[columns].reset_index(drop=True)

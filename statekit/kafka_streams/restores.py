@@ -31,6 +31,7 @@ import pandas as pd
 
 from statekit.errors import BadArgument, KafkaStreamsAppError
 from statekit.kafka.topics import partition_count
+from statekit.kafka_streams.comparison import require_same_spec
 from statekit.restore.rebuild import restore_stores
 from statekit.restore.result import wall_seconds
 from statekit.spark_state.spark_files import restore_plan, state_files
@@ -105,18 +106,19 @@ def compare_restores(spark_query, app, *, workdir: str | os.PathLike,
     restores from the changelog, alone in the group. ``workdir``: a folder for the restored
     stores.
     """
+    writer = getattr(spark_query, "changelog", None)
+    if writer is None or not hasattr(writer, "topic"):
+        raise BadArgument("spark_query", spark_query,
+                          "a statekit query that ships its changelog (start_query(..., "
+                          "kafka=...), logging on)")
     spec = getattr(app, "spec", None)
     if spec is None or not hasattr(app, "restores"):
         raise BadArgument("app", app, "a running reference Kafka Streams application "
                           "(statekit.kafka_streams.start)")
+    require_same_spec(spark_query, spec)
     if not app.is_active:
         raise BadArgument("app", app, "a running app: its store is read before it is closed "
                           "and restored")
-    writer = getattr(spark_query, "changelog", None)
-    if writer is None:
-        raise BadArgument("spark_query", spark_query,
-                          "a statekit query that ships its changelog (start_query(..., "
-                          "kafka=...), logging on)")
     work = Path(workdir)
     columns = [*spec.key_columns, *spec.value_columns]
 

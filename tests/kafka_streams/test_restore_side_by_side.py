@@ -5,6 +5,8 @@ before, and the records and files each read are counted."""
 
 from __future__ import annotations
 
+import copy
+
 import pandas as pd
 import pytest
 
@@ -13,6 +15,7 @@ from statekit.datasets import GAME_SPEC, game_events
 from statekit.errors import BadArgument
 from statekit.kafka.dataset_replay import replay
 from statekit.kafka_streams.restores import KAFKA_STREAMS, SPARK, STATEKIT
+from statekit.model.query_spec import QuerySpec
 
 compare_restores = sk.kafka_streams.compare_restores
 
@@ -75,5 +78,12 @@ def test_what_is_not_a_running_app_or_a_shipping_query_is_refused(restored, tmp_
         compare_restores(query, app, workdir=tmp_path)   # closed by the comparison
     with pytest.raises(BadArgument, match="reference Kafka Streams application"):
         compare_restores(query, query, workdir=tmp_path)
+    with pytest.raises(BadArgument, match="ships its changelog"):
+        compare_restores(app, app, workdir=tmp_path)
+    # the same query handle, read as computing another spec: not the app's leaderboard
+    by_game = copy.copy(query)
+    by_game.spec = QuerySpec.from_dict({**GAME_SPEC.to_dict(), "keys": ["game"]})
+    with pytest.raises(BadArgument, match="a query of the app's spec"):
+        compare_restores(by_game, app, workdir=tmp_path)
     assert not list(tmp_path.iterdir())
 
