@@ -481,8 +481,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--lookups", type=int, default=5000, help="key queries per engine")
     parser.add_argument("--no-write", action="store_true", help="print, write no results file")
     args = parser.parse_args(argv)
-    if args.records < WINDOW_MS // 10 or args.lookups < 1:
-        parser.error(f"--records must be at least {WINDOW_MS // 10} and --lookups at least 1")
+    if args.records < PLAYERS or args.lookups < 1:
+        parser.error(f"--records must be at least {PLAYERS} (one event per player) and "
+                     f"--lookups at least 1; got {args.records} and {args.lookups}")
     return run(args.records, args.batch, args.lookups, write=not args.no_write)
 
 
