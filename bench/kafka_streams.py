@@ -40,11 +40,13 @@ import tempfile
 import time
 import urllib.parse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.common import (
     cpu_by_kind,
     cpu_snapshot,
     embedded_kafka,
+    median,
     print_table,
     session,
     timed,
@@ -53,6 +55,9 @@ from bench.common import (
 from bench.results import Figure, Run
 from bench.serving import percentiles
 from bench.throughput import BASE_MS, EVENT_SCHEMA, PLAYERS, produce
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TOPIC = "bench-kafka-streams-games"
 APP_ID = "bench-kafka-streams"
@@ -72,11 +77,11 @@ def spec():
                         aggregates=["count", "sum(score)", "max(score)"], watermark=GRACE)
 
 
-def app_options(state_dir: Path):
+def app_options(state_dir: Path, app_id: str):
     import statekit as sk
 
     return sk.kafka_streams.AppOptions(
-        application_id=APP_ID, state_dir=state_dir,
+        application_id=app_id, state_dir=state_dir,
         streams_config={**KEEP, "num.stream.threads": str(STREAM_THREADS)})
 
 
@@ -93,41 +98,45 @@ def _broker_cpu(before: dict, after: dict) -> float:
 
 
 # --- 1. throughput ---------------------------------------------------------------------------
-def kafka_streams_throughput(broker, records: int, work: Path) -> tuple[dict, object]:
-    """Start the app on the topic, time it until it consumed everything; (figures, the app,
-    still running)."""
+def kafka_streams_throughput(broker, records: int, work: Path, app_id: str
+                             ) -> tuple[dict, pd.DataFrame]:
+    """Start the app (``app_id``) on the topic, time it until it consumed everything;
+    (figures, its store), the app closed."""
     import statekit as sk
 
     before = cpu_snapshot()
     start = time.perf_counter()
     app = sk.kafka_streams.start(TOPIC, spec(), kafka=broker, instances=1, standbys=0,
-                                 options=app_options(work / "ks-a"))
+                                 options=app_options(work / app_id, app_id))
     running = time.perf_counter() - start
     pids = [i.process.pid for i in app.instances]
     app.wait_until_consumed(timeout=1800)
     seconds = time.perf_counter() - start
     cpu = cpu_of(pids)
     broker_cpu = _broker_cpu(before, cpu_snapshot())
-    metrics = app.progress().iloc[0].to_dict()
+    with app:
+        metrics = app.progress().iloc[0].to_dict()
+        store = app.snapshot(sort=True)
     return {"seconds": seconds, "start_to_running_s": running,
             "records_per_s": records / seconds, "cpu_s": cpu,
             "records_per_cpu_s": records / cpu, "broker_cpu_s": broker_cpu,
             "process_total": metrics.get("process-total"),
-            "commit_total": metrics.get("commit-total")}, app
+            "commit_total": metrics.get("commit-total"),
+            "changelog": app.changelog_topics()["aggregate"]}, store
 
 
-def statekit_throughput(spark, broker, records: int, batch: int, work: Path
-                        ) -> tuple[dict, object]:
-    """``start_query`` on the topic until drained and its changelog shipped; (figures, the
-    query, stopped)."""
+def statekit_throughput(spark, broker, records: int, batch: int, work: Path, name: str
+                        ) -> tuple[dict, pd.DataFrame]:
+    """``start_query`` (``name``) on the topic until drained and its changelog shipped;
+    (figures, its store), the query closed."""
     import statekit as sk
 
     before = cpu_snapshot()
     start = time.perf_counter()
     query = sk.start_query(TOPIC, spec(), spark=spark, kafka=broker,
                            event_schema=EVENT_SCHEMA, max_offsets_per_trigger=batch,
-                           trigger="100 ms", name="bench_ks", store_name=STORE,
-                           checkpoint=str(work / "spark-ckpt"), changelog=True)
+                           trigger="100 ms", name=name, store_name=STORE,
+                           checkpoint=str(work / name), changelog=True)
     query.wait_until_drained(timeout=1800)
     drained = time.perf_counter() - start
     shipped = query.changelog.ship()
@@ -137,19 +146,22 @@ def statekit_throughput(spark, broker, records: int, batch: int, work: Path
     cpu = sum(v for k, v in spent.items() if k != "broker")
     frame = query.progress()
     busy = frame[frame["input_rows"] > 0]
+    store = query.snapshot(sort=True)
+    topic = query.changelog_topic
+    query.close()
     return {"seconds": seconds, "drained_s": drained, "shipped_batch": shipped,
             "records_per_s": records / seconds, "cpu_s": cpu,
             "records_per_cpu_s": records / cpu, "cpu_by_kind": spent,
             "broker_cpu_s": spent.get("broker", 0.0), "batches": len(busy),
-            "input_rows": int(frame["input_rows"].sum())}, query
+            "input_rows": int(frame["input_rows"].sum()), "changelog": topic}, store
 
 
-def compare(ks: object, query) -> dict:
+def compare(ks_store: pd.DataFrame, spark_store: pd.DataFrame) -> dict:
     """Both stores, (player, window) by (player, window): how many rows, how many differ."""
     from statekit.reference.aggregates import rows_differing
 
-    spark_rows = query.snapshot(sort=True).drop(columns=["partition"], errors="ignore")
-    ks_rows = ks.snapshot(sort=True).drop(columns=["partition"], errors="ignore")
+    spark_rows = spark_store.drop(columns=["partition"], errors="ignore")
+    ks_rows = ks_store.drop(columns=["partition"], errors="ignore")
     keys = spec().key_columns
     differ = rows_differing(ks_rows, spark_rows, keys)
     return {"spark_rows": len(spark_rows), "kafka_streams_rows": len(ks_rows),
@@ -159,14 +171,14 @@ def compare(ks: object, query) -> dict:
 
 
 # --- 2. restore ------------------------------------------------------------------------------
-def kafka_streams_restore(broker, work: Path) -> tuple[dict, object]:
-    """A new instance of the app on an empty state directory: it restores the store from the
-    changelog; (figures, the app, running)."""
+def kafka_streams_restore(broker, work: Path, app_id: str, folder: str) -> tuple[dict, object]:
+    """A new instance of app ``app_id`` on an empty state directory (``work / folder``): it
+    restores the store from the changelog; (figures, the app, running)."""
     import statekit as sk
 
     start = time.perf_counter()
     app = sk.kafka_streams.start(TOPIC, spec(), kafka=broker, instances=1, standbys=0,
-                                 options=app_options(work / "ks-b"))
+                                 options=app_options(work / folder, app_id))
     while True:
         rows = app.restores()
         if len(rows) >= 4 and set(rows["state"]) == {"done"}:
@@ -174,17 +186,19 @@ def kafka_streams_restore(broker, work: Path) -> tuple[dict, object]:
         time.sleep(0.02)
     wall = time.perf_counter() - start
     records = int(rows["records"].sum())
-    # the listener's span: the first partition's start to the last one's end
-    span = float(rows["seconds"].max())
-    return {"records": records, "listener_s": span, "wall_from_start_s": wall,
+    # the listener's span: the first partition's onRestoreStart to the last onRestoreEnd
+    raw = app.client.restores(via=0)
+    span = (max(r["started_ms"] + r["ms"] for r in raw) - min(r["started_ms"] for r in raw)) / 1e3
+    return {"records": records, "seconds": span, "wall_from_start_s": wall,
             "records_per_s": records / span,
             "partitions": rows.drop(columns=["instance"]).to_dict("records")}, app
 
 
-def statekit_restore(broker, topic: str, work: Path) -> dict:
+def statekit_restore(broker, topic: str, folder: Path) -> dict:
+    """``restore_stores`` of the query's changelog into fresh stores in ``folder``."""
     from statekit.restore import restore_stores
 
-    seconds, result = timed(lambda: restore_stores(broker, topic, spec(), work / "sk-restore",
+    seconds, result = timed(lambda: restore_stores(broker, topic, spec(), folder,
                                                    progress=False))
     with result:
         records = int(result.report["records"].sum())
@@ -264,13 +278,13 @@ def _until(fn, timeout: float = 120.0, every: float = 0.01):
     raise TimeoutError(f"not answered within {timeout:.0f} s")
 
 
-def kafka_streams_failover(broker, work: Path, key: tuple[str, int]) -> dict:
+def kafka_streams_failover(broker, work: Path, key: tuple[str, int], app_id: str) -> dict:
     import statekit as sk
     from statekit.kafka_streams.client import KafkaStreamsClient
 
     player, window = key
     app = sk.kafka_streams.start(TOPIC, spec(), kafka=broker, instances=2, standbys=1,
-                                 options=app_options(work / "ks-c"))
+                                 options=app_options(work / "ks-failover", app_id))
     try:
         app.wait_until_consumed(timeout=600)
         first = app.client.get(player, via=0, from_ms=window, to_ms=window)
@@ -314,8 +328,11 @@ def statekit_failover(broker, topic: str, work: Path, key: tuple[str, int]) -> d
         cluster.kill(owner)
         body = _until(lambda: (lambda b: b if json.loads(b)["rows"] else None)(get(path)))
         answered = time.perf_counter() - start
+        # the monitor's failover: the dead instance's partitions promoted on the survivor
+        _until(lambda: owner not in cluster.assignment.active.values())
+        as_active = time.perf_counter() - start
         client.close()
-        return {"answered_s": answered, "active_again_s": answered,
+        return {"answered_s": answered, "active_again_s": as_active,
                 "rows": json.loads(body)["rows"] == first}
 
 
@@ -325,14 +342,69 @@ def _said(what: str, value: object) -> object:
     return value
 
 
-def run(records: int, batch: int, lookups_n: int, write: bool = True) -> dict:
+def _medians(rounds: list[dict], fields: tuple[str, ...]) -> dict:
+    return {f: median([one[f] for one in rounds]) for f in fields}
+
+
+def throughput_rounds(spark, broker, records: int, batch: int, work: Path, repeats: int
+                      ) -> dict:
+    """``repeats`` rounds, the engines' order alternating, each on a fresh application id and
+    checkpoint; both stores compared in every round. Medians, and every round."""
+    rounds = []
+    for i in range(repeats):
+        one, stores = {}, {}
+        for engine in ("kafka_streams", "statekit")[::1 if i % 2 == 0 else -1]:
+            if engine == "kafka_streams":
+                one[engine], stores[engine] = kafka_streams_throughput(broker, records, work,
+                                                                       f"{APP_ID}-{i}")
+            else:
+                one[engine], stores[engine] = statekit_throughput(spark, broker, records, batch,
+                                                                  work, f"bench_ks{i}")
+        one["equal"] = compare(stores["kafka_streams"], stores["statekit"])
+        rounds.append(_said(f"throughput, round {i}", one))
+    fields = ("seconds", "records_per_s", "cpu_s", "records_per_cpu_s", "broker_cpu_s")
+    ks = [one["kafka_streams"] for one in rounds]
+    sk = [one["statekit"] for one in rounds]
+    kinds = sorted({k for one in sk for k in one["cpu_by_kind"]})
+    return {"kafka_streams": {**_medians(ks, fields),
+                              **_medians(ks, ("start_to_running_s",))},
+            "statekit": {**_medians(sk, fields), **_medians(sk, ("drained_s",)),
+                         "cpu_by_kind": {k: median([one["cpu_by_kind"].get(k, 0.0)
+                                                    for one in sk]) for k in kinds}},
+            "rounds": rounds}
+
+
+def restore_rounds(broker, work: Path, app_id: str, topic: str, repeats: int
+                   ) -> tuple[dict, object]:
+    """``repeats`` restores on each engine, alternating; (medians and every round, the last
+    Kafka Streams app, running)."""
+    rounds, app = [], None
+    for i in range(repeats):
+        one = {"statekit": statekit_restore(broker, topic, work / f"sk-restore-{i}")}
+        if app is not None:
+            app.close()
+        one["kafka_streams"], app = kafka_streams_restore(broker, work, app_id,
+                                                          f"ks-restore-{i}")
+        rounds.append(_said(f"restore, round {i}", {
+            k: {f: v for f, v in one[k].items() if f != "partitions"} for k in one}))
+        last = one
+    fields = ("seconds", "records_per_s", "records")
+    return {"statekit": _medians([r["statekit"] for r in rounds], fields),
+            "kafka_streams": {**_medians([r["kafka_streams"] for r in rounds],
+                                         (*fields, "wall_from_start_s")),
+                              "partitions": last["kafka_streams"]["partitions"]},
+            "rounds": rounds}, app
+
+
+def run(records: int, batch: int, lookups_n: int, repeats: int = 3, write: bool = True
+        ) -> dict:
     from statekit.kafka import EmbeddedBroker
     from statekit.serve import serve
 
     started = Run("kafka_streams")
     wall = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="statekit-bench-ks-"))
-    r: dict = {"records": records, "batch": batch, "partitions": 4,
+    r: dict = {"records": records, "batch": batch, "partitions": 4, "repeats": repeats,
                "kafka_streams_setup": f"1 instance, num.stream.threads={STREAM_THREADS}, "
                                       "statestore cache 10 MB (default), commit 1 s",
                "spark_setup": f"local[2], shuffle partitions 4, batches of {batch:,}, "
@@ -342,24 +414,12 @@ def run(records: int, batch: int, lookups_n: int, write: bool = True) -> dict:
         with EmbeddedBroker() as broker:
             r["produce_s"] = _said("produced", produce(broker.bootstrap_servers, TOPIC,
                                                        records))
-            r["throughput"] = {}
-            r["throughput"]["kafka_streams"], ks = kafka_streams_throughput(broker, records,
-                                                                              work)
-            ks_changelog = ks.changelog_topics()["aggregate"]
             spark = session()
-            try:
-                r["throughput"]["statekit"], query = statekit_throughput(spark, broker,
-                                                                         records, batch, work)
-                _said("throughput", r["throughput"])
-                r["equal"] = _said("compared", compare(ks, query))
-            finally:
-                ks.close()
-            sk_topic = query.changelog_topic
-            query.close()
-            r["restore"] = {"statekit": statekit_restore(broker, sk_topic, work)}
-            r["restore"]["kafka_streams"], ks = kafka_streams_restore(broker, work)
-            r["restore"]["kafka_streams_changelog"] = ks_changelog
-            _said("restore", r["restore"])
+            r["throughput"] = throughput_rounds(spark, broker, records, batch, work, repeats)
+            r["equal"] = [one["equal"] for one in r["throughput"]["rounds"]]
+            app_id = f"{APP_ID}-{repeats - 1}"
+            sk_topic = r["throughput"]["rounds"][-1]["statekit"]["changelog"]
+            r["restore"], ks = restore_rounds(broker, work, app_id, sk_topic, repeats)
             try:
                 with serve(broker, sk_topic, instances=1, standbys=0,
                            workdir=work / "sk-serve", timeout=600) as cluster:
@@ -372,7 +432,7 @@ def run(records: int, batch: int, lookups_n: int, write: bool = True) -> dict:
             finally:
                 ks.close()
             key = sample(1, windows, seed=11)[0]
-            r["failover"] = {"kafka_streams": kafka_streams_failover(broker, work, key),
+            r["failover"] = {"kafka_streams": kafka_streams_failover(broker, work, key, app_id),
                              "statekit": statekit_failover(broker, sk_topic, work, key)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -393,7 +453,7 @@ def summarize(r: dict) -> None:
         / t["kafka_streams"]["records_per_cpu_s"],
         "restore_records_per_s": s["statekit"]["records_per_s"]
         / s["kafka_streams"]["records_per_s"],
-        "restore_seconds": s["kafka_streams"]["listener_s"] / s["statekit"]["seconds"],
+        "restore_seconds": s["kafka_streams"]["seconds"] / s["statekit"]["seconds"],
         "lookup_p99": q["kafka_streams"]["p99_us"] / q["statekit"]["p99_us"],
         "lookup_p50": q["kafka_streams"]["p50_us"] / q["statekit"]["p50_us"],
         "failover_answered": f["kafka_streams"]["answered_s"] / f["statekit"]["answered_s"],
@@ -421,7 +481,7 @@ def figures_of(r: dict) -> list[Figure]:
         Figure("statekit restore_stores, records/s", s["statekit"]["records_per_s"],
                "records/s", baseline=ks_r, ratio=x["restore_records_per_s"],
                target="ratio >= 1.0"),
-        Figure("Kafka Streams restore, seconds", s["kafka_streams"]["listener_s"], "s"),
+        Figure("Kafka Streams restore, seconds", s["kafka_streams"]["seconds"], "s"),
         Figure("statekit restore_stores, seconds", s["statekit"]["seconds"], "s",
                baseline="Kafka Streams restore, seconds", ratio=x["restore_seconds"]),
         Figure(ks_p99, q["kafka_streams"]["p99_us"] / 1000, "ms"),
@@ -453,9 +513,11 @@ def report(r: dict) -> None:
                                  f"rec/CPU-s) {sk['cpu_by_kind']}"),
         ("  ratios (statekit / KS)", f"{x['throughput_records_per_s']:.2f} wall, "
                                      f"{x['throughput_records_per_cpu_s']:.2f} per CPU-s"),
-        ("same state", f"{e}"),
+        ("same state", f"{sum(x['differing_rows'] for x in e)} rows differ over {len(e)} "
+                       f"rounds; {e[-1]['spark_rows']:,} rows on Spark, "
+                       f"{e[-1]['kafka_streams_rows']:,} in Kafka Streams"),
         ("restore, Kafka Streams", f"{s['kafka_streams']['records']:,} records in "
-                                   f"{s['kafka_streams']['listener_s']:.2f} s (listener), "
+                                   f"{s['kafka_streams']['seconds']:.2f} s (listener), "
                                    f"{s['kafka_streams']['wall_from_start_s']:.2f} s from start"),
         ("restore, statekit", f"{s['statekit']['records']:,} records in "
                               f"{s['statekit']['seconds']:.2f} s"),
@@ -479,12 +541,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=100_000, help="Spark's records per batch")
     parser.add_argument("--lookups", type=int, default=5000, help="key queries per engine")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="rounds of throughput and of restore (medians)")
     parser.add_argument("--no-write", action="store_true", help="print, write no results file")
     args = parser.parse_args(argv)
-    if args.records < PLAYERS or args.lookups < 1:
-        parser.error(f"--records must be at least {PLAYERS} (one event per player) and "
-                     f"--lookups at least 1; got {args.records} and {args.lookups}")
-    return run(args.records, args.batch, args.lookups, write=not args.no_write)
+    if args.records < PLAYERS or args.lookups < 1 or args.repeats < 1:
+        parser.error(f"--records must be at least {PLAYERS} (one event per player), --lookups "
+                     f"and --repeats at least 1; got {args.records}, {args.lookups} and "
+                     f"{args.repeats}")
+    return run(args.records, args.batch, args.lookups, args.repeats, write=not args.no_write)
 
 
 if __name__ == "__main__":
