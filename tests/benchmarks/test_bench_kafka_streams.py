@@ -56,4 +56,7 @@ def test_the_figures_name_their_baselines(result):
     names = {f.name for f in figures}
     assert all(f.baseline in names for f in figures if f.baseline)
     assert {f.target for f in figures if f.target} == {"ratio >= 1.0"}
+    assert [f.name for f in figures if f.target] == [
+        "statekit restore_stores, records/s", "statekit restore_stores, seconds",
+        "statekit REST get p99"]
     assert len(figures) == 16
