@@ -27,6 +27,10 @@ neither engine drops or evicts a window and both end with the same state):
 
     python -m bench.kafka_streams                       # 1,000,000 records
     python -m bench.kafka_streams --records 20000 --lookups 200 --no-write   # a smoke run
+
+Kept whole: one run whose four parts use what the earlier ones made (the topic, the last
+round's application id and both changelogs); split, each part would take the others' setup
+as arguments it cannot check.
 """
 
 from __future__ import annotations
