@@ -11,6 +11,7 @@ from bench import (
     curves,
     diff,
     inspect,
+    kafka_streams,
     peer,
     processor,
     restore,
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=["snapshot", "throughput", "changelog", "restore",
                                            "serving", "serving_load", "tuning", "inspect",
                                            "processor", "curves", "peer", "source", "tail",
-                                           "attach", "broker", "diff"],
+                                           "attach", "broker", "diff", "kafka_streams"],
                         help="run just one (curves, peer: only when asked for)")
     args = parser.parse_args(argv)
     repeats = [] if args.repeats is None else ["--repeats", str(args.repeats)]
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> None:
         processor.main(repeats)  # its own sizes: see bench/processor.py
     if args.only in (None, "attach"):
         attach.main(repeats)  # its own sizes: see bench/attach.py
+    if args.only in (None, "kafka_streams"):
+        kafka_streams.main(["--records", str(args.changelog_records)])  # 1M by default
     if args.only == "curves":  # long (10k, 100k, 1M keys): only when asked for
         curves.main([])        # `python -m bench.curves --ten-million` adds 10M
     if args.only == "peer":    # opt-in: needs .venv-peer (make peer-venv: quixstreams)
