@@ -59,6 +59,7 @@ from bench.common import (
 from bench.results import Figure, Run
 from bench.serving import percentiles
 from bench.throughput import BASE_MS, EVENT_SCHEMA, PLAYERS, produce
+from statekit.restore.result import wall_seconds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -191,11 +192,10 @@ def kafka_streams_restore(broker, work: Path, app_id: str, folder: str) -> tuple
     wall = time.perf_counter() - start
     records = int(rows["records"].sum())
     # the listener's span: the first partition's onRestoreStart to the last onRestoreEnd
-    raw = app.client.restores(via=0)
-    span = (max(r["started_ms"] + r["ms"] for r in raw) - min(r["started_ms"] for r in raw)) / 1e3
+    span = wall_seconds(rows)
+    partitions = rows.drop(columns=["instance", "started", "finished"]).to_dict("records")
     return {"records": records, "seconds": span, "wall_from_start_s": wall,
-            "records_per_s": records / span,
-            "partitions": rows.drop(columns=["instance"]).to_dict("records")}, app
+            "records_per_s": records / span, "partitions": partitions}, app
 
 
 def statekit_restore(broker, topic: str, folder: Path) -> dict:
