@@ -60,7 +60,8 @@ SERIES: dict[str, str] = {
                                   "engines' stores compared; a store's retention and record "
                                   "cache against watermark eviction; the record cache and the "
                                   "changelog; murmur2 against murmur3 routing; a standby "
-                                  "taking over; a window store's segments on disk",
+                                  "taking over; the same state restored three ways; a window "
+                                  "store's segments on disk",
 }
 
 
