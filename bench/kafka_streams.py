@@ -400,8 +400,11 @@ def restore_rounds(broker, work: Path, app_id: str, topic: str, repeats: int
             "rounds": rounds}, app
 
 
-def run(records: int, batch: int, lookups_n: int, repeats: int = 3, write: bool = True
-        ) -> dict:
+def run(records: int, batch: int, lookups_n: int, repeats: int = 3, write: bool = True,
+        spark=None) -> dict:
+    """Every part at ``records`` records; ``spark``: a session to use (default: the bench's
+    own, ``bench.common.session``; a test passes the suite's, whose JVM has what the other
+    tests need)."""
     from statekit.kafka import EmbeddedBroker
     from statekit.serve import serve
 
@@ -418,7 +421,7 @@ def run(records: int, batch: int, lookups_n: int, repeats: int = 3, write: bool 
         with EmbeddedBroker() as broker:
             r["produce_s"] = _said("produced", produce(broker.bootstrap_servers, TOPIC,
                                                        records))
-            spark = session()
+            spark = spark or session()
             r["throughput"] = throughput_rounds(spark, broker, records, batch, work, repeats)
             r["equal"] = [one["equal"] for one in r["throughput"]["rounds"]]
             app_id = f"{APP_ID}-{repeats - 1}"

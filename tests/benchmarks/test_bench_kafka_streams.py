@@ -12,9 +12,11 @@ RECORDS = 3000
 
 
 @pytest.fixture(scope="module")
-def result():
-    # two rounds: the engines' order alternates
-    return kafka_streams.run(RECORDS, batch=1000, lookups_n=50, repeats=2, write=False)
+def result(spark):
+    # two rounds: the engines' order alternates; the suite's session (a session of the
+    # bench's own, started first, would lack what later tests need: the S3A jars)
+    return kafka_streams.run(RECORDS, batch=1000, lookups_n=50, repeats=2, write=False,
+                             spark=spark)
 
 
 def test_both_engines_end_with_the_same_state_in_every_round(result):
