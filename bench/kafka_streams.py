@@ -184,11 +184,7 @@ def kafka_streams_restore(broker, work: Path, app_id: str, folder: str) -> tuple
     start = time.perf_counter()
     app = sk.kafka_streams.start(TOPIC, spec(), kafka=broker, instances=1, standbys=0,
                                  options=app_options(work / folder, app_id))
-    while True:
-        rows = app.restores()
-        if len(rows) >= 4 and set(rows["state"]) == {"done"}:
-            break
-        time.sleep(0.02)
+    rows = app.wait_until_restored(timeout=600, poll=0.02)
     wall = time.perf_counter() - start
     records = int(rows["records"].sum())
     # the listener's span: the first partition's onRestoreStart to the last onRestoreEnd

@@ -323,6 +323,21 @@ class KafkaStreamsApp:
         return frame.drop(columns="started_ms").assign(
             started=started, finished=started + pd.to_timedelta(frame["seconds"], unit="s"))
 
+    def wait_until_restored(self, timeout: float = 120.0, poll: float = 0.2) -> pd.DataFrame:
+        """Block until the running instances have restored every partition of the store's
+        changelog (one per input partition, an empty one too); returns ``restores()``."""
+        partitions = partition_count(self.kafka, self.topic)
+        deadline = time.monotonic() + timeout
+        while True:
+            restores = self.restores()
+            if len(restores) >= partitions and set(restores["state"]) == {"done"}:
+                return restores
+            if time.monotonic() > deadline:
+                raise KafkaStreamsAppError(
+                    f"{self.application_id!r} did not finish restoring its {partitions} "
+                    f"changelog partitions in {timeout:.0f} s: {restores.to_dict('records')}")
+            time.sleep(poll)
+
     def describe(self, **options: object) -> Any:
         """Refused: a description reads a Spark checkpoint, which Kafka Streams has none of."""
         raise UnsupportedRead("a description of a Kafka Streams application",

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
-from statekit.errors import BadArgument, KafkaStreamsAppError
-from statekit.kafka.topics import partition_count
+from statekit.errors import BadArgument
 from statekit.kafka_streams.comparison import require_same_spec
 from statekit.restore.rebuild import restore_stores
 from statekit.restore.result import wall_seconds
@@ -72,26 +71,11 @@ def restore_kafka_streams(app, state_dir: str | os.PathLike, timeout: float = 12
     the empty ``state_dir``, wait until it has restored every changelog partition, and give
     its ``restores()`` and its store's snapshot; the instance is closed after."""
     from statekit.kafka_streams.app import start
-    from statekit.kafka_streams.options import AppOptions
 
-    options = app.options
-    fresh = AppOptions(application_id=app.application_id, state_dir=state_dir,
-                       commit_interval=options.commit_interval,
-                       session_timeout=options.session_timeout,
-                       streams_config=options.streams_config)
-    partitions = partition_count(app.kafka, app.topic)  # the changelog's: one per task
+    fresh = replace(app.options, application_id=app.application_id, state_dir=state_dir)
     with start(app.topic, app.spec, kafka=app.kafka, instances=1, standbys=0,
                cache_max_bytes=app.cache_max_bytes, options=fresh, timeout=timeout) as again:
-        deadline = time.monotonic() + timeout
-        while True:
-            restores = again.restores()
-            if len(restores) >= partitions and set(restores["state"]) == {"done"}:
-                break
-            if time.monotonic() > deadline:
-                raise KafkaStreamsAppError(
-                    f"the fresh instance of {app.application_id!r} did not finish restoring "
-                    f"in {timeout:.0f} s: {restores.to_dict('records')}")
-            time.sleep(0.2)
+        restores = again.wait_until_restored(timeout)
         return restores, again.snapshot(sort=True)
 
 
