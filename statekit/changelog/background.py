@@ -1,14 +1,16 @@
 """Shipping in a background thread as batches commit, at a lower CPU priority if asked.
 
 ``ChangelogWriter.start()`` runs ``_loop`` in a daemon thread (``BackgroundLoop``): it
-ships each batch once it is committed and, when idle, looks at the commit log every
-``poll_interval`` seconds (two local reads, no call to the broker). ``wait_shipped``
-waits for a batch; ``stop()`` ships what is committed, then closes. A writer of an
-attached query runs its thread ``nice`` steps below the query (``lower_priority``).
+takes the topic over while the query runs its first batch (``prepare``), ships each batch
+once it is committed and, when idle, looks at the commit log every ``poll_interval``
+seconds (two local reads, no call to the broker) or as soon as ``wake()`` says a batch
+committed (a statekit query's progress reports call it). ``wait_shipped`` waits for a
+batch; ``stop()`` ships what is committed, then closes. A writer of an attached query runs
+its thread ``nice`` steps below the query (``lower_priority``).
 
 ``BackgroundShipping`` is a part of ``ChangelogWriter`` (``statekit.changelog.writer``),
-which holds what these methods read: ``ship``, ``shipped_batch``, ``source``, ``topic``,
-``nice``, ``poll_interval`` and the producer's fields.
+which holds what these methods read: ``ship``, ``prepare``, ``shipped_batch``, ``source``,
+``topic``, ``nice``, ``poll_interval`` and the producer's fields.
 
 Example:
     >>> lower_priority(0)      # nothing to lower
@@ -56,13 +58,31 @@ class BackgroundShipping(BackgroundLoop):
     """``start()``: ship in a background thread as batches commit (a part of
     ``ChangelogWriter``)."""
 
+    def __init__(self, loop_name: str):
+        super().__init__(loop_name)
+        self._wakened = threading.Event()  # set by wake(): a batch committed, look now
+
     def _loop(self) -> None:
         lower_priority(self.nice)
+        prepared = False
         while not self.stop_requested:
             before = self.shipped_batch
+            committed = self.source.checkpoint.last_batch
+            if committed <= before and not prepared:
+                prepared = self.prepare()  # beside the first batch, not after its commit
             # idle: two local reads (commit log, ledger), no round and no call to the broker
-            if self.source.checkpoint.last_batch <= before or self.ship() == before:
-                self.wait_stop(self.poll_interval)
+            if committed <= before or self.ship() == before:
+                self._idle()
+
+    def _idle(self) -> None:
+        """Wait ``poll_interval`` seconds, less once ``wake()`` or ``stop()`` is called."""
+        self._wakened.wait(self.poll_interval)
+        self._wakened.clear()
+
+    def wake(self) -> None:
+        """Look at the commit log now rather than at the next ``poll_interval``: a batch has
+        committed (a query's progress report calls it, ``statekit.query.start``)."""
+        self._wakened.set()
 
     def _loop_failed(self, exc: BaseException) -> None:  # surfaced by wait_shipped() / stop()
         LOG.error("changelog %s: %s", self.topic, exc)
@@ -77,6 +97,7 @@ class BackgroundShipping(BackgroundLoop):
         """
         batch = batch_id(batch)
         deadline = time.monotonic() + timeout
+        self.wake()  # the caller knows of a commit the thread may not have looked for yet
         while True:
             self.raise_if_failed()
             if not self.running:
@@ -95,6 +116,10 @@ class BackgroundShipping(BackgroundLoop):
     def stop_background(self) -> None:
         """Stop the background thread once the round it is in has ended (nothing more is
         shipped); raise its error. ``ship()`` and ``stop()`` still ship what is committed."""
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            self._stopping.set()
+            self._wakened.set()  # out of its idle wait at once
         super().stop()
 
     def stop(self) -> None:

@@ -210,15 +210,7 @@ class ChangelogWriter(TopicGuard, Fencing, BackgroundShipping):
         self._check_topics(ledger, partitions)
         if ledger is not None and ledger.last_batch >= last:
             return ledger.last_batch
-        if ledger is None:
-            self._fresh_ledger(partitions)  # refused here, the writer shipping now is not fenced
-            self._drop_producer()  # a fresh start takes the topic over anew
-        if self._producer is None:
-            self._take_over()
-        ledger = self.ledger.read()  # now final: no older writer of this checkpoint can ship
-        if ledger is None:
-            ledger = self._fresh_ledger(partitions)
-            self.ledger.write(ledger)  # so a first round cut short is found past it
+        ledger = self._own_topic(ledger, partitions)
         if ledger == self._committed and self._topic_as_left(ledger):
             done, ends = set(), dict(ledger.next_offset)  # this producer's own round: no more
         else:
@@ -252,6 +244,47 @@ class ChangelogWriter(TopicGuard, Fencing, BackgroundShipping):
         self._produce(table, first, last, ledger, done, ends, stamps)
         self.rounds.append((first, last, table.num_rows, time.perf_counter() - started))
         return last
+
+    def _own_topic(self, ledger: LedgerState | None, partitions: int) -> LedgerState:
+        """Take the topic over (when this writer's producer is not open) and return the
+        ledger, now final: no older writer of this checkpoint can ship. The topics are
+        checked already (``_check_topics``)."""
+        if ledger is None:
+            self._fresh_ledger(partitions)  # refused here, the writer shipping now is not fenced
+            self._drop_producer()  # a fresh start takes the topic over anew
+        if self._producer is None:
+            self._take_over()
+        ledger = self.ledger.read()
+        if ledger is None:
+            ledger = self._fresh_ledger(partitions)
+            self.ledger.write(ledger)  # so a first round cut short is found past it
+        return ledger
+
+    def prepare(self) -> bool:
+        """Take the topic over before the first batch to ship commits, so that the first
+        round has only its batches to ship; returns whether this writer's producer is open.
+
+        Does nothing (False) before the query has planned a batch (its offset log says the
+        state partitions) and once a producer is open (True). The background thread calls it
+        while the query runs its first batch: what the first round would do first (the
+        topics checked or created, the ledger started, the transactional producer opened,
+        fencing every older writer) is done beside that batch instead of after its commit.
+        Errors as ``ship()``'s.
+        """
+        with self._lock:
+            if self._producer is not None:
+                return True
+            checkpoint = self.source.checkpoint
+            if not checkpoint.offset_batches():
+                return False
+            try:
+                partitions = checkpoint.shuffle_partitions()
+            except (CheckpointError, OSError):  # its offset log is not readable yet
+                return False
+            ledger = self.ledger.read()
+            self._check_topics(ledger, partitions)
+            self._own_topic(ledger, partitions)
+            return True
 
     def _produce(self, table: pa.Table, first: int, last: int, ledger: LedgerState,
                  done: set[tuple[int, int, int]], ends: Mapping[int, int],

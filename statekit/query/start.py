@@ -34,6 +34,7 @@ from statekit.query.restart_check import record_query, require_restartable, sess
 from statekit.query.run_start import Started, new_run, start_recorded
 from statekit.query.source import source_events
 from statekit.query.stateful import StatefulQuery
+from statekit.spark.progress_listener import follow
 
 _SPEC_ARGUMENTS = ("keys", "window", "aggregates", "event_time", "watermark", "ttl",
                    "max_event_time_ahead")
@@ -181,6 +182,9 @@ def start_query(
                            kafka_input=kafka_input, file_input=file_input,
                            store_name=run.store_name)
     if topic:
-        handle.changelog = ChangelogWriter(handle.reader, conn, topic,
-                                           topic_config=run.changelog_topic_config).start()
+        writer = ChangelogWriter(handle.reader, conn, topic,
+                                 topic_config=run.changelog_topic_config).start()
+        # each progress report follows a commit: the writer ships it now, not at its next look
+        follow(spark, str(query.id), lambda _progress: writer.wake(), owned=True)
+        handle.changelog = writer
     return handle
