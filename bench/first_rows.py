@@ -13,7 +13,9 @@ variants alternate in rounds so a busy minute of the machine falls on all of the
 The example's variants switch one of ``spark_session``'s start-up measures off (issue 39
 item 5: keep those whose gain is larger than their run-to-run spread): ``no_archive``
 (``class_archive=False``), ``no_early_workers``,
-``zip`` (``cached_worker_imports=False``), ``full_jit`` (``jit="full"``).
+``zip`` (``cached_worker_imports=False``), ``full_jit`` (``jit="full"``); and
+``ship_after_commit`` switches the changelog writer's early take-over and wake-up off
+(``WRITER_OFF``).
 
     python -m bench.coldstart --repeats 5
     python -m bench.coldstart --repeats 3 --variants example,floor
@@ -41,7 +43,13 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_VARIANTS: dict[str, dict] = {
     "example": {}, "no_archive": {"class_archive": False},
     "no_early_workers": {"early_workers": False},
-    "zip": {"cached_worker_imports": False}, "full_jit": {"jit": "full"}}
+    "zip": {"cached_worker_imports": False}, "full_jit": {"jit": "full"},
+    "ship_after_commit": {}}
+#: example variants that switch a measure of the changelog writer off: ``ship_after_commit``,
+#: the writer as before issue 39 item 4 (it takes the topic over at the first commit, not
+#: beside the first batch, and finds a commit at its next look, not when the query's progress
+#: report wakes it: ``ChangelogWriter.prepare`` and ``wake`` do nothing)
+WRITER_OFF = {"ship_after_commit"}
 FLOOR = "floor"
 VARIANTS = (*EXAMPLE_VARIANTS, FLOOR)
 TARGET_RATIO = 0.6
@@ -79,6 +87,11 @@ def example_child(variant: str, born: float) -> dict:
     marks: list[tuple[str, float]] = [("interpreter", time.time() - born)]
     namespace: dict = {}
     rows = None
+    if variant in WRITER_OFF:
+        from statekit.changelog.writer import ChangelogWriter
+
+        ChangelogWriter.prepare = lambda self: False
+        ChangelogWriter.wake = lambda self: None
     for statement in readme_example():
         if statement == "query.snapshot()":
             rows = eval(statement, namespace)  # noqa: S307 - the README's own code
@@ -96,7 +109,9 @@ def example_child(variant: str, born: float) -> dict:
             "rows": len(rows), "first_batch_ms": dict(first.durationMs),
             "cpu_s": cpu_by_kind({}, cpu_snapshot()),
             "batch_times": [_batch_times(p, born) for p in query.query.recentProgress],
-            "batches": query.last_batch + 1, "archive_mapped": _archive_mapped()}
+            "batches": query.last_batch + 1, "archive_mapped": _archive_mapped(),
+            # the writer's rounds: first and last batch, records, seconds each
+            "changelog_rounds": [list(r) for r in getattr(query.changelog, "rounds", ())]}
 
 
 def _batch_times(progress, born: float) -> dict:

@@ -134,7 +134,42 @@ def local_lookups(instance, keys: list[dict], warmup: int) -> dict:
         found = sum(map(check, answers)) if keep else sum(answers)
         figures[name] = {**percentiles(seconds), "found": found}
         del answers
+    figures.update(fast_path_turns(instance, keys))
     return figures
+
+
+def fast_path_turns(instance, keys: list[dict], chunk: int = 100, passes: int = 5) -> dict:
+    """``instance.get`` with its codec's one-pass key path (``KeyCodec._locate_plain``) on and
+    off, taking turns ``chunk`` lookups each over ``passes`` passes of the keys, so a busy
+    moment of the machine falls on both alike; each figure also carries the spread of its
+    passes' p50 and p99 (``spread``), the run-to-run noise its gain is held against."""
+    codec = instance.codec
+    plain = codec._plain
+    seconds: dict[str, list[list[float]]] = {"get_fast_path": [], "get_general_path": []}
+    try:
+        for _ in range(passes):
+            for name in seconds:
+                seconds[name].append([])
+            for start in range(0, len(keys), chunk):
+                for name, on in (("get_fast_path", True), ("get_general_path", False)):
+                    codec._plain = plain and on
+                    took, _ = latencies(instance.get, keys[start:start + chunk], 0,
+                                        found=lambda a: bool(a.rows))
+                    seconds[name][-1] += took
+    finally:
+        codec._plain = plain
+    return {name: {**percentiles([s for one in runs for s in one]),
+                   "spread": spread([percentiles(one) for one in runs])}
+            for name, runs in seconds.items()}
+
+
+def spread(parts: list[dict]) -> dict:
+    """max − min over ``parts`` (percentiles of a run's passes) of p50 and p99, in µs.
+
+    >>> spread([{"p50_us": 8.0, "p99_us": 12.0}, {"p50_us": 9.0, "p99_us": 15.0}])
+    {'p50_us': 1.0, 'p99_us': 3.0}
+    """
+    return {k: max(p[k] for p in parts) - min(p[k] for p in parts) for k in ("p50_us", "p99_us")}
 
 
 def rest_lookups(cluster, client, keys: list[dict], warmup: int, chunk: int = 100) -> dict:
@@ -211,7 +246,15 @@ def rest_lookups(cluster, client, keys: list[dict], warmup: int, chunk: int = 10
         conn.close()
     pool.close()
     manager.clear()
-    return {name: {**percentiles(seconds[name]), "found": found[name]} for name in seconds}
+    return {name: {**percentiles(seconds[name]), "found": found[name],
+                   "spread": spread(fifths(seconds[name]))} for name in seconds}
+
+
+def fifths(seconds: list[float]) -> list[dict]:
+    """Percentiles of each fifth of a variant's lookups (in the order taken: the variants
+    took turns, so each fifth of one was measured beside the same fifth of the others)."""
+    n = max(1, len(seconds) // 5)
+    return [percentiles(seconds[i:i + n]) for i in range(0, n * 5, n) if seconds[i:i + n]]
 
 
 def fetch_lookups(instance, client, keys: list[dict], warmup: int) -> dict:
@@ -394,6 +437,7 @@ def figures_of(r: dict) -> list[Figure]:
                              ("rest_get_httpx", "httpx"),
                              ("rest_get_stdlib_client", "a bare http.client"))],
         Figure("routed ServingClient.get p99", p["routed_get"]["p99_us"] / 1000, "ms"),
+        *measure_figures(p),
         Figure(fetch, f["instance_fetch"]["p99_us"] / 1000, "ms"),
         Figure("routed fetch p99, 24 h", f["routed_fetch"]["p99_us"] / 1000, "ms",
                baseline=fetch, ratio=f["routed_fetch"]["p99_us"] / f["instance_fetch"]["p99_us"]),
@@ -410,6 +454,31 @@ def figures_of(r: dict) -> list[Figure]:
         Figure("instance.all() (rows) in process", gm["instance_all_to_pandas"], "s",
                baseline=statestore, ratio=r["ratios"]["gather_instance_all_over_statestore"]),
     ]
+
+
+#: issue 39 item 5: each speed measure of serving, on against off in the same run
+MEASURES = (("the fast lookup path (KeyCodec._locate_plain), instance.get", "get_fast_path",
+             "get_general_path", "µs", 1.0),
+            ("statekit's own HTTP pool (serve.transport), REST get", "rest_get",
+             "rest_get_urllib3", "ms", 1000.0))
+
+
+def measure_figures(p: dict) -> list[Figure]:
+    """Per measure: p50 and p99 with it on and off, the gain (off − on) and the spread of
+    the on figures' passes (``spread``), for the "keep only what pays" table."""
+    out = []
+    for label, on, off, unit, scale in MEASURES:
+        if on not in p or off not in p:
+            continue
+        for q in ("p50", "p99"):
+            key = f"{q}_us"
+            out += [Figure(f"{label} {q}, on", p[on][key] / scale, unit),
+                    Figure(f"{label} {q}, off", p[off][key] / scale, unit),
+                    Figure(f"{label} {q}, gain (off − on)", (p[off][key] - p[on][key]) / scale,
+                           unit),
+                    Figure(f"{label} {q}, spread of its passes (on / off)",
+                           max(p[on]["spread"][key], p[off]["spread"][key]) / scale, unit)]
+    return out
 
 
 def _lat(f: dict, unit: str = "us") -> str:
@@ -448,6 +517,7 @@ def report(r: dict) -> None:
         ("  GET .../get from httpx", _lat(p["rest_get_httpx"], "ms")),
         ("  GET .../get, a bare http.client", _lat(p["rest_get_stdlib_client"], "ms")),
         ("routed: ServingClient.get", _lat(p["routed_get"], "ms")),
+        *[(f.name, f"{f.value:.3g} {f.unit}") for f in measure_figures(p)],
         ("routed fetch (24 h, 1 key)", _lat(r["fetch"]["routed_fetch"], "ms")
          + f", {r['fetch']['routed_fetch']['partitions_read']:g} partitions"),
         ("  floor: instance.fetch in process", _lat(r["fetch"]["instance_fetch"], "ms")),
