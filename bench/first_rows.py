@@ -105,10 +105,16 @@ def example_child(variant: str, born: float) -> dict:
         raise RuntimeError(f"the README example's snapshot() is empty: {rows!r}")
     query = namespace["query"]
     first = next(p for p in query.query.recentProgress if p.numInputRows > 0)
+    drained = dict(marks)["query.wait_until_drained"]
+    batches = [_batch_times(p, born) for p in query.query.recentProgress]
     return {"variant": variant, "first_rows_s": marks[-1][1], "marks": marks,
             "rows": len(rows), "first_batch_ms": dict(first.durationMs),
             "cpu_s": cpu_by_kind({}, cpu_snapshot()),
-            "batch_times": [_batch_times(p, born) for p in query.query.recentProgress],
+            "batch_times": batches,
+            # the last batch done before wait_until_drained() returned → its return: the wait
+            # for the changelog of the batches to be shipped
+            "shipping_wait_s": round(drained - max(
+                [b["end_s"] for b in batches if b["end_s"] <= drained], default=drained), 3),
             "batches": query.last_batch + 1, "archive_mapped": _archive_mapped(),
             # the writer's rounds: first and last batch, records, seconds each
             "changelog_rounds": [list(r) for r in getattr(query.changelog, "rounds", ())]}
@@ -195,7 +201,10 @@ def summarize(items: list[dict]) -> dict:
     for j, (name, _) in enumerate(items[0]["marks"]):
         step = [r["marks"][j][1] - (r["marks"][j - 1][1] if j else 0.0) for r in items]
         steps.append([name, round(median(step), 3)])
+    waits = [r["shipping_wait_s"] for r in items if "shipping_wait_s" in r]
     return {"median_s": median(values), "spread_s": max(values) - min(values),
+            "shipping_wait_s": median(waits) if waits else None,
+            "shipping_wait_spread_s": max(waits) - min(waits) if waits else None,
             "stdev_s": statistics.stdev(values) if len(values) > 1 else 0.0, "steps": steps}
 
 
@@ -215,6 +224,11 @@ def figures_of(summary: dict) -> list[Figure]:
                           target=f"ratio <= {TARGET_RATIO}" if variant == "example" and base
                           else None))
         out.append(Figure(f"{variant}: spread (max − min)", s["spread_s"], "s"))
+        if s.get("shipping_wait_s") is not None:
+            out.append(Figure(f"{variant}: last batch done → drained (the changelog shipped)",
+                              s["shipping_wait_s"], "s"))
+            out.append(Figure(f"{variant}: that wait's spread (max − min)",
+                              s["shipping_wait_spread_s"], "s"))
     if "example" in summary:
         for name, seconds in summary["example"]["steps"]:
             out.append(Figure(f"example step: {name}", seconds, "s"))
@@ -226,7 +240,10 @@ def report(summary: dict) -> None:
     floor = summary.get(FLOOR, {}).get("median_s")
     for variant, s in summary.items():
         ratio = f", {s['median_s'] / floor:.2f}x the floor" if floor else ""
-        rows.append((variant, f"{s['median_s']:.2f} s (spread {s['spread_s']:.2f} s){ratio}"))
+        wait = (f"; last batch → drained {s['shipping_wait_s']:.2f} s"
+                if s.get("shipping_wait_s") is not None else "")
+        rows.append((variant, f"{s['median_s']:.2f} s (spread {s['spread_s']:.2f} s){ratio}"
+                              f"{wait}"))
     print_table("first state rows of a fresh process (median)", rows)
     if "example" in summary:
         print_table("the example, per statement (median seconds)",

@@ -324,7 +324,8 @@ def shipped_store(keys: int, topic: str, workdir: str | None, result: dict, pref
     try:
         result["build_checkpoint_s"], query = timed(lambda: build_checkpoint(spark, work, keys))
         with EmbeddedBroker() as broker:
-            writer = ChangelogWriter(query.reader, broker, topic)
+            # a round of 1,000,000 records may take more than 60 s on a busy machine
+            writer = ChangelogWriter(query.reader, broker, topic, flush_timeout=600)
             result["ship_s"], result["shipped_batch"] = timed(writer.ship)
             writer.stop()
             yield spark, work, query, broker

@@ -254,6 +254,54 @@ def test_writers_sharing_a_lock_ship_one_round_at_a_time(spark, broker, logged, 
     assert len(read_changelog(broker.bootstrap_servers, "lockstep2-changelog")) == len(log)
 
 
+def test_a_writer_takes_the_topic_over_before_the_first_commit_then_ships_it_once(
+        spark, broker, logged, tmp_path):
+    """prepare(): nothing before the query plans a batch; once it has (an offset log, no
+    commit), the topic is created, the producer opened and the ledger started, so the first
+    round has only its batches to ship, each change once."""
+    query, log = logged
+    state = _copy_unshipped(spark, query, tmp_path, "early")
+    commits, hidden = Path(state.path) / "commits", tmp_path / "commits"
+    offsets, hidden_offsets = Path(state.path) / "offsets", tmp_path / "offsets"
+    shutil.move(commits, hidden)
+    shutil.move(offsets, hidden_offsets)
+    writer = ChangelogWriter(state, broker.bootstrap_servers, "early-changelog")
+    assert writer.prepare() is False  # no batch planned: the state partitions are not known
+    assert "early-changelog" not in sk.kafka.list_topics(broker.bootstrap_servers)
+    shutil.move(hidden_offsets, offsets)
+    assert writer.prepare() is True and writer.shipped_batch == -1
+    assert partition_count(broker.bootstrap_servers, "early-changelog") == 3
+    assert writer.prepare() is True  # once open, nothing more
+    shutil.move(hidden, commits)
+    assert writer.ship() == log.last_batch
+    shipped = read_changelog(broker.bootstrap_servers, "early-changelog")
+    assert len(shipped) == len(log)
+    assert not shipped.records.duplicated(["partition", "batch", "seq"]).any()
+
+
+def test_a_started_writer_ships_a_commit_when_woken(spark, broker, logged, tmp_path):
+    """wake(): the background thread looks at the commit log now, not at its next look (an
+    hour away here)."""
+    query, log = logged
+    state = _copy_unshipped(spark, query, tmp_path, "woken")
+    commits, hidden = Path(state.path) / "commits", tmp_path / "commits"
+    shutil.move(commits, hidden)
+    with ChangelogWriter(state, broker.bootstrap_servers, "woken-changelog",
+                         poll_interval=3600) as writer:
+        deadline = time.monotonic() + 120
+        while writer._producer is None:  # taken over beside the "first batch"
+            writer.raise_if_failed()
+            assert time.monotonic() < deadline, "the writer did not take the topic over"
+            time.sleep(0.05)
+        shutil.move(hidden, commits)
+        writer.wake()
+        while writer.shipped_batch < log.last_batch:
+            writer.raise_if_failed()
+            assert time.monotonic() < deadline, "the woken writer shipped nothing"
+            time.sleep(0.05)
+    assert len(read_changelog(broker.bootstrap_servers, "woken-changelog")) == len(log)
+
+
 def test_a_topic_recreated_after_the_writers_own_round_is_named_not_written_past(
         spark, broker, logged, tmp_path):
     """After its own committed round a writer skips reading the topic past its ledger, but only
