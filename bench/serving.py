@@ -340,6 +340,7 @@ def run(keys: int = 1_000_000, lookups: int = 5000, repeats: int = 3,
 
     started = time.perf_counter()
     run_ = Run("serving")
+    measures_run = Run("serving_measures")  # issue 39 item 5's figures, a file of their own
     loads = {"start": load()}
     sample = sample_keys(keys, lookups, seed=7)
     warmup = min(500, lookups)
@@ -382,6 +383,10 @@ def run(keys: int = 1_000_000, lookups: int = 5000, repeats: int = 3,
     result["wall_s"] = time.perf_counter() - started
     summarize(result)
     write_result(run_, figures_of(result), result)
+    write_result(measures_run, measure_figures(result["point"]),
+                 {"keys": keys, "lookups": lookups, "load_average": loads,
+                  "point": {k: result["point"][k] for _, on, off, *_ in MEASURES
+                            for k in (on, off)}})
     report(result)
     return result
 
