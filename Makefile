@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-report peer-venv doctor java kafka-jars kafka-streams-app s3a-jars chromium jvm-classes html lab docs clean
+.PHONY: demo test test-order test-fast lint bench bench-report peer-venv doctor java kafka-jars kafka-streams-app s3a-jars chromium jvm-classes html lab docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -84,12 +84,19 @@ timed = start=$$(date +%s); $(2); status=$$?; took=$$(( $$(date +%s) - start ));
 # broker stay in one process). TEST_WORKERS=0 (the default) runs everything in one process:
 # on the 2-core machine 2 workers measured 31-34 min against 37 for one (bench/README.md, "The
 # suite"), a gain too small for the load they put on timing-bound tests until a full run of
-# TEST_WORKERS=2 is green again.
+# TEST_WORKERS=2 is green again. With workers, files go longest first (tests/file_seconds.tsv,
+# tests/helpers/file_order.py), not pytest-xdist's most-tests-first, which left the notebooks
+# and the browser runs for the end.
 TEST_WORKERS ?= 0
-XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 test: java chromium $(STAMP) jvm-classes kafka-jars kafka-streams-app s3a-jars
 	$(PY) -m ruff check .
 	@$(call timed,make test,$(PYTEST) $(XDIST) tests statekit --nbmake notebooks --nbmake-timeout=$(NB_CELL_TIMEOUT) -v --durations=10)
+
+# tests/file_seconds.tsv anew from the last whole run's build/test-times.tsv (the order files
+# are handed to TEST_WORKERS processes in)
+test-order:
+	$(PY) tests/helpers/file_order.py build/test-times.tsv
 
 # For development: no tests marked slow (subprocess queries, crash drills, long streams), no
 # notebooks.

@@ -52,7 +52,12 @@ def pytest_configure(config):
     from helpers.suite_times import SuiteTimes
 
     config.pluginmanager.register(_NotebooksRunOnce(), "statekit-notebooks-run-once")
-    if not hasattr(config, "workerinput"):  # pytest-xdist's workers report to the controller
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: files longest first
+        from helpers.file_order import LongestFilesFirst, read_seconds
+
+        config.pluginmanager.register(LongestFilesFirst(read_seconds()),
+                                      "statekit-longest-files-first")
+    else:  # pytest-xdist's workers report to the controller
         config.pluginmanager.register(SuiteTimes(), "statekit-suite-times")
 
 
