@@ -22,8 +22,11 @@ Figures (medians of the repeats), per job:
 - **batch time**: the job's batches' own time (Spark's ``triggerExecution``, summed over
   the batches); overhead = attached / plain - 1 (**target <= 15%**);
 - **shipping per batch**: the changelog writers' rounds (reading the batch's changes,
-  encoding, producing, committing the transaction; ``ChangelogWriter.rounds``), summed over
-  the parts and divided by the batches, against the batch's own mean time;
+  encoding, producing, committing the transaction; ``ChangelogWriter.rounds``), per shared
+  round from its one read to its last part's commit, summed and divided by the batches,
+  against the batch's own mean time;
+- **shipping reads per batch**: the Arrow reads of changes (one Spark job each: every part
+  of a shared round is in one, ``statekit.changelog.shared_rounds``) divided by the batches;
 - **lag at the end**: seconds from the job's last commit to every changelog holding it.
 
     python -m bench.attach --repeats 3             # both jobs
@@ -139,6 +142,21 @@ def _batch_ms(query) -> tuple[float, int, int]:
     return float(sum(r["durationMs"]["triggerExecution"] for r in ran)), len(ran), rows
 
 
+def shipping_seconds(rounds) -> float:
+    """The shipping rounds' time: per Arrow read (``ShippedRound.read``: the parts of one
+    shared round read together), from the read's start to its last part's commit.
+
+    >>> from statekit.changelog.rounds import ShippedRound
+    >>> shipping_seconds([ShippedRound(0, 0, 5, 1.5, 1), ShippedRound(0, 0, 2, 2.0, 1),
+    ...                   ShippedRound(1, 1, 3, 0.5, 2)])
+    2.5
+    """
+    per_read: dict[int, float] = {}
+    for r in rounds:
+        per_read[r.read] = max(per_read.get(r.read, 0.0), r.seconds)
+    return sum(per_read.values())
+
+
 def run(spark, job: str, folder: Path, work: Path, attached: bool, kafka: str | None) -> dict:
     """One run of ``job`` over ``folder``'s files, plain or attached; its figures."""
     import statekit as sk
@@ -159,8 +177,10 @@ def run(spark, job: str, folder: Path, work: Path, attached: bool, kafka: str | 
             figures["lag_s"] = round(time.perf_counter() - committed, 3)
             rounds = [r for w in live.changelogs.values() for r in w.rounds]
             figures["parts"] = len(live.changelogs)
-            figures["ship_s"] = round(sum(r[3] for r in rounds), 3)
+            figures["ship_s"] = round(shipping_seconds(rounds), 3)
             figures["rounds"] = len(rounds)
+            # Arrow reads of changes, one Spark job each (a shared round's parts share one)
+            figures["reads"] = len({r.read for r in rounds})
             figures["shipped_records"] = sum(r[2] for r in rounds)
             figures["per_part"] = {part: [len(w.rounds), sum(r[2] for r in w.rounds),
                                           round(sum(r[3] for r in w.rounds), 3)]
@@ -183,6 +203,8 @@ def summary(job: str, plain: list[dict], attached: list[dict]) -> dict:
             "attached_batch_ms": attached_ms, "overhead": round(attached_ms / plain_ms - 1, 3),
             "ship_s_per_batch": round(median([r["ship_s"] for r in attached])
                                       / max(batches, 1), 3),
+            "reads_per_batch": round(median([r["reads"] for r in attached])
+                                     / max(batches, 1), 2),
             "batch_s_mean": round(batch_mean, 3), "batches": batches,
             "parts": attached[0]["parts"], "state_rows": plain[0]["state_rows"],
             "lag_s": median([r["lag_s"] for r in attached])}
@@ -216,6 +238,7 @@ def _table(job: str, s: dict, details: str, repeats: int) -> None:
                     ("overhead", verdict(overhead, "<= 0.15", overhead <= 0.15)),
                     ("shipping per batch", f"{ship:.2f} s against a {mean:.2f} s batch "
                                            f"({ship / mean:.2f}x)"),
+                    ("shipping reads (Spark jobs) per batch", f"{s['reads_per_batch']:.2f}"),
                     ("changelog lag after the last commit", f"{s['lag_s']:.2f} s"),
                 ])
 

@@ -10,7 +10,9 @@ its thread ``nice`` steps below the query (``lower_priority``).
 
 ``BackgroundShipping`` is a part of ``ChangelogWriter`` (``statekit.changelog.writer``),
 which holds what these methods read: ``ship``, ``prepare``, ``shipped_batch``, ``source``,
-``topic``, ``nice``, ``poll_interval`` and the producer's fields.
+``topic``, ``nice``, ``poll_interval``, ``shared`` and the producer's fields. A writer whose
+rounds are shared with others (``shared``: ``statekit.changelog.shared_rounds``) has no
+thread of its own: waking, waiting, stopping and its errors go through the shared rounds.
 
 Example:
     >>> lower_priority(0)      # nothing to lower
@@ -98,9 +100,10 @@ class BackgroundShipping(BackgroundLoop):
         batch = batch_id(batch)
         deadline = time.monotonic() + timeout
         self.wake()  # the caller knows of a commit the thread may not have looked for yet
+        shipper = self if self.shared is None else self.shared
         while True:
             self.raise_if_failed()
-            if not self.running:
+            if not shipper.running:
                 self.ship()  # nobody ships in the background: ship what is committed now
             shipped = self.shipped_batch
             if shipped >= batch:
@@ -113,6 +116,12 @@ class BackgroundShipping(BackgroundLoop):
                                    f"{timeout:.1f} s{why}; the last batch shipped is {shipped}")
             time.sleep(0.05)
 
+    def raise_if_failed(self) -> None:
+        """Raise the error that stopped this writer's shipping, if any."""
+        if self.shared is not None:
+            self.shared.raise_for(self)
+        super().raise_if_failed()
+
     def stop_background(self) -> None:
         """Stop the background thread once the round it is in has ended (nothing more is
         shipped); raise its error. ``ship()`` and ``stop()`` still ship what is committed."""
@@ -123,7 +132,11 @@ class BackgroundShipping(BackgroundLoop):
         super().stop()
 
     def stop(self) -> None:
-        """Stop the background thread after shipping what is committed; raise its error."""
+        """Stop the background thread after shipping what is committed; raise its error
+        (with shared rounds: stop them, for every writer of theirs)."""
+        if self.shared is not None:
+            self.shared.stop()
+            return
         self.stop_background()
         self.ship()
         # every round is committed: just close

@@ -18,11 +18,14 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from statekit.errors import ChangelogError
@@ -51,6 +54,42 @@ def changelog_producer(kafka: Kafka, topic: str, timeout: float = 60.0) -> Produ
     return transactional_producer(kafka, transactional_id(topic), timeout, **{
         "linger.ms": 5, "queue.buffering.max.messages": 1_000_000,
         "transaction.timeout.ms": open_ms})
+
+
+#: Numbers the Arrow reads of changes in this process (each one Spark job)
+_ARROW_READS = itertools.count(1)
+
+
+def arrow_read_number() -> int:
+    """A new number for one Arrow read of changes (one Spark job), unique in the process:
+    the rounds it brought record it (``ShippedRound.read``)."""
+    return next(_ARROW_READS)
+
+
+class ShippedRound(NamedTuple):
+    """A committed round of a writer: batches ``first..last``, its ``records``, the
+    ``seconds`` from the start of reading its changes to its commit, and ``read``, the
+    number of the Arrow read (one Spark job) that brought its changes: rounds of several
+    writers read together (``statekit.changelog.shared_rounds``) have the same."""
+
+    first: int
+    last: int
+    records: int
+    seconds: float
+    read: int
+
+
+def in_shipping_order(table: pa.Table) -> pa.Table:
+    """``table``'s rows grouped by batch, then partition, keeping Spark's order within
+    each (Spark returns each state partition's rows in write order; Arrow's sort is
+    stable).
+
+    >>> t = pa.table({"batch": [1, 0, 1, 0], "partition": [0, 1, 0, 0], "key": list("abcd")})
+    >>> in_shipping_order(t).column("key").to_pylist()
+    ['d', 'b', 'a', 'c']
+    """
+    return table.take(pc.sort_indices(table, [("batch", "ascending"),
+                                              ("partition", "ascending")]))
 
 
 @dataclass(frozen=True)

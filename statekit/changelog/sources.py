@@ -145,6 +145,13 @@ class PartChanges:
             tuple(zip(values["column"], values["type"], strict=True)) if lists else ())
 
     @property
+    def assembles_lists(self) -> bool:
+        """True where the writer assembles the lists itself from the change feeds' touched
+        keys and the part's rows (``statekit.changelog.list_records``): a list part with
+        change feeds (not the timers)."""
+        return self.shape.lists and not self.diffed
+
+    @property
     def key_columns(self) -> list[str]:
         return list(self.shape.key_columns)
 

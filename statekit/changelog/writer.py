@@ -32,7 +32,9 @@ Exactly once, across crashes and broker faults:
   ``statekit.changelog.topic_guard``.
 
 The writer ships when asked (``ship()``) or in a background thread as batches commit
-(``start()``: ``statekit.changelog.background``).
+(``start()``: ``statekit.changelog.background``). Writers of one checkpoint (an attached
+query's parts) can read their rounds together, one Spark job for all, each still shipping
+its own share in its own transaction (``statekit.changelog.shared_rounds``).
 
 Example:
     >>> writer = ChangelogWriter(query.reader, broker,                     # doctest: +SKIP
@@ -43,22 +45,32 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from confluent_kafka import KafkaException, Producer
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from statekit.changelog import meta
+from statekit.changelog import list_records, meta
 from statekit.changelog.background import BackgroundShipping
 from statekit.changelog.fencing import Fencing
 from statekit.changelog.ledger import Ledger, LedgerState
-from statekit.changelog.rounds import Round, ship_round, transactional_id
+from statekit.changelog.rounds import (
+    Round,
+    ShippedRound,
+    arrow_read_number,
+    in_shipping_order,
+    ship_round,
+    transactional_id,
+)
 from statekit.changelog.sources import ChangeSource, change_source
 from statekit.changelog.topic_guard import TopicGuard
 from statekit.errors import BatchNotRetained, CheckpointError, DataLoss
@@ -67,10 +79,21 @@ from statekit.spark_state.read_errors import reading
 from statekit.spark_state.state_reader import StateReader
 from statekit.validate import batch_id, whole_number
 
+if TYPE_CHECKING:
+    from statekit.changelog.shared_rounds import SharedRounds
+
 #: Spark's JSON of a key or value: times in UTC whatever the session's time zone (a person's
 #: own session may have another), nulls kept
 _JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'", "timeZone": "UTC",
                  "ignoreNullFields": "false"}
+
+
+def _json_bytes(columns: Sequence[str]) -> Column:
+    """``columns`` as one JSON object, in bytes (Spark's JSON, ``_JSON_OPTIONS``)."""
+    return F.to_json(F.struct(*[F.col(f"`{c}`") for c in columns]),
+                     _JSON_OPTIONS).cast("binary")
+
+
 #: rounds a writer remembers (``ChangelogWriter.rounds``): a long-running writer keeps no more
 ROUNDS_KEPT = 1000
 
@@ -79,6 +102,21 @@ ROUNDS_KEPT = 1000
 _RETAIN = ("Spark keeps the state and logs of the last spark.sql.streaming.minBatchesToRetain "
            "batches, 100 by default: a writer further behind than that cannot ship the older "
            "ones; a larger value gives it more time")
+
+
+@dataclass(frozen=True)
+class PlannedRound:
+    """A round about to ship batches ``first..last`` (``ChangelogWriter.plan_round``): the
+    ledger it starts from, the records already in the topic past it (``done``, ``ends``),
+    the batches' trigger times, and when it started (``time.perf_counter``)."""
+
+    first: int
+    last: int
+    ledger: LedgerState
+    done: set[tuple[int, int, int]]
+    ends: dict[int, int]
+    stamps: dict[int, int]
+    started: float
 
 
 class ChangelogWriter(TopicGuard, Fencing, BackgroundShipping):
@@ -127,9 +165,10 @@ class ChangelogWriter(TopicGuard, Fencing, BackgroundShipping):
         #: failed round closed its producer)
         self.identity: meta.WriterInfo | None = None
         self.skipped = 0  # records found already shipped by a round a crash cut short
-        #: the latest committed rounds (``ROUNDS_KEPT``): (first batch, last batch, records,
-        #: seconds from reading the changes to the transaction's commit)
-        self.rounds: deque[tuple[int, int, int, float]] = deque(maxlen=ROUNDS_KEPT)
+        #: the latest committed rounds (``ROUNDS_KEPT``): first batch, last batch, records,
+        #: seconds from reading the changes to the transaction's commit, and the number of
+        #: the Arrow read (one Spark job) that brought them (``rounds.ShippedRound``)
+        self.rounds: deque[ShippedRound] = deque(maxlen=ROUNDS_KEPT)
         self._producer: Producer | None = None
         self._previous: meta.WriterInfo | None = None  # the writer before this one
         #: the ledger after the last round this writer's open producer committed: while the
@@ -138,6 +177,9 @@ class ChangelogWriter(TopicGuard, Fencing, BackgroundShipping):
         self._committed: LedgerState | None = None
         self._own_ids: set[str] = set()
         self._lock = threading.Lock() if lock is None else lock
+        #: the rounds this writer's changes are read in with other writers' (one Spark job
+        #: a round for all: ``statekit.changelog.shared_rounds``); None: its own
+        self.shared: SharedRounds | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -163,26 +205,37 @@ class ChangelogWriter(TopicGuard, Fencing, BackgroundShipping):
         return self.source.store_schema(batch)
 
     # --- shipping -------------------------------------------------------------------
+    def encoded_frame(self, first: int, last: int) -> DataFrame:
+        """The changes of batches ``first..last`` as Spark will read them (not read yet):
+        batch, partition, key (JSON bytes), value (JSON bytes, null for deletes); a list
+        part's elements and touched keys instead (``list_records.elements_frame``), which
+        ``shipping_records`` assembles once read."""
+        source = self.source
+        if getattr(source, "assembles_lists", False):
+            return list_records.elements_frame(source.view, source.touched_by, first, last,
+                                               _json_bytes)
+        frame = source.changes_frame(first, last)
+        return frame.select(
+            F.col("batch").cast("long").alias("batch"),
+            F.col("partition").cast("int").alias("partition"),
+            _json_bytes(source.key_columns).alias("key"),
+            F.when(F.col("change") == "put", _json_bytes(source.value_columns)).alias("value"))
+
+    def shipping_records(self, read: pa.Table) -> pa.Table:
+        """What ``encoded_frame`` read, as the records to ship in shipping order (batch,
+        partition, key, value; a list part's lists assembled)."""
+        if getattr(self.source, "assembles_lists", False):
+            read = list_records.assemble(read)
+        return in_shipping_order(read.select(["batch", "partition", "key", "value"]))
+
     def _encoded_changes(self, first: int, last: int) -> pa.Table:
         """batch, partition, key (JSON bytes), value (JSON bytes, null for deletes), in order."""
-        source = self.source
-        frame = source.changes_frame(first, last)
-        key = F.to_json(F.struct(*[F.col(f"`{c}`") for c in source.key_columns]),
-                        _JSON_OPTIONS)
-        value = F.to_json(F.struct(*[F.col(f"`{c}`") for c in source.value_columns]),
-                          _JSON_OPTIONS)
-        encoded = frame.select(
-            "batch", "partition", key.cast("binary").alias("key"),
-            F.when(F.col("change") == "put", value).cast("binary").alias("value"))
+        encoded = self.encoded_frame(first, last)
         # the frame was built from the files there then; the read may find one gone since
         # (a live query's cleanup): a CheckpointError naming it, which ship() explains
         with reading(f"the changes of batches {first}..{last} for {self.topic!r}"):
             table = encoded.toArrow()
-        # Spark returns each state partition's rows in write order; keep it within a
-        # batch and partition while grouping by batch, then partition.
-        # (Arrow's sort is stable.)
-        return table.take(pc.sort_indices(table, [("batch", "ascending"),
-                                                  ("partition", "ascending")]))
+        return self.shipping_records(table)
 
     def ship(self, through: int | None = None) -> int:
         """Ship the committed batches not shipped yet (up to ``through``); returns the last shipped.
@@ -194,10 +247,24 @@ class ChangelogWriter(TopicGuard, Fencing, BackgroundShipping):
         """
         if through is not None:
             through = batch_id(through, "through")
+        if self.shared is not None:  # its rounds are read with the others'
+            return self.shared.ship_for(self, through)
         with self._lock:
             return self._ship_committed(through)
 
     def _ship_committed(self, through: int | None) -> int:
+        plan = self.plan_round(through)
+        if isinstance(plan, int):
+            return plan
+        with self._losing(plan.first, plan.last):
+            table = self._encoded_changes(plan.first, plan.last)
+        return self.finish_round(plan, table, arrow_read_number())
+
+    def plan_round(self, through: int | None) -> int | PlannedRound:
+        """What the next round ships: the committed batches not shipped yet (up to
+        ``through``), the topic taken over and what lies past the ledger known; or, with
+        nothing to ship, the last batch shipped. The caller holds the writer's lock, reads
+        the round's changes (``encoded_frame``) and ships them with ``finish_round``."""
         checkpoint = self.source.checkpoint
         batches = checkpoint.committed_batches()
         if through is not None:
@@ -230,20 +297,33 @@ class ChangelogWriter(TopicGuard, Fencing, BackgroundShipping):
                 f"the changes of batches {first}..{batches[0] - 1} are gone ({_RETAIN}); "
                 f"{self._start_over()}")
         started = time.perf_counter()
-        try:
+        with self._losing(first, last):
             # the batches' times first: their offset logs go with the oldest state files
             stamps = {b: checkpoint.batch_timestamp_ms(b) for b in range(first, last + 1)}
-            table = self._encoded_changes(first, last)
+        return PlannedRound(first, last, ledger, done, ends, stamps, started)
+
+    @contextlib.contextmanager
+    def _losing(self, first: int, last: int) -> Iterator[None]:
+        """A batch of ``first..last`` gone while read, because Spark removed it meanwhile:
+        DataLoss, saying why and how to start over."""
+        try:
+            yield
         except (BatchNotRetained, CheckpointError) as exc:
-            kept = checkpoint.committed_batches()
+            kept = self.source.checkpoint.committed_batches()
             if not kept or kept[0] <= first:   # Spark removed none of them: another cause
                 raise
             raise DataLoss(f"cannot ship batches {first}..{last} to {self.topic!r}: Spark "
                            f"removed the oldest of them while they were read ({exc}; "
                            f"{_RETAIN}); {self._start_over()}") from None
-        self._produce(table, first, last, ledger, done, ends, stamps)
-        self.rounds.append((first, last, table.num_rows, time.perf_counter() - started))
-        return last
+
+    def finish_round(self, plan: PlannedRound, table: pa.Table, read: int) -> int:
+        """Ship ``plan``'s changes (``table``, in shipping order) in one transaction; record
+        the round, read by Arrow read number ``read``; returns the last batch shipped."""
+        self._produce(table, plan.first, plan.last, plan.ledger, plan.done, plan.ends,
+                      plan.stamps)
+        self.rounds.append(ShippedRound(plan.first, plan.last, table.num_rows,
+                                        time.perf_counter() - plan.started, read))
+        return plan.last
 
     def _own_topic(self, ledger: LedgerState | None, partitions: int) -> LedgerState:
         """Take the topic over (when this writer's producer is not open) and return the

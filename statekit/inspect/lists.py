@@ -19,8 +19,9 @@ the batch, so that compaction keeps the latest list and a ``get`` answers with a
    touched, each key's rows gathered in the order the store holds them.
 3. a touched key with no rows left is a ``delete`` (a tombstone in the changelog).
 
-Each batch with a touched key costs one read of the part's snapshot; a batch that
-touched none costs nothing beyond the change feed.
+Each batch costs one read of the part's snapshot (only the touched keys kept), all of
+it in one Spark plan: no Spark job runs before the frame is read, so a shipping round
+reads a list part's records in the same job as every other part's changes.
 
 Timers have no change feed at all (``inspect.limits.timer_changes``), nor stores that have
 one: ``snapshot_diff_frame`` compares each key's list after the last batch of a round with
@@ -100,17 +101,14 @@ def list_changes_frame(entries: StateView, changed: Sequence[StateView], first: 
     change feeds say which keys a batch touched (the part itself for a list state).
     """
     keys = entries.key_columns
-    # read the change feeds once (not once per batch below)
-    touched = (touched_keys(changed, keys, first, last).withColumn(_KEY, _key_text(keys))
-               .localCheckpoint())
-    batches = sorted(int(r[0]) for r in touched.select("batch").distinct().collect())
+    # all of it one Spark plan, run by whoever reads the frame: no job here (a shipping
+    # round reads every part's changes in one job: statekit.changelog.shared_rounds)
+    touched = touched_keys(changed, keys, first, last).withColumn(_KEY, _key_text(keys))
     lists = []
-    for batch in batches:
+    for batch in range(first, last + 1):
         keys_then = touched.where(F.col("batch") == batch)
         rows = lists_at(entries, batch, only=keys_then.select(_KEY)).select(_KEY, ROWS)
         lists.append(keys_then.join(rows, _KEY, "left"))
-    if not lists:  # an empty frame of the same columns
-        lists = [touched.where(F.lit(False)).withColumn(ROWS, F.lit(None))]
     return _records(reduce(lambda a, b: a.unionByName(b), lists), keys)
 
 

@@ -15,6 +15,7 @@ import warnings
 
 import pandas as pd
 
+from statekit.changelog.shared_rounds import SharedRounds
 from statekit.changelog.sources import PartChanges
 from statekit.changelog.writer import ChangelogWriter
 from statekit.errors import (
@@ -55,9 +56,10 @@ class ShippedParts:
                         nice: int = SHIP_NICE) -> dict[str, str]:
         """Ship every part to a changelog topic of its own, in the background, after each
         committed batch (``statekit.live.changelogs``; what a record holds for each kind of
-        part: ``statekit.changelog.sources``); returns
-        part → topic. Needs a committed batch (the parts are known from it). The shipping
-        threads run ``nice`` steps below the query (``changelog.background.lower_priority``)."""
+        part: ``statekit.changelog.sources``), every part's changes of a round read in one
+        Spark job (``statekit.changelog.shared_rounds``); returns part → topic. Needs a
+        committed batch (the parts are known from it). The shipping thread runs ``nice``
+        steps below the query (``changelog.background.lower_priority``)."""
         self._require_state()
         claim_shipping(self.query, self)
         self._await_plan(PLAN_WAIT)
@@ -66,6 +68,7 @@ class ShippedParts:
         folder = ledger_folder(self.id, ledger_dir)
         try:
             parts = self._part_list()
+            writers = {}
             for part in parts:
                 if part_id(part) in self.changelogs:
                     continue
@@ -75,8 +78,10 @@ class ShippedParts:
                 except UnsupportedRead:
                     continue
                 topic = part_topic(app, part.operator_id, part.name)
-                self.changelogs[part_id(part)] = ChangelogWriter(source, conn, topic,
-                                                                 nice=nice).start()
+                writers[part_id(part)] = ChangelogWriter(source, conn, topic, nice=nice)
+            if writers:  # one Spark job a round reads the changes of every part
+                SharedRounds(list(writers.values()), nice=nice).start()
+                self.changelogs.update(writers)
         finally:
             if not self.changelogs:
                 unclaim_shipping(self)

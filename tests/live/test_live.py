@@ -349,6 +349,72 @@ def test_each_part_with_a_change_feed_ships_a_topic_that_replays_to_its_snapshot
                                       obj=part)
 
 
+def test_every_round_reads_all_parts_changes_in_one_spark_job(job):
+    """The writers' own round records: each Arrow read (one Spark job) of a round brought the
+    changes of every part, each part shipped in a transaction of its own."""
+    live = job[0]
+    live.wait_shipped()
+    writers = live.changelogs
+    reads: dict[int, list[tuple[str, int, int]]] = {}
+    for part, writer in writers.items():
+        for r in writer.rounds:
+            reads.setdefault(r.read, []).append((part, r.first, r.last))
+    assert reads
+    for read, rounds in reads.items():
+        assert sorted(part for part, _, _ in rounds) == sorted(writers), read
+        assert len({last for _, _, last in rounds}) == 1, rounds  # the same batches
+    # as many Spark jobs as rounds of one part, not as rounds of all parts
+    assert len(reads) == len(next(iter(writers.values())).rounds)
+
+
+def _records(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    return comparable(frame, ["batch", "partition", "deleted", *columns])
+
+
+def test_every_parts_changelog_equals_spark_s_change_feed_record_for_record(job):
+    live = job[0]
+    batch = live.wait_shipped()
+    from statekit.inspect.lists import list_changes_frame
+
+    for part, writer in live.changelogs.items():
+        view = live.state(part)
+        source = writer.source
+        log = live.read_changelog(part).records.assign(deleted=lambda f: f["tombstone"])
+        if source.shape.lists:  # the oracle: each touched key's list, read from snapshots
+            spark_changes = list_changes_frame(view, source.touched_by, 0, batch).toPandas()
+            columns = list(source.key_columns)
+            log = log.assign(rows=log["rows"].map(lambda rows: _sorted_rows(rows)))
+            spark_changes["rows"] = spark_changes["rows"].map(
+                lambda rows: _sorted_rows(None if rows is None else
+                                          [r.asDict() for r in rows]))
+            columns.append("rows")
+        else:
+            spark_changes = live.changes(part, 0, batch)
+            columns = list(source.key_columns) + list(source.value_columns)
+        spark_changes = spark_changes.assign(deleted=spark_changes["change"] == "delete")
+        if not source.shape.lists:  # a delete's value columns are the changelog's nulls
+            spark_changes.loc[spark_changes["deleted"], list(source.value_columns)] = None
+        assert len(log) == len(spark_changes), part
+        pd.testing.assert_frame_equal(_records(log, columns), _records(spark_changes, columns),
+                                      obj=part)
+
+
+def _sorted_rows(rows) -> str | None:
+    """A key's list as text in one order (the order of a join key's rows does not matter),
+    times as UTC instants (JSON carries them as ISO text)."""
+    if rows is None or (not isinstance(rows, list) and pd.isna(rows)):
+        return None
+
+    def instant(value):
+        if isinstance(value, dt.datetime) or (isinstance(value, str) and len(value) > 18
+                                              and value[4] == "-" and value[10] == "T"):
+            return str(pd.to_datetime(value, utc=True))
+        return value
+
+    return json.dumps(sorted(json.dumps({k: instant(v) for k, v in dict(r).items()},
+                                        sort_keys=True) for r in rows))
+
+
 def test_a_join_sides_changelog_holds_each_join_keys_whole_list_and_replays_to_its_snapshot(
         job):
     live = job[0]
