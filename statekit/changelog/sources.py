@@ -118,7 +118,9 @@ class PartChanges:
     A list-valued part (a join side, a list state, the timers) ships each touched key's
     whole list; ``touched_by`` are the views whose change feeds name the keys a batch
     touched (a join side's two stores; a list state's own change feed when not given).
-    The timers, which have no change feed, are diffed snapshot to snapshot.
+    The writer assembles those lists from plain reads (``assembles_lists``:
+    ``statekit.changelog.list_records``; ``changes_frame`` gives the same records built in
+    Spark). The timers, which have no change feed, are diffed snapshot to snapshot.
 
     Raises ``UnsupportedRead`` (from the part) when Spark's reader gives no change feed
     for it and it cannot be diffed (a join side without the views of its stores).

@@ -20,8 +20,9 @@ the batch, so that compaction keeps the latest list and a ``get`` answers with a
 3. a touched key with no rows left is a ``delete`` (a tombstone in the changelog).
 
 Each batch costs one read of the part's snapshot (only the touched keys kept), all of
-it in one Spark plan: no Spark job runs before the frame is read, so a shipping round
-reads a list part's records in the same job as every other part's changes.
+it in one Spark plan: no Spark job runs before the frame is read. A changelog writer builds
+the same records, record for record, from plain reads without Spark's joins and groupings
+(``statekit.changelog.list_records``); this frame is their reference in Spark.
 
 Timers have no change feed at all (``inspect.limits.timer_changes``), nor stores that have
 one: ``snapshot_diff_frame`` compares each key's list after the last batch of a round with
