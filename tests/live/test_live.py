@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from helpers.livecheck import (
@@ -384,9 +385,7 @@ def test_every_parts_changelog_equals_spark_s_change_feed_record_for_record(job)
             spark_changes = list_changes_frame(view, source.touched_by, 0, batch).toPandas()
             columns = list(source.key_columns)
             log = log.assign(rows=log["rows"].map(lambda rows: _sorted_rows(rows)))
-            spark_changes["rows"] = spark_changes["rows"].map(
-                lambda rows: _sorted_rows(None if rows is None else
-                                          [r.asDict() for r in rows]))
+            spark_changes["rows"] = spark_changes["rows"].map(_sorted_rows)
             columns.append("rows")
         else:
             spark_changes = live.changes(part, 0, batch)
@@ -402,8 +401,9 @@ def test_every_parts_changelog_equals_spark_s_change_feed_record_for_record(job)
 def _sorted_rows(rows) -> str | None:
     """A key's list as text in one order (the order of a join key's rows does not matter),
     times as UTC instants (JSON carries them as ISO text)."""
-    if rows is None or (not isinstance(rows, list) and pd.isna(rows)):
+    if rows is None or (not isinstance(rows, list | tuple | np.ndarray) and pd.isna(rows)):
         return None
+    rows = [r.asDict() if hasattr(r, "asDict") else dict(r) for r in rows]
 
     def instant(value):
         if isinstance(value, dt.datetime) or (isinstance(value, str) and len(value) > 18
@@ -411,7 +411,7 @@ def _sorted_rows(rows) -> str | None:
             return str(pd.to_datetime(value, utc=True))
         return value
 
-    return json.dumps(sorted(json.dumps({k: instant(v) for k, v in dict(r).items()},
+    return json.dumps(sorted(json.dumps({k: instant(v) for k, v in r.items()},
                                         sort_keys=True) for r in rows))
 
 
