@@ -83,7 +83,12 @@ class BackgroundShipping(BackgroundLoop):
 
     def wake(self) -> None:
         """Look at the commit log now rather than at the next ``poll_interval``: a batch has
-        committed (a query's progress report calls it, ``statekit.query.start``)."""
+        committed (a query's progress report calls it, ``statekit.query.start``; an
+        attached query's, ``statekit.live.followed_progress``). With shared rounds: wakes
+        them."""
+        if self.shared is not None:
+            self.shared.wake()
+            return
         self._wakened.set()
 
     def _loop_failed(self, exc: BaseException) -> None:  # surfaced by wait_shipped() / stop()

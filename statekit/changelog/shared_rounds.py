@@ -100,6 +100,7 @@ class SharedRounds(BackgroundLoop):
             writer._lock, writer.shared = self._lock, self
         #: writers whose round failed in the background: they ship no more
         self.failed: dict[str, BaseException] = {}
+        self._wakened = threading.Event()  # set by wake(): a batch committed, look now
 
     # --- a round ------------------------------------------------------------------------
     def ship(self, through: int | None = None) -> int:
@@ -187,6 +188,7 @@ class SharedRounds(BackgroundLoop):
     # --- in the background ----------------------------------------------------------------
     def _loop(self) -> None:
         lower_priority(self.nice)
+        prepared: set[str] = set()
         while not self.stop_requested:
             active = self._active()
             if not active:
@@ -197,7 +199,30 @@ class SharedRounds(BackgroundLoop):
                     self._writer_failed(topic, exc)
                 if any(w.shipped_batch > before[w.topic] for w in self._active()):
                     continue
-            self.wait_stop(self.poll_interval)
+            elif len(prepared) < len(active):  # idle: take the topics over before a commit
+                self._prepare(active, prepared)
+                continue
+            self._wakened.wait(self.poll_interval)
+            self._wakened.clear()
+
+    def _prepare(self, writers: list[ChangelogWriter], prepared: set[str]) -> None:
+        """Take each writer's topic over (``ChangelogWriter.prepare``) while the query runs
+        its next batch, so that a round has only its batches to ship."""
+        for writer in writers:
+            if writer.topic in prepared:
+                continue
+            try:  # under the writers' shared lock (prepare takes it)
+                writer.prepare()
+            except Exception as exc:  # the round would fail the same way: say it there
+                LOG.info("changelog %s: not taken over before its round (%s)",
+                         writer.topic, exc)
+            prepared.add(writer.topic)
+
+    def wake(self) -> None:
+        """Look at the commit log now rather than at the next ``poll_interval``: a batch
+        has committed (an attached query's progress reports call it through its writers'
+        ``wake``)."""
+        self._wakened.set()
 
     def _writer_failed(self, topic: str, exc: BaseException) -> None:
         with contextlib.suppress(AttributeError, TypeError):
@@ -214,6 +239,7 @@ class SharedRounds(BackgroundLoop):
     def stop(self, timeout: float | None = None) -> None:
         """Stop the background thread, then ship what is committed (every writer not
         failed), then close the writers' producers; raise the first error."""
+        self._wakened.set()  # out of its idle wait at once (stop_requested ends the loop)
         super().stop(timeout)
         try:
             errors = self._round(self._active(), None)

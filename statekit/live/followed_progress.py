@@ -4,7 +4,8 @@ holds, as frames (``progress``, ``operator_progress``, ``watermark_lag``), growt
 (``growing_operators``) and all of them at once (``health``).
 
 ``FollowedProgress`` is a mixin of ``AttachedQuery`` (``statekit.live.handle``), which
-follows the query and keeps ``_reports`` under ``_reports_lock``.
+follows the query and keeps ``_reports`` under ``_reports_lock``; each report also wakes
+the handle's changelog writers (``changelogs``: a batch committed, ship it now).
 
 Example:
     >>> live = sk.attach(query)                                   # doctest: +SKIP
@@ -30,12 +31,15 @@ class FollowedProgress:
 
     _reports: dict[int, dict]
     _reports_lock: threading.Lock
+    changelogs: dict  # part -> ChangelogWriter (statekit.live.shipped_parts)
 
     def _hear(self, progress) -> None:
         """One report from the session's listener (on Spark's listener thread)."""
         data = json.loads(progress.json)
         with self._reports_lock:
             self._reports[int(data["batchId"])] = data
+        for writer in list(self.changelogs.values()):
+            writer.wake()  # a batch committed: its changelogs ship it now
 
     def _report_dicts(self) -> dict[int, dict]:
         """Every report heard, with what ``recentProgress`` still holds (a report Spark
