@@ -81,13 +81,12 @@ timed = start=$$(date +%s); $(2); status=$$?; took=$$(( $$(date +%s) - start ));
 # Everything: all tests, slow ones included, every docstring example in statekit/
 # (--doctest-modules, pyproject.toml) and the notebooks (what CI runs). TEST_WORKERS processes
 # (pytest-xdist) take whole files each (--dist loadfile: a file's module-scoped queries and
-# broker stay in one process). TEST_WORKERS=0 (the default) runs everything in one process:
-# on the 2-core machine 2 workers measured 31-34 min against 37 for one (bench/README.md, "The
-# suite"), a gain too small for the load they put on timing-bound tests until a full run of
-# TEST_WORKERS=2 is green again. With workers, files go longest first (tests/file_seconds.tsv,
+# broker stay in one process), the longest first (tests/file_seconds.tsv,
 # tests/helpers/file_order.py), not pytest-xdist's most-tests-first, which left the notebooks
-# and the browser runs for the end.
-TEST_WORKERS ?= 0
+# and the browser runs for the end. TEST_WORKERS=2 (the default): 28m24s on the quiet 2-core
+# machine against 43m for one process (bench/README.md, "The suite"); TEST_WORKERS=0 runs
+# everything in one process.
+TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 test: java chromium $(STAMP) jvm-classes kafka-jars kafka-streams-app s3a-jars
 	$(PY) -m ruff check .
