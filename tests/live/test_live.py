@@ -430,17 +430,16 @@ def test_a_list_parts_records_are_the_same_scanning_every_batch_or_the_touched_o
     live = job[0]
     last = live.wait_shipped()
     assert last >= 2
+    def records(source, scan_every: int) -> list[dict]:
+        monkeypatch.setattr(list_records, "SCAN_EVERY_BATCH_UP_TO", scan_every)
+        read = list_records.elements_frame(source.view, source.touched_by, 0, last,
+                                           writer._json_bytes).toArrow()
+        return list_records.assemble(read).to_pylist()
+
     for part in ("1/left", "1/right"):
         source = live.changelogs[part].source
-
-        def records(scan_every: int) -> list[dict]:
-            monkeypatch.setattr(list_records, "SCAN_EVERY_BATCH_UP_TO", scan_every)
-            read = list_records.elements_frame(source.view, source.touched_by, 0, last,
-                                               writer._json_bytes).toArrow()
-            return list_records.assemble(read).to_pylist()
-
         touched = list_records.touched_batches(source.touched_by, 0, last)
-        everywhere, only_touched = records(last + 1), records(0)
+        everywhere, only_touched = records(source, last + 1), records(source, 0)
         assert only_touched == everywhere and only_touched, part
         assert sorted({r["batch"] for r in only_touched}) == touched, part
 
