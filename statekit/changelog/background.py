@@ -144,5 +144,4 @@ class BackgroundShipping(BackgroundLoop):
             return
         self.stop_background()
         self.ship()
-        # every round is committed: just close
-        self._producer, self.identity, self._committed = None, None, None
+        self._release_producer()  # every round is committed: nothing to purge

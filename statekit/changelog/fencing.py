@@ -78,6 +78,11 @@ class Fencing:
         """Purge, abort and close the producer: nothing it was sending can land later."""
         if self._producer is not None:
             discard(self._producer)
+        self._release_producer()
+
+    def _release_producer(self) -> None:
+        """Forget the producer and what it stood for (every round it opened is committed or
+        discarded already): the next round takes the topic over anew."""
         self._producer, self.identity, self._committed = None, None, None
 
     def _failed(self, exc: BaseException, what: str) -> BaseException:

@@ -245,7 +245,7 @@ class SharedRounds(BackgroundLoop):
             errors = self._round(self._active(), None)
         finally:
             for writer in self.writers:
-                writer._producer, writer.identity, writer._committed = None, None, None
+                writer._release_producer()
         failure = next(iter(errors.values()), None) or next(iter(self.failed.values()), None)
         if failure is not None:
             raise failure
