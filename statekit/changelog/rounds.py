@@ -79,6 +79,20 @@ class ShippedRound(NamedTuple):
     read: int
 
 
+#: The columns of a round's records, as the writer ships them (``in_shipping_order``)
+RECORD_SCHEMA = pa.schema([("batch", pa.int64()), ("partition", pa.int32()),
+                           ("key", pa.binary()), ("value", pa.binary())])
+
+
+def no_records() -> pa.Table:
+    """The records of a round whose batches changed nothing: none, with the columns shipped.
+
+    >>> no_records().num_rows, no_records().column_names
+    (0, ['batch', 'partition', 'key', 'value'])
+    """
+    return RECORD_SCHEMA.empty_table()
+
+
 def in_shipping_order(table: pa.Table) -> pa.Table:
     """``table``'s rows grouped by batch, then partition, keeping Spark's order within
     each (Spark returns each state partition's rows in write order; Arrow's sort is

@@ -12,6 +12,9 @@ keeps its own transactional producer, ledger and fencing, so exactly-once is the
 writer's, unchanged. A writer's rounds record the read that brought them
 (``ShippedRound.read``): the same number for every writer of a shared round.
 
+A writer whose round's batches changed nothing in its operator (every delta file Spark
+wrote for them holds no row: ``ChangelogWriter.changed_nothing``) ships its round without
+being read: an attached query on a processing-time trigger runs such a batch every trigger.
 A shared read that fails is read again writer by writer, as alone (each writer then says
 what went wrong for its part: a batch Spark removed meanwhile is its ``DataLoss``). A
 writer whose round fails stops shipping (its error is its own, as a writer's background
@@ -29,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -36,7 +40,7 @@ import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
 from statekit.changelog.background import lower_priority
-from statekit.changelog.rounds import arrow_read_number
+from statekit.changelog.rounds import arrow_read_number, no_records
 from statekit.changelog.writer import ChangelogWriter, PlannedRound
 from statekit.errors import BadArgument
 from statekit.kafka.background import BackgroundLoop
@@ -101,6 +105,8 @@ class SharedRounds(BackgroundLoop):
         #: writers whose round failed in the background: they ship no more
         self.failed: dict[str, BaseException] = {}
         self._wakened = threading.Event()  # set by wake(): a batch committed, look now
+        #: after stop(): the error it raised, or self (stopped without one); None before
+        self._stopped: BaseException | SharedRounds | None = None
 
     # --- a round ------------------------------------------------------------------------
     def ship(self, through: int | None = None) -> int:
@@ -139,6 +145,7 @@ class SharedRounds(BackgroundLoop):
         """One round of ``writers``: plan each, read all their changes at once, ship each
         share in the writer's own transaction; the errors by topic."""
         errors: dict[str, BaseException] = {}
+        started = time.perf_counter()
         with self._lock:
             # one span for all: the batches committed now (the query goes on meanwhile)
             committed = self.checkpoint.last_batch
@@ -154,22 +161,41 @@ class SharedRounds(BackgroundLoop):
                     plans.append((writer, plan))
             if not plans:
                 return errors
+            planned = time.perf_counter()
+            # batches that changed nothing in a writer's operator need no read (its delta
+            # files say so; looked at once per operator and span)
+            nothing: dict[tuple[int, int, int], bool] = {}
+            for w, plan in plans:
+                span = (w.source.operator_id, plan.first, plan.last)
+                if span not in nothing:
+                    nothing[span] = w.changed_nothing(plan)
+            idle = {w.topic for w, plan in plans
+                    if nothing[(w.source.operator_id, plan.first, plan.last)]}
+            busy = [(w, plan) for w, plan in plans if w.topic not in idle]
             try:
-                shares, read = self._read_together(plans), arrow_read_number()
+                shares = dict(zip([w.topic for w, _ in busy], self._read_together(busy),
+                                  strict=True)) if busy else {}
             except Exception as exc:  # each writer reads its own, and says what went wrong
                 LOG.info("shared read of %d changelogs failed (%s): reading each alone",
-                         len(plans), exc)
-                shares, read = None, None
-            for i, (writer, plan) in enumerate(plans):
+                         len(busy), exc)
+                shares = None
+            read, read_done = arrow_read_number(), time.perf_counter()
+            for writer, plan in plans:
                 try:
-                    if shares is None:
-                        with writer._losing(plan.first, plan.last):
-                            share = writer._encoded_changes(plan.first, plan.last)
-                        writer.finish_round(plan, share, arrow_read_number())
+                    number = read
+                    if writer.topic in idle:
+                        records = no_records()
+                    elif shares is None:
+                        records, number = writer.read_alone(plan), arrow_read_number()
                     else:
-                        writer.finish_round(plan, writer.shipping_records(shares[i]), read)
+                        records = writer.shipping_records(shares[writer.topic])
+                    writer.finish_round(plan, records, number)
                 except Exception as exc:
                     errors[writer.topic] = exc
+            LOG.debug("shared round of %d changelogs (%d idle), batches %d..%d: planned in "
+                      "%.2f s, read in %.2f s, shipped in %.2f s", len(plans), len(idle),
+                      min(p.first for _, p in plans), max(p.last for _, p in plans),
+                      planned - started, read_done - planned, time.perf_counter() - read_done)
         return errors
 
     def _read_together(self, plans: list[tuple[ChangelogWriter, PlannedRound]]
@@ -186,6 +212,11 @@ class SharedRounds(BackgroundLoop):
         return split_by_writer(table, len(plans))
 
     # --- in the background ----------------------------------------------------------------
+    def start(self) -> SharedRounds:
+        """Run the rounds in a background thread (see ``BackgroundLoop.start``); returns self."""
+        self._stopped = None
+        return super().start()
+
     def _loop(self) -> None:
         lower_priority(self.nice)
         prepared: set[str] = set()
@@ -238,7 +269,13 @@ class SharedRounds(BackgroundLoop):
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop the background thread, then ship what is committed (every writer not
-        failed), then close the writers' producers; raise the first error."""
+        failed), then close the writers' producers; raise the first error. Once stopped,
+        a later ``stop()`` (each writer's ``stop`` calls it) ships nothing more and raises
+        that error again: a query that goes on committing is not chased writer by writer."""
+        if self._stopped is not None:
+            if self._stopped is not self:
+                raise self._stopped
+            return
         self._wakened.set()  # out of its idle wait at once (stop_requested ends the loop)
         super().stop(timeout)
         try:
@@ -247,5 +284,6 @@ class SharedRounds(BackgroundLoop):
             for writer in self.writers:
                 writer._release_producer()
         failure = next(iter(errors.values()), None) or next(iter(self.failed.values()), None)
+        self._stopped = failure if failure is not None else self
         if failure is not None:
             raise failure

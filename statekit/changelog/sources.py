@@ -56,6 +56,9 @@ class ChangeSource(Protocol):
     checkpoint: Checkpoint
 
     @property
+    def operator_id(self) -> int: ...
+
+    @property
     def key_columns(self) -> list[str]: ...
 
     @property
@@ -79,6 +82,10 @@ class QueryChanges:
 
     def __init__(self, state: StateReader):
         self.state, self.checkpoint = state, state.checkpoint
+
+    @property
+    def operator_id(self) -> int:
+        return self.state.operator_id
 
     @property
     def key_columns(self) -> list[str]:
@@ -152,6 +159,10 @@ class PartChanges:
         keys and the part's rows (``statekit.changelog.list_records``): a list part with
         change feeds (not the timers)."""
         return self.shape.lists and not self.diffed
+
+    @property
+    def operator_id(self) -> int:
+        return self.shape.operator_id
 
     @property
     def key_columns(self) -> list[str]:

@@ -68,14 +68,16 @@ from statekit.changelog.rounds import (
     ShippedRound,
     arrow_read_number,
     in_shipping_order,
+    no_records,
     ship_round,
     transactional_id,
 )
 from statekit.changelog.sources import ChangeSource, change_source
 from statekit.changelog.topic_guard import TopicGuard
-from statekit.errors import BatchNotRetained, CheckpointError, DataLoss
+from statekit.errors import BatchNotRetained, CheckpointError, DataLoss, StatekitError
 from statekit.model.connection import Kafka, connect
 from statekit.spark_state.read_errors import reading
+from statekit.spark_state.spark_files import batches_changed_nothing
 from statekit.spark_state.state_reader import StateReader
 from statekit.validate import batch_id, whole_number
 
@@ -256,9 +258,27 @@ class ChangelogWriter(TopicGuard, Fencing, BackgroundShipping):
         plan = self.plan_round(through)
         if isinstance(plan, int):
             return plan
+        return self.finish_round(plan, self.read_alone(plan), arrow_read_number())
+
+    def read_alone(self, plan: PlannedRound) -> pa.Table:
+        """``plan``'s records to ship, read with a Spark job of their own (none when its
+        batches changed nothing: ``changed_nothing``); a batch Spark removed meanwhile is
+        DataLoss."""
+        if self.changed_nothing(plan):
+            return no_records()
         with self._losing(plan.first, plan.last):
-            table = self._encoded_changes(plan.first, plan.last)
-        return self.finish_round(plan, table, arrow_read_number())
+            return self._encoded_changes(plan.first, plan.last)
+
+    def changed_nothing(self, plan: PlannedRound) -> bool:
+        """True when ``plan``'s batches changed nothing in the source's operator (every delta
+        file of theirs holds no row: ``spark_files.batches_changed_nothing``): the round
+        ships no record and reads nothing in Spark (a processing-time trigger's batches)."""
+        source = self.source
+        try:
+            return batches_changed_nothing(source.checkpoint, source.operator_id, plan.first,
+                                           plan.last, source.checkpoint.shuffle_partitions())
+        except (StatekitError, OSError):  # the read says what is wrong
+            return False
 
     def plan_round(self, through: int | None) -> int | PlannedRound:
         """What the next round ships: the committed batches not shipped yet (up to

@@ -70,6 +70,48 @@ def lz4_stream_problem(data: bytes) -> str | None:
         pos += compressed
 
 
+#: What a delta file holds, its LZ4 framing taken off, when its batch changed nothing: format
+#: v1 (RocksDB without column families, and every HDFS-backed ``N.delta``) only its end mark,
+#: the int -1; format v2 (column families: ``transformWithState``) its version ``"v2"`` as
+#: Java's ``writeUTF`` writes it, then the end record, a 0 byte. Formats v3 and v4 (state
+#: checkpoint format v2) carry a lineage and are never matched.
+EMPTY_DELTAS = (b"\xff\xff\xff\xff", b"\x00\x02v2\x00")
+#: Bytes above which an LZ4 delta file surely holds a row (an empty one is 46 or 47 bytes:
+#: a stored block of its 4 or 5 bytes and the closing block)
+EMPTY_DELTA_MAX_BYTES = 2 * LZ4_HEADER + max(len(e) for e in EMPTY_DELTAS)
+_STORED = 0x10  # lz4-java's block method for bytes kept as they are (too few to compress)
+
+
+def delta_holds_no_rows(data: bytes) -> bool:
+    """True only when ``data`` (a delta file of Spark's ``lz4`` codec) is whole and holds no
+    row: its blocks stored uncompressed, their bytes one of ``EMPTY_DELTAS``. Any other
+    content — a row, a compressed block, another codec, a file cut short — is False: only
+    reading it tells what it holds.
+
+    Example:
+        >>> def stream(content):  # one stored block, then the closing block
+        ...     head = LZ4_MAGIC + bytes([0x15]) + len(content).to_bytes(4, "little") * 2
+        ...     return head + bytes(4) + content + LZ4_MAGIC + bytes([0x15]) + bytes(12)
+        >>> [delta_holds_no_rows(stream(empty)) for empty in EMPTY_DELTAS]
+        [True, True]
+        >>> one_row = bytes.fromhex("00000001" "6b" "00000001" "76" "ffffffff")  # k -> v, end
+        >>> delta_holds_no_rows(stream(one_row)), delta_holds_no_rows(stream(EMPTY_DELTAS[0])[:-1])
+        (False, False)
+    """
+    if len(data) > EMPTY_DELTA_MAX_BYTES or lz4_stream_problem(data) is not None:
+        return False
+    content, pos = b"", 0
+    while True:
+        compressed, original = struct.unpack_from("<ii", data, pos + 9)
+        if original == 0:  # the closing block (lz4_stream_problem: nothing after it)
+            return content in EMPTY_DELTAS
+        if data[pos + 8] & 0xF0 != _STORED or compressed != original:
+            return False
+        start = pos + LZ4_HEADER
+        content += data[start:start + compressed]
+        pos = start + compressed
+
+
 def sst_problem(path: str | os.PathLike, expected_size: int | None = None) -> str | None:
     """Why an SST file is not whole (missing, another size than its snapshot lists, no
     RocksDB closing magic number), or None."""

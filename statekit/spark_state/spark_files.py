@@ -39,12 +39,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
 import pandas as pd
 
 from statekit.errors import CheckpointError, CheckpointNotShared
 from statekit.spark.object_store import as_path, entry_path, listdir, missing_error, scandir
 from statekit.spark_state.checkpoint import DEFAULT_STORE, Checkpoint
+from statekit.spark_state.file_checks import EMPTY_DELTA_MAX_BYTES, delta_holds_no_rows
 from statekit.validate import require_columns, whole_number
 
 #: RocksDB: ``N.changelog``, ``N.zip``, or with checkpoint format v2 ``N_<uuid>.changelog`` /
@@ -86,6 +88,46 @@ def folder_state_files(folder: str | os.PathLike) -> list[tuple[os.DirEntry, re.
             continue
         found.append((entry, match, stat))
     return found
+
+
+def batches_changed_nothing(checkpoint: str | os.PathLike | Checkpoint, operator_id: int,
+                            first: int, last: int, partitions: int) -> bool:
+    """True only when batches ``first..last`` changed nothing in any store of operator
+    ``operator_id``: every store folder of each of its ``partitions`` partitions has, for each
+    of those batches, its delta file (``N.changelog`` or ``N.delta``, version = batch + 1)
+    holding no row (``file_checks.delta_holds_no_rows``). False as soon as one holds a row,
+    is missing, carries a unique id (checkpoint format v2), or is not on a local disk: then
+    only reading the changes tells. Reads a few dozen bytes a file, never Spark.
+
+    Example:
+        >>> batches_changed_nothing("/no/such/checkpoint", 0, 3, 5, 4)
+        False
+    """
+    root = Checkpoint(checkpoint).path
+    if not isinstance(root, Path) or first > last:  # an object store: not looked at here
+        return False
+    operator = root / "state" / str(operator_id)
+    for partition in range(partitions):
+        folder = operator / str(partition)
+        try:  # the default store's files, and a folder per named store (a join's four)
+            stores = [f for f in (folder, *folder.iterdir()) if f.is_dir()
+                      and any(FILE_NAME.match(name) for name in os.listdir(f))]
+        except OSError:
+            return False
+        if not stores:
+            return False
+        for store in stores:
+            for version in range(first + 1, last + 2):
+                try:
+                    delta = next(p for p in (store / f"{version}.changelog",
+                                             store / f"{version}.delta") if p.exists())
+                    if delta.stat().st_size > EMPTY_DELTA_MAX_BYTES:
+                        return False
+                    if not delta_holds_no_rows(delta.read_bytes()):
+                        return False
+                except (StopIteration, OSError):
+                    return False
+    return True
 
 
 def require_state_files_visible(checkpoint: str | os.PathLike | Checkpoint,

@@ -67,11 +67,13 @@ def topic_bounds(live, part: str) -> str:
             f"offsets: { {p: hi for p, (_, hi) in stable.items()} }")
 
 
-def assert_routed_gets_equal_snapshot(live, part: str, workdir, then=None) -> None:
-    """Serve ``part`` on two instances; a routed ``get`` of every key of its snapshot
-    answers the key's entry, from the partition Spark placed it in, and ``all`` answers
-    every entry; then ``then(client)``, while it still serves, if given."""
-    last = live.wait_shipped()
+def assert_routed_gets_equal_snapshot(live, part: str, workdir, then=None,
+                                      last: int | None = None) -> None:
+    """Serve ``part`` on two instances; a routed ``get`` of every key of its snapshot (at
+    batch ``last``, shipped; None: wait until the last committed is) answers the key's
+    entry, from the partition Spark placed it in, and ``all`` answers every entry; then
+    ``then(client)``, while it still serves, if given."""
+    last = live.wait_shipped(last)
     shape = live.part_shape(part)
     entries = expected_entries(live.snapshot(part, last), shape)
     assert entries, part

@@ -121,6 +121,35 @@ def test_tracker_state_equals_pandas(tracker):
     assert sorted(timers["player"]) == sorted(events["player"].unique())
 
 
+
+def test_batches_told_idle_by_their_delta_files_are_those_spark_s_change_feeds_leave_empty(
+        tracker):
+    """The data batches and the batches a second after the input ended (the TTL's deletes
+    among them): ``batches_changed_nothing`` says idle exactly where every part of the
+    operator with a change feed has no change (the timers, which have none, are set only
+    by data batches). A shared round over idle batches ships without a Spark read."""
+    from statekit.spark_state.spark_files import batches_changed_nothing
+
+    live, _, last = tracker
+    now = live.wait_shipped()
+    partitions = live.checkpoint.shuffle_partitions()
+    first = max(0, last - 4)
+    changed = {op: set() for op in (0, 1)}   # operator -> the batches its change feeds name
+    for part in live.parts():
+        if part != "0/timers":
+            changed[int(part.split("/")[0])] |= set(live.changes(part, first, now)["batch"])
+    told = {}
+    for batch in range(first, now + 1):
+        for op, batches in changed.items():
+            told[op, batch] = batch not in batches
+            assert batches_changed_nothing(live.checkpoint, op, batch, batch, partitions) \
+                == told[op, batch], (op, batch)
+    assert set(told.values()) == {True, False}, told   # both kinds were seen
+    idle_rounds = [r for w in live.changelogs.values() for r in w.rounds
+                   if all(told.get((w.source.operator_id, b), False)
+                          for b in range(r.first, r.last + 1))]
+    assert idle_rounds and all(r.records == 0 for r in idle_rounds)
+
 @pytest.mark.parametrize("part", ["1/default", "0/total", "0/recent", "0/best", "0/timers",
                                   "0/seen"])
 def test_tracker_changelogs_replay_to_each_snapshot(tracker, part):
@@ -196,7 +225,7 @@ def test_tracker_routed_gets_answer_each_key(tracker, part, tmp_path):
         with pytest.raises(BadArgument, match=r"or only \['player'\]"):
             client.get({"item": "i0"})
 
-    assert_routed_gets_equal_snapshot(live, part, tmp_path,
+    assert_routed_gets_equal_snapshot(live, part, tmp_path, last=last,
                                       then=whole_maps if part == "0/best" else None)
 
 
@@ -222,5 +251,23 @@ def test_a_ttl_expiring_reaches_the_changelog_as_tombstones(tracker):
         assert put == events.loc[events["player"] == player, "ts"].max(), player
     assert live.replay("0/seen", batch).empty
 
+
+
+def test_close_ships_what_is_committed_once_for_every_part(tracker):
+    """``close()`` stops the shared rounds once: one last round ships every part's committed
+    batches, and each part's own ``stop`` after it ships nothing more, though the query
+    goes on committing a batch a second (it used to ship a round per part, each chasing the
+    batches committed meanwhile). Last in the module: the handle is closed after it."""
+    live, _, _ = tracker
+    writers = list(live.changelogs.values())
+    reads_before = {r.read for w in writers for r in w.rounds}
+    committed = live.last_batch
+    live.close()
+    new_reads = {r.read for w in writers for r in w.rounds} - reads_before
+    # the round the background thread had under way, if any, and the one close() ran
+    assert len(new_reads) <= 2, new_reads
+    shipped = {w.shipped_batch for w in writers}
+    assert len(shipped) == 1 and shipped.pop() >= committed
+    assert live.changelogs == {}
 
 # --- applyInPandasWithState ---------------------------------------------------------------------
