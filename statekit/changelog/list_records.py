@@ -10,10 +10,10 @@ can be a branch of a shipping round's one Spark job (``statekit.changelog.shared
 * ``elements_frame``: the rows of the change feeds that name the keys each batch touched
   (``ELEMENT`` false: batch, partition, the key's JSON) and every row of the part's snapshot
   after each batch (``ELEMENT`` true: also the element's JSON), in the store's order;
-* ``touched_batches``: which batches of a round touched a key at all, read first (one small
+* the batches scanned: which batches of a round touched a key at all, read first (one small
   Spark job) when the round covers more than ``SCAN_EVERY_BATCH_UP_TO`` batches, so that a
   query running empty batches (a processing-time trigger, timers, TTL) is not scanned once
-  per empty batch;
+  per empty batch (``inspect.lists.scanned_batches``, as ``list_changes_frame`` scans);
 * ``assemble``: per batch, each touched key's elements joined into its list, in the order
   the snapshot holds them; the records are those of ``list_changes_frame``, record for
   record (a test compares them).
@@ -37,16 +37,11 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from statekit.inspect.lists import ROWS
-from statekit.inspect.part_names import part_id
+from statekit.inspect.lists import ROWS, scanned_batches
 from statekit.inspect.part_views import StateView
-from statekit.spark_state.read_errors import reading
 
 #: The column telling an element row (true) from a touched key's row (false)
 ELEMENT = "__statekit_element"
-#: A round of up to this many batches scans the snapshot after each of them; a longer one
-#: reads first which batches touched a key (``touched_batches``) and scans after those only
-SCAN_EVERY_BATCH_UP_TO = 2
 _OPEN, _CLOSE = b'{"' + ROWS.encode() + b'":[', b"]}"
 
 
@@ -55,12 +50,11 @@ def elements_frame(entries: StateView, changed: Sequence[StateView], first: int,
     """``batch``, ``partition``, ``key`` (JSON bytes), ``value`` (an element's JSON bytes;
     null on a touched key's row) and ``ELEMENT`` for batches ``first..last``: the keys the
     change feeds of ``changed`` name, and the part's rows after each batch that touched one
-    (``touched_batches``; after each batch when they are few). ``json_of``
+    (``inspect.lists.scanned_batches``; after each batch when they are few). ``json_of``
     encodes columns as JSON bytes (the writer's encoding of keys and values)."""
     keys, values = entries.key_columns, entries.value_columns
     key = json_of(keys).alias("key")
-    scanned = (range(first, last + 1) if last - first < SCAN_EVERY_BATCH_UP_TO
-               else touched_batches(changed, first, last))
+    scanned = scanned_batches(changed, first, last)
     touched = [view.changes_frame(first, last).select(
         F.col("batch").cast("long").alias("batch"), F.col("partition").cast("int")
         .alias("partition"), key, F.lit(None).cast("binary").alias("value"),
@@ -70,18 +64,6 @@ def elements_frame(entries: StateView, changed: Sequence[StateView], first: int,
         .alias("partition"), key, json_of(values).alias("value"), F.lit(True).alias(ELEMENT))
         for batch in scanned]
     return reduce(lambda a, b: a.unionByName(b), [*touched, *held])
-
-
-def touched_batches(changed: Sequence[StateView], first: int, last: int) -> list[int]:
-    """The batches of ``first..last`` whose change feeds (of ``changed``) name a key: the
-    only ones whose lists a round ships (one Spark job)."""
-    frames = [view.changes_frame(first, last).select(F.col("batch").cast("long"))
-              for view in changed]
-    union = reduce(lambda a, b: a.unionByName(b), frames).distinct()
-    with reading(f"which of batches {first}..{last} touched a key of "
-                 f"{part_id(changed[0].part)!r}"):
-        rows = union.collect()
-    return sorted(int(row["batch"]) for row in rows)
 
 
 def assemble(read: pa.Table) -> pa.Table:

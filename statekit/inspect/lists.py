@@ -19,8 +19,11 @@ the batch, so that compaction keeps the latest list and a ``get`` answers with a
    touched, each key's rows gathered in the order the store holds them.
 3. a touched key with no rows left is a ``delete`` (a tombstone in the changelog).
 
-Each batch costs one read of the part's snapshot (only the touched keys kept), all of
-it in one Spark plan: no Spark job runs before the frame is read. A changelog writer builds
+Each batch that touched a key costs one read of the part's snapshot (only the touched keys
+kept); a span of more than ``SCAN_EVERY_BATCH_UP_TO`` batches first reads which batches
+touched one (``scanned_batches``: one small Spark job), so that a query running empty
+batches (a processing-time trigger, timers, a TTL) is not scanned once per empty batch;
+the rest is one Spark plan, run when the frame is read. A changelog writer builds
 the same records, record for record, from plain reads without Spark's joins and groupings
 (``statekit.changelog.list_records``); this frame is their reference in Spark.
 
@@ -46,11 +49,16 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from statekit.inspect.operators import Part
+from statekit.inspect.part_names import part_id
 from statekit.inspect.part_views import StateView
+from statekit.spark_state.read_errors import reading
 from statekit.spark_state.times import iso_times
 
 #: The value column of a list-valued part's entry: the key's rows, in the store's order.
 ROWS = "rows"
+#: A span of up to this many batches scans the snapshot after each of them; a longer one
+#: reads first which batches touched a key (``touched_batches``) and scans after those only
+SCAN_EVERY_BATCH_UP_TO = 2
 _KEY, _POS = "__statekit_key", "__statekit_pos"
 
 
@@ -91,6 +99,27 @@ def touched_keys(changed: Sequence[StateView], keys: Sequence[str], first: int,
     return union.distinct()
 
 
+def touched_batches(changed: Sequence[StateView], first: int, last: int) -> list[int]:
+    """The batches of ``first..last`` whose change feeds (of ``changed``) name a key: the
+    only ones after which a list part's snapshot needs scanning (one Spark job)."""
+    frames = [view.changes_frame(first, last).select(F.col("batch").cast("long"))
+              for view in changed]
+    union = reduce(lambda a, b: a.unionByName(b), frames).distinct()
+    with reading(f"which of batches {first}..{last} touched a key of "
+                 f"{part_id(changed[0].part)!r}"):
+        rows = union.collect()
+    return sorted(int(row["batch"]) for row in rows)
+
+
+def scanned_batches(changed: Sequence[StateView], first: int, last: int) -> Sequence[int]:
+    """The batches of ``first..last`` after which a list part's snapshot is scanned: each of
+    them in a span of up to ``SCAN_EVERY_BATCH_UP_TO`` batches, else those that touched a key
+    (``touched_batches``)."""
+    if last - first < SCAN_EVERY_BATCH_UP_TO:
+        return range(first, last + 1)
+    return touched_batches(changed, first, last)
+
+
 def list_changes_frame(entries: StateView, changed: Sequence[StateView], first: int,
                        last: int) -> DataFrame:
     """One record per key each of batches ``first..last`` touched: ``batch``,
@@ -102,11 +131,10 @@ def list_changes_frame(entries: StateView, changed: Sequence[StateView], first: 
     change feeds say which keys a batch touched (the part itself for a list state).
     """
     keys = entries.key_columns
-    # all of it one Spark plan, run by whoever reads the frame: no job here (a shipping
-    # round reads every part's changes in one job: statekit.changelog.shared_rounds)
     touched = touched_keys(changed, keys, first, last).withColumn(_KEY, _key_text(keys))
     lists = []
-    for batch in range(first, last + 1):
+    # a batch that touched no key adds no record: no scan after it (none at all: one, empty)
+    for batch in scanned_batches(changed, first, last) or [first]:
         keys_then = touched.where(F.col("batch") == batch)
         rows = lists_at(entries, batch, only=keys_then.select(_KEY)).select(_KEY, ROWS)
         lists.append(keys_then.join(rows, _KEY, "left"))

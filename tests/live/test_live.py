@@ -423,25 +423,31 @@ def _sorted_rows(rows) -> str | None:
 def test_a_list_parts_records_are_the_same_scanning_every_batch_or_the_touched_ones(
         job, monkeypatch):
     """A round of many batches reads first which batches touched a join key and scans the
-    side's snapshot after those only (``list_records.touched_batches``): the records are
-    those of a scan after every batch, and batches that touched none ship nothing."""
+    side's snapshot after those only (``inspect.lists.touched_batches``): the records are
+    those of a scan after every batch, and batches that touched none ship nothing; Spark's
+    reference (``list_changes_frame``) gives the same records either way."""
     from statekit.changelog import list_records, writer
+    from statekit.inspect import lists
 
     live = job[0]
     last = live.wait_shipped()
     assert last >= 2
     def records(source, scan_every: int) -> list[dict]:
-        monkeypatch.setattr(list_records, "SCAN_EVERY_BATCH_UP_TO", scan_every)
+        monkeypatch.setattr(lists, "SCAN_EVERY_BATCH_UP_TO", scan_every)
         read = list_records.elements_frame(source.view, source.touched_by, 0, last,
                                            writer._json_bytes).toArrow()
-        return list_records.assemble(read).to_pylist()
+        frame = lists.list_changes_frame(source.view, source.touched_by, 0, last).toPandas()
+        in_spark = comparable(frame, list(frame.columns))
+        return list_records.assemble(read).to_pylist(), in_spark
 
     for part in ("1/left", "1/right"):
         source = live.changelogs[part].source
-        touched = list_records.touched_batches(source.touched_by, 0, last)
-        everywhere, only_touched = records(source, last + 1), records(source, 0)
+        touched = lists.touched_batches(source.touched_by, 0, last)
+        (everywhere, spark_everywhere), (only_touched, spark_touched) = (
+            records(source, last + 1), records(source, 0))
         assert only_touched == everywhere and only_touched, part
         assert sorted({r["batch"] for r in only_touched}) == touched, part
+        pd.testing.assert_frame_equal(spark_touched, spark_everywhere)
 
 
 def test_a_join_sides_changelog_holds_each_join_keys_whole_list_and_replays_to_its_snapshot(
