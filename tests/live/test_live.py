@@ -424,8 +424,9 @@ def test_a_list_parts_records_are_the_same_scanning_every_batch_or_the_touched_o
         job, monkeypatch):
     """A round of many batches reads first which batches touched a join key and scans the
     side's snapshot after those only (``inspect.lists.touched_batches``): the records are
-    those of a scan after every batch, and batches that touched none ship nothing; Spark's
-    reference (``list_changes_frame``) gives the same records either way."""
+    those of a scan after every batch, and batches that touched none ship nothing. (Spark's
+    reference, ``list_changes_frame``, scans the touched batches only too: the record-for-record
+    test above compares it with the changelog; run here after every batch it cost 100 s.)"""
     from statekit.changelog import list_records, writer
     from statekit.inspect import lists
 
@@ -436,18 +437,14 @@ def test_a_list_parts_records_are_the_same_scanning_every_batch_or_the_touched_o
         monkeypatch.setattr(lists, "SCAN_EVERY_BATCH_UP_TO", scan_every)
         read = list_records.elements_frame(source.view, source.touched_by, 0, last,
                                            writer._json_bytes).toArrow()
-        frame = lists.list_changes_frame(source.view, source.touched_by, 0, last).toPandas()
-        in_spark = comparable(frame, list(frame.columns))
-        return list_records.assemble(read).to_pylist(), in_spark
+        return list_records.assemble(read).to_pylist()
 
     for part in ("1/left", "1/right"):
         source = live.changelogs[part].source
         touched = lists.touched_batches(source.touched_by, 0, last)
-        (everywhere, spark_everywhere), (only_touched, spark_touched) = (
-            records(source, last + 1), records(source, 0))
+        everywhere, only_touched = records(source, last + 1), records(source, 0)
         assert only_touched == everywhere and only_touched, part
         assert sorted({r["batch"] for r in only_touched}) == touched, part
-        pd.testing.assert_frame_equal(spark_touched, spark_everywhere)
 
 
 def test_a_join_sides_changelog_holds_each_join_keys_whole_list_and_replays_to_its_snapshot(
