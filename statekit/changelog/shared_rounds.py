@@ -105,8 +105,8 @@ class SharedRounds(BackgroundLoop):
         #: writers whose round failed in the background: they ship no more
         self.failed: dict[str, BaseException] = {}
         self._wakened = threading.Event()  # set by wake(): a batch committed, look now
-        #: after stop(): the error it raised, or self (stopped without one); None before
-        self._stopped: BaseException | SharedRounds | None = None
+        #: whether stop() has shipped its last round, and the error it raised then
+        self._stopped, self._stop_failure = False, None
 
     # --- a round ------------------------------------------------------------------------
     def ship(self, through: int | None = None) -> int:
@@ -165,12 +165,13 @@ class SharedRounds(BackgroundLoop):
             # batches that changed nothing in a writer's operator need no read (its delta
             # files say so; looked at once per operator and span)
             nothing: dict[tuple[int, int, int], bool] = {}
+            idle: set[str] = set()
             for w, plan in plans:
                 span = (w.source.operator_id, plan.first, plan.last)
                 if span not in nothing:
                     nothing[span] = w.changed_nothing(plan)
-            idle = {w.topic for w, plan in plans
-                    if nothing[(w.source.operator_id, plan.first, plan.last)]}
+                if nothing[span]:
+                    idle.add(w.topic)
             busy = [(w, plan) for w, plan in plans if w.topic not in idle]
             try:
                 shares = dict(zip([w.topic for w, _ in busy], self._read_together(busy),
@@ -214,7 +215,7 @@ class SharedRounds(BackgroundLoop):
     # --- in the background ----------------------------------------------------------------
     def start(self) -> SharedRounds:
         """Run the rounds in a background thread (see ``BackgroundLoop.start``); returns self."""
-        self._stopped = None
+        self._stopped, self._stop_failure = False, None
         return super().start()
 
     def _loop(self) -> None:
@@ -272,9 +273,9 @@ class SharedRounds(BackgroundLoop):
         failed), then close the writers' producers; raise the first error. Once stopped,
         a later ``stop()`` (each writer's ``stop`` calls it) ships nothing more and raises
         that error again: a query that goes on committing is not chased writer by writer."""
-        if self._stopped is not None:
-            if self._stopped is not self:
-                raise self._stopped
+        if self._stopped:
+            if self._stop_failure is not None:
+                raise self._stop_failure
             return
         self._wakened.set()  # out of its idle wait at once (stop_requested ends the loop)
         super().stop(timeout)
@@ -284,6 +285,6 @@ class SharedRounds(BackgroundLoop):
             for writer in self.writers:
                 writer._release_producer()
         failure = next(iter(errors.values()), None) or next(iter(self.failed.values()), None)
-        self._stopped = failure if failure is not None else self
+        self._stopped, self._stop_failure = True, failure
         if failure is not None:
             raise failure

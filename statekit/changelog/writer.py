@@ -74,7 +74,7 @@ from statekit.changelog.rounds import (
 )
 from statekit.changelog.sources import ChangeSource, change_source
 from statekit.changelog.topic_guard import TopicGuard
-from statekit.errors import BatchNotRetained, CheckpointError, DataLoss, StatekitError
+from statekit.errors import BatchNotRetained, CheckpointError, DataLoss
 from statekit.model.connection import Kafka, connect
 from statekit.spark_state.read_errors import reading
 from statekit.spark_state.spark_files import batches_changed_nothing
@@ -110,7 +110,8 @@ _RETAIN = ("Spark keeps the state and logs of the last spark.sql.streaming.minBa
 class PlannedRound:
     """A round about to ship batches ``first..last`` (``ChangelogWriter.plan_round``): the
     ledger it starts from, the records already in the topic past it (``done``, ``ends``),
-    the batches' trigger times, and when it started (``time.perf_counter``)."""
+    the batches' trigger times, when it started (``time.perf_counter``) and the query's
+    state partitions."""
 
     first: int
     last: int
@@ -119,6 +120,7 @@ class PlannedRound:
     ends: dict[int, int]
     stamps: dict[int, int]
     started: float
+    partitions: int
 
 
 class ChangelogWriter(TopicGuard, Fencing, BackgroundShipping):
@@ -274,11 +276,8 @@ class ChangelogWriter(TopicGuard, Fencing, BackgroundShipping):
         file of theirs holds no row: ``spark_files.batches_changed_nothing``): the round
         ships no record and reads nothing in Spark (a processing-time trigger's batches)."""
         source = self.source
-        try:
-            return batches_changed_nothing(source.checkpoint, source.operator_id, plan.first,
-                                           plan.last, source.checkpoint.shuffle_partitions())
-        except (StatekitError, OSError):  # the read says what is wrong
-            return False
+        return batches_changed_nothing(source.checkpoint, source.operator_id, plan.first,
+                                       plan.last, plan.partitions)
 
     def plan_round(self, through: int | None) -> int | PlannedRound:
         """What the next round ships: the committed batches not shipped yet (up to
@@ -320,7 +319,7 @@ class ChangelogWriter(TopicGuard, Fencing, BackgroundShipping):
         with self._losing(first, last):
             # the batches' times first: their offset logs go with the oldest state files
             stamps = {b: checkpoint.batch_timestamp_ms(b) for b in range(first, last + 1)}
-        return PlannedRound(first, last, ledger, done, ends, stamps, started)
+        return PlannedRound(first, last, ledger, done, ends, stamps, started, partitions)
 
     @contextlib.contextmanager
     def _losing(self, first: int, last: int) -> Iterator[None]:

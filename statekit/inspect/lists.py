@@ -102,12 +102,10 @@ def touched_keys(changed: Sequence[StateView], keys: Sequence[str], first: int,
 def touched_batches(changed: Sequence[StateView], first: int, last: int) -> list[int]:
     """The batches of ``first..last`` whose change feeds (of ``changed``) name a key: the
     only ones after which a list part's snapshot needs scanning (one Spark job)."""
-    frames = [view.changes_frame(first, last).select(F.col("batch").cast("long"))
-              for view in changed]
-    union = reduce(lambda a, b: a.unionByName(b), frames).distinct()
+    batches = touched_keys(changed, (), first, last).select("batch").distinct()
     with reading(f"which of batches {first}..{last} touched a key of "
                  f"{part_id(changed[0].part)!r}"):
-        rows = union.collect()
+        rows = batches.collect()
     return sorted(int(row["batch"]) for row in rows)
 
 

@@ -106,27 +106,26 @@ def batches_changed_nothing(checkpoint: str | os.PathLike | Checkpoint, operator
     root = Checkpoint(checkpoint).path
     if not isinstance(root, Path) or first > last:  # an object store: not looked at here
         return False
-    operator = root / "state" / str(operator_id)
-    for partition in range(partitions):
-        folder = operator / str(partition)
-        try:  # the default store's files, and a folder per named store (a join's four)
-            stores = [f for f in (folder, *folder.iterdir()) if f.is_dir()
-                      and any(FILE_NAME.match(name) for name in os.listdir(f))]
-        except OSError:
-            return False
-        if not stores:
-            return False
-        for store in stores:
-            for version in range(first + 1, last + 2):
-                try:
-                    delta = next(p for p in (store / f"{version}.changelog",
-                                             store / f"{version}.delta") if p.exists())
-                    if delta.stat().st_size > EMPTY_DELTA_MAX_BYTES:
+    try:
+        for partition in range(partitions):
+            folder = root / "state" / str(operator_id) / str(partition)
+            # the default store's files, and a folder per named store (a join's four)
+            listed = {f: set(os.listdir(f)) for f in (folder, *folder.iterdir()) if f.is_dir()}
+            stores = {f: names for f, names in listed.items()
+                      if any(FILE_NAME.match(name) for name in names)}
+            if not stores:
+                return False
+            for store, names in stores.items():
+                for version in range(first + 1, last + 2):
+                    name = next((n for n in (f"{version}.changelog", f"{version}.delta")
+                                 if n in names), None)
+                    if name is None:
                         return False
-                    if not delta_holds_no_rows(delta.read_bytes()):
-                        return False
-                except (StopIteration, OSError):
-                    return False
+                    with open(store / name, "rb") as delta:  # more than an empty one: a row
+                        if not delta_holds_no_rows(delta.read(EMPTY_DELTA_MAX_BYTES + 1)):
+                            return False
+    except OSError:  # a folder or file gone or unreadable: reading the changes says why
+        return False
     return True
 
 

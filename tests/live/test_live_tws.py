@@ -121,7 +121,6 @@ def test_tracker_state_equals_pandas(tracker):
     assert sorted(timers["player"]) == sorted(events["player"].unique())
 
 
-
 def test_batches_told_idle_by_their_delta_files_are_those_spark_s_change_feeds_leave_empty(
         tracker):
     """The data batches and the batches a second after the input ended (the TTL's deletes
@@ -149,6 +148,7 @@ def test_batches_told_idle_by_their_delta_files_are_those_spark_s_change_feeds_l
                    if all(told.get((w.source.operator_id, b), False)
                           for b in range(r.first, r.last + 1))]
     assert idle_rounds and all(r.records == 0 for r in idle_rounds)
+
 
 @pytest.mark.parametrize("part", ["1/default", "0/total", "0/recent", "0/best", "0/timers",
                                   "0/seen"])
@@ -252,7 +252,6 @@ def test_a_ttl_expiring_reaches_the_changelog_as_tombstones(tracker):
     assert live.replay("0/seen", batch).empty
 
 
-
 def test_close_ships_what_is_committed_once_for_every_part(tracker):
     """``close()`` stops the shared rounds once: one last round ships every part's committed
     batches, and each part's own ``stop`` after it ships nothing more, though the query
@@ -269,5 +268,6 @@ def test_close_ships_what_is_committed_once_for_every_part(tracker):
     shipped = {w.shipped_batch for w in writers}
     assert len(shipped) == 1 and shipped.pop() >= committed
     assert live.changelogs == {}
+
 
 # --- applyInPandasWithState ---------------------------------------------------------------------
