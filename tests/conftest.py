@@ -49,9 +49,10 @@ class _NotebooksRunOnce:
 
 
 def pytest_configure(config):
-    from helpers.suite_times import SuiteTimes
+    from helpers.suite_times import CpuMeter, SuiteTimes
 
     config.pluginmanager.register(_NotebooksRunOnce(), "statekit-notebooks-run-once")
+    config.pluginmanager.register(CpuMeter(), "statekit-cpu-meter")  # where tests run
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: files longest first
         from helpers.file_order import LongestFilesFirst, read_seconds
 

@@ -69,7 +69,7 @@ class LongestFilesFirst:
 
 
 def seconds_per_file(times_tsv: Path) -> dict[str, float]:
-    """Each file's seconds summed from ``build/test-times.tsv`` (``node id, folder, s``)."""
+    """Each file's seconds summed from ``build/test-times.tsv`` (``node id, folder, CPU s, s``)."""
     seconds: dict[str, float] = defaultdict(float)
     for line in times_tsv.read_text(encoding="utf-8").splitlines():
         nodeid, _, rest = line.partition("\t")
