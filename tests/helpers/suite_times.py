@@ -51,6 +51,10 @@ def tree_cpu_seconds(root: int | None = None) -> float:
     """CPU seconds (user + system) used so far by ``root`` (default: this process), the
     children it has reaped, and every process still running below it with theirs.
 
+    A process that outlives its parent (the JVM of a worker killed with kill -9, of a kernel
+    shut down) leaves the tree and takes its seconds along: such tests get a low bound, and a
+    test during which an earlier test's orphan leaves may even get less than zero.
+
     Example:
         >>> 0 < tree_cpu_seconds() <= tree_cpu_seconds()
         True
