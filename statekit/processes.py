@@ -105,11 +105,12 @@ class ProcessInfo(NamedTuple):
     cmdline: str
 
 
-def process_info(pid: int) -> ProcessInfo | None:
-    """``pid``'s entry of the process table, or None when there is none (ended, not Linux)."""
+def process_info(pid: int, commands: bool = True) -> ProcessInfo | None:
+    """``pid``'s entry of the process table, or None when there is none (ended, not Linux);
+    without ``commands`` its ``cmdline`` is left unread ("")."""
     try:
         stat = (PROC / str(pid) / "stat").read_text(errors="replace")
-        args = (PROC / str(pid) / "cmdline").read_bytes()
+        args = (PROC / str(pid) / "cmdline").read_bytes() if commands else b""
     except OSError:  # ended meanwhile, or no /proc
         return None
     # the command name, in parentheses, may hold spaces and parentheses: split after the last
@@ -120,17 +121,18 @@ def process_info(pid: int) -> ProcessInfo | None:
                        args.replace(b"\0", b" ").decode(errors="replace").strip())
 
 
-def process_table() -> dict[int, ProcessInfo]:
+def process_table(commands: bool = True) -> dict[int, ProcessInfo]:
     """Every process this user can see: pid → ``ProcessInfo`` (empty where there is no
     ``/proc``). One read of each process, not a consistent snapshot: a process that ends
-    while the table is read is left out."""
+    while the table is read is left out. Without ``commands`` no command line is read (half
+    the reads, for a caller that needs parents and CPU seconds only)."""
     try:
         pids = [int(entry) for entry in os.listdir(PROC) if entry.isdigit()]
     except OSError:
         return {}
     table = {}
     for pid in pids:
-        info = process_info(pid)
+        info = process_info(pid, commands)
         if info is not None:
             table[pid] = info
     return table

@@ -1,6 +1,6 @@
 """The order the test processes take the suite's files in: the longest first.
 
-``make test`` (``TEST_WORKERS=3``) hands whole files to pytest-xdist's workers (``--dist
+``make test`` hands whole files to its ``TEST_WORKERS`` pytest-xdist workers (``--dist
 loadfile``), each the next file in the collection's order as it finishes one. Left to
 pytest-xdist, files go by their number of tests, most first: the notebooks (one test each)
 and the browser runs (four tests, four minutes) came last, and one worker ran them alone

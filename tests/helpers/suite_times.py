@@ -10,8 +10,8 @@ every test's setup, call and teardown seconds and its CPU seconds are appended t
 ``seconds``), so a run that is stopped or still going can be read too; the run ends with the
 seconds and CPU seconds spent in each folder (``tests/serve``, ``notebooks``, ``statekit`` for
 the docstring examples), slowest first. ``--durations=10`` (Makefile) prints the ten slowest
-tests. On two cores busy with two workers, a test's seconds stretch with what runs beside
-it; its CPU seconds much less, so they say where cutting work shortens the suite.
+tests. On busy cores a test's seconds stretch with what runs beside it; its CPU seconds much
+less, so they say where cutting work shortens the suite.
 
 Example:
     >>> folder_of("tests/serve/test_rest.py::test_get")
@@ -60,7 +60,7 @@ def tree_cpu_seconds(root: int | None = None) -> float:
         True
     """
     root = os.getpid() if root is None else root
-    table = process_table()
+    table = process_table(commands=False)
     if root not in table:   # no /proc: this process alone
         times = os.times()
         return times.user + times.system + times.children_user + times.children_system
