@@ -83,12 +83,12 @@ timed = start=$$(date +%s); $(2); status=$$?; took=$$(( $$(date +%s) - start ));
 # (pytest-xdist) take whole files each (--dist loadfile: a file's module-scoped queries and
 # broker stay in one process), the longest first (tests/file_seconds.tsv,
 # tests/helpers/file_order.py), not pytest-xdist's most-tests-first, which left the notebooks
-# and the browser runs for the end. TEST_WORKERS=3 (the default) on the 2-core machine: the
-# suite's tests wait much of their time (triggers, brokers, kernels), so two processes left
-# the cores partly idle (80 % busy in a sample) and three keep them busy (93 % on average):
-# 31m31s against 37-43 min for two (bench/README.md, "The suite"); TEST_WORKERS=0 runs
-# everything in one process.
-TEST_WORKERS ?= 3
+# and the browser runs for the end. TEST_WORKERS=2 (the default): 32-43 min on the 2-core
+# machine. Three processes kept the cores busier (93 %) and took 31-33 min, but one of three
+# such runs failed a fault test that passes alone (the full disk under the broker, under
+# load): two stay the default until its cause is found (bench/README.md, "The suite").
+# TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 test: java chromium $(STAMP) jvm-classes kafka-jars kafka-streams-app s3a-jars
 	$(PY) -m ruff check .
